@@ -1,15 +1,61 @@
-"""The ``eoclient`` command."""
+"""The ``eoclient`` command: ``eoclient serve`` runs the reference server."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import signal
 import sys
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8085  # the port Google's emulator uses by default
+
+
+async def _serve(host: str, port: int, record_history: bool) -> None:
+    from eoclient._clock import SystemClock
+    from eoclient.server_stub.core import Broker
+    from eoclient.server_stub.server import ReferenceServer
+
+    clock = SystemClock()
+    server = ReferenceServer(Broker(clock, record_history=record_history), clock)
+    await server.start(host, port)
+    print(f"eoclient reference server listening on {server.address} (gRPC)", flush=True)
+    print(f"export PUBSUB_EMULATOR_HOST={server.address}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        print("shutting down", flush=True)
+        await server.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="eoclient")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("serve", help="run the reference server")
-    parser.parse_args(argv)
-    print("not built yet", file=sys.stderr)
-    return 1
+    parser = argparse.ArgumentParser(
+        prog="eoclient", description="eoclient: Pub/Sub SDK and reference server"
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the reference server (google.pubsub.v1)")
+    serve.add_argument("--host", default=DEFAULT_HOST, help=f"default {DEFAULT_HOST}")
+    serve.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; 0 picks one"
+    )
+    serve.add_argument(
+        "--history",
+        action="store_true",
+        help="record every delivery, ack and modack per message (memory grows with traffic)",
+    )
+    options = parser.parse_args(argv)
+    if options.command == "serve":
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_serve(options.host, options.port, options.history))
+        return 0
+    parser.error(f"unknown command {options.command}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

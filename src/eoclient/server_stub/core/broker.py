@@ -100,7 +100,7 @@ class Broker:
         record_history: bool = True,
     ) -> None:
         self._clock = clock
-        self._rng = rng or random.Random(0)
+        self._rng = rng or random.Random()  # seeded from os.urandom: ack ids differ across runs
         self._on_change = on_change
         self._topics: dict[str, _Topic] = {}
         self._subscriptions: dict[str, _Subscription] = {}

@@ -1,0 +1,624 @@
+"""gRPC door of the reference server: google.pubsub.v1 Publisher and Subscriber on grpc.aio.
+
+Thin: each handler turns the request into domain values, calls the broker core,
+and turns the result (or the ``RpcError`` it raised) into the wire response or
+status. Exactly-once ack failures get the real service's shape (wire-contract
+§2.2): INVALID_ARGUMENT, the real message text, and a ``google.rpc.Status`` in
+``grpc-status-details-bin`` whose first detail is an ErrorInfo with reason
+EXACTLY_ONCE_ACKID_FAILURE, domain pubsub.googleapis.com and ack id → failure
+metadata; the Status repeats the call's code and message exactly, because the
+official client ignores details otherwise (wire-contract §1.6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2, empty_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+from eoclient._proto import pubsub_pb2
+from eoclient.errors import InvalidArgument, RpcError
+from eoclient.server_stub import translate
+from eoclient.server_stub.core import AckReply, Broker
+from eoclient.server_stub.faults import InjectedStatus, RpcFaults
+
+logger = logging.getLogger("eoclient.server_stub.grpc")
+
+ERROR_INFO_REASON = "EXACTLY_ONCE_ACKID_FAILURE"
+ERROR_INFO_DOMAIN = "pubsub.googleapis.com"
+# The real service's texts (wire-contract §2.2; java-pubsub#1974 for "out of order").
+INVALID_ACK_IDS_MESSAGE = (
+    "Some acknowledgement ids in the request were invalid. This could be because the "
+    "acknowledgement ids have expired or the acknowledgement ids were malformed."
+)
+UNORDERED_ACK_IDS_MESSAGE = "Some acknowledgement ids in the request were sent out of order"
+TRANSIENT_ACK_IDS_MESSAGE = (
+    "Some acknowledgement ids in the request failed temporarily; retry them."
+)
+
+# Per streaming response: the official client accepts any size (it sets
+# max_receive_message_length=-1), but other clients keep gRPC's 4 MiB default, so
+# deliveries are cut into responses of at most ~3 MiB of payload and 1000 messages.
+MAX_MESSAGES_PER_RESPONSE = 1000
+MAX_BYTES_PER_RESPONSE = 3 * 2**20
+# Unary Pull with return_immediately=false waits this long for a first message.
+PULL_WAIT_SECONDS = 1.0
+
+_CODE_BY_NAME: dict[str, grpc.StatusCode] = {c.name: c for c in grpc.StatusCode}
+
+
+def status_code(name: str) -> grpc.StatusCode:
+    return _CODE_BY_NAME.get(name, grpc.StatusCode.UNKNOWN)
+
+
+def exactly_once_failure_status(reply: AckReply) -> tuple[str, status_pb2.Status]:
+    """The message and rich status for an exactly-once Acknowledge/ModifyAckDeadline failure."""
+    values = set(reply.failures.values())
+    if any(v.startswith("PERMANENT_") for v in values):
+        message = INVALID_ACK_IDS_MESSAGE
+    elif values == {"TRANSIENT_FAILURE_UNORDERED_ACK_ID"}:
+        message = UNORDERED_ACK_IDS_MESSAGE
+    else:
+        message = TRANSIENT_ACK_IDS_MESSAGE
+    info = error_details_pb2.ErrorInfo(
+        reason=ERROR_INFO_REASON, domain=ERROR_INFO_DOMAIN, metadata=dict(reply.failures)
+    )
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=message, details=[detail])
+    return message, status
+
+
+@dataclass(eq=False)  # identity semantics: handles live in sets
+class StreamHandle:
+    """What the server knows of one open StreamingPull stream."""
+
+    subscription: str
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    drop: InjectedStatus | None = None
+
+
+class StreamRegistry:
+    def __init__(self) -> None:
+        self._by_subscription: dict[str, set[StreamHandle]] = {}
+
+    def add(self, handle: StreamHandle) -> None:
+        self._by_subscription.setdefault(handle.subscription, set()).add(handle)
+
+    def remove(self, handle: StreamHandle) -> None:
+        handles = self._by_subscription.get(handle.subscription)
+        if handles is not None:
+            handles.discard(handle)
+            if not handles:
+                del self._by_subscription[handle.subscription]
+
+    def notify(self, subscription: str) -> None:
+        for handle in self._by_subscription.get(subscription, ()):
+            handle.wake.set()
+
+    def drop_all(self, status: InjectedStatus) -> int:
+        count = 0
+        for handles in self._by_subscription.values():
+            for handle in handles:
+                handle.drop = status
+                handle.wake.set()
+                count += 1
+        return count
+
+    def count(self) -> int:
+        return sum(len(h) for h in self._by_subscription.values())
+
+
+Handler = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
+
+
+class PubSubService:
+    """Both google.pubsub.v1 services over one broker."""
+
+    def __init__(self, broker: Broker, faults: RpcFaults, streams: StreamRegistry) -> None:
+        self.broker = broker
+        self.faults = faults
+        self.streams = streams
+        self._pull_waiters: dict[str, set[asyncio.Event]] = {}
+
+    def notify(self, subscription: str) -> None:
+        self.streams.notify(subscription)
+        for event in self._pull_waiters.get(subscription, ()):
+            event.set()
+
+    # ------------------------------------------------------------ plumbing
+
+    def generic_handlers(self) -> list[grpc.GenericRpcHandler[Any, Any]]:
+        P = pubsub_pb2
+        E = empty_pb2.Empty
+        publisher: dict[str, tuple[Handler, Any, Any]] = {
+            "CreateTopic": (self.create_topic, P.Topic, P.Topic),
+            "UpdateTopic": (self.update_topic, P.UpdateTopicRequest, P.Topic),
+            "Publish": (self.publish, P.PublishRequest, P.PublishResponse),
+            "GetTopic": (self.get_topic, P.GetTopicRequest, P.Topic),
+            "ListTopics": (self.list_topics, P.ListTopicsRequest, P.ListTopicsResponse),
+            "ListTopicSubscriptions": (
+                self.list_topic_subscriptions,
+                P.ListTopicSubscriptionsRequest,
+                P.ListTopicSubscriptionsResponse,
+            ),
+            "ListTopicSnapshots": (
+                self._unimplemented("ListTopicSnapshots", "snapshots"),
+                P.ListTopicSnapshotsRequest,
+                P.ListTopicSnapshotsResponse,
+            ),
+            "DeleteTopic": (self.delete_topic, P.DeleteTopicRequest, E),
+            "DetachSubscription": (
+                self.detach_subscription,
+                P.DetachSubscriptionRequest,
+                P.DetachSubscriptionResponse,
+            ),
+        }
+        subscriber: dict[str, tuple[Handler, Any, Any]] = {
+            "CreateSubscription": (self.create_subscription, P.Subscription, P.Subscription),
+            "GetSubscription": (self.get_subscription, P.GetSubscriptionRequest, P.Subscription),
+            "UpdateSubscription": (
+                self.update_subscription,
+                P.UpdateSubscriptionRequest,
+                P.Subscription,
+            ),
+            "ListSubscriptions": (
+                self.list_subscriptions,
+                P.ListSubscriptionsRequest,
+                P.ListSubscriptionsResponse,
+            ),
+            "DeleteSubscription": (self.delete_subscription, P.DeleteSubscriptionRequest, E),
+            "ModifyAckDeadline": (self.modify_ack_deadline, P.ModifyAckDeadlineRequest, E),
+            "Acknowledge": (self.acknowledge, P.AcknowledgeRequest, E),
+            "Pull": (self.pull, P.PullRequest, P.PullResponse),
+            "ModifyPushConfig": (
+                self._unimplemented("ModifyPushConfig", "push subscriptions"),
+                P.ModifyPushConfigRequest,
+                E,
+            ),
+            "GetSnapshot": (
+                self._unimplemented("GetSnapshot", "snapshots"),
+                P.GetSnapshotRequest,
+                P.Snapshot,
+            ),
+            "ListSnapshots": (
+                self._unimplemented("ListSnapshots", "snapshots"),
+                P.ListSnapshotsRequest,
+                P.ListSnapshotsResponse,
+            ),
+            "CreateSnapshot": (
+                self._unimplemented("CreateSnapshot", "snapshots"),
+                P.CreateSnapshotRequest,
+                P.Snapshot,
+            ),
+            "UpdateSnapshot": (
+                self._unimplemented("UpdateSnapshot", "snapshots"),
+                P.UpdateSnapshotRequest,
+                P.Snapshot,
+            ),
+            "DeleteSnapshot": (
+                self._unimplemented("DeleteSnapshot", "snapshots"),
+                P.DeleteSnapshotRequest,
+                E,
+            ),
+            "Seek": (self._unimplemented("Seek", "seek"), P.SeekRequest, P.SeekResponse),
+        }
+        handlers = []
+        for service, table in (("Publisher", publisher), ("Subscriber", subscriber)):
+            methods: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+                name: grpc.unary_unary_rpc_method_handler(
+                    self._guard(name, fn),
+                    request_deserializer=request.FromString,
+                    response_serializer=response.SerializeToString,
+                )
+                for name, (fn, request, response) in table.items()
+            }
+            if service == "Subscriber":
+                methods["StreamingPull"] = grpc.stream_stream_rpc_method_handler(
+                    self.streaming_pull,
+                    request_deserializer=P.StreamingPullRequest.FromString,
+                    response_serializer=P.StreamingPullResponse.SerializeToString,
+                )
+            handlers.append(
+                grpc.method_handlers_generic_handler(f"google.pubsub.v1.{service}", methods)
+            )
+        return handlers
+
+    def _guard(self, method: str, fn: Handler) -> Handler:
+        async def handler(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            injected = self.faults.take(method)
+            if injected is not None:
+                await context.abort(status_code(injected.code), injected.message)
+            try:
+                return await fn(request, context)
+            except RpcError as error:
+                await context.abort(status_code(error.code), error.message)
+
+        return handler
+
+    @staticmethod
+    def _unimplemented(method: str, feature: str) -> Handler:
+        async def handler(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            await context.abort(
+                grpc.StatusCode.UNIMPLEMENTED,
+                f"google.pubsub.v1 {method} is not implemented by the eoclient reference server "
+                f"yet ({feature} are planned).",
+            )
+
+        return handler
+
+    # ------------------------------------------------------------- topics
+
+    async def create_topic(self, request: pubsub_pb2.Topic, _: Any) -> pubsub_pb2.Topic:
+        return translate.topic_to_pb(self.broker.create_topic(translate.topic_from_pb(request)))
+
+    async def update_topic(
+        self, request: pubsub_pb2.UpdateTopicRequest, _: Any
+    ) -> pubsub_pb2.Topic:
+        view = self.broker.update_topic(
+            translate.topic_from_pb(request.topic), list(request.update_mask.paths)
+        )
+        return translate.topic_to_pb(view)
+
+    async def publish(
+        self, request: pubsub_pb2.PublishRequest, _: Any
+    ) -> pubsub_pb2.PublishResponse:
+        ids = self.broker.publish(
+            request.topic, translate.new_messages(request), request.ByteSize()
+        )
+        return pubsub_pb2.PublishResponse(message_ids=ids)
+
+    async def get_topic(self, request: pubsub_pb2.GetTopicRequest, _: Any) -> pubsub_pb2.Topic:
+        return translate.topic_to_pb(self.broker.get_topic(request.topic))
+
+    async def list_topics(
+        self, request: pubsub_pb2.ListTopicsRequest, _: Any
+    ) -> pubsub_pb2.ListTopicsResponse:
+        page = self.broker.list_topics(request.project, request.page_size, request.page_token)
+        return pubsub_pb2.ListTopicsResponse(
+            topics=[translate.topic_to_pb(t) for t in page.items],
+            next_page_token=page.next_page_token,
+        )
+
+    async def list_topic_subscriptions(
+        self, request: pubsub_pb2.ListTopicSubscriptionsRequest, _: Any
+    ) -> pubsub_pb2.ListTopicSubscriptionsResponse:
+        page = self.broker.list_topic_subscriptions(
+            request.topic, request.page_size, request.page_token
+        )
+        return pubsub_pb2.ListTopicSubscriptionsResponse(
+            subscriptions=list(page.items), next_page_token=page.next_page_token
+        )
+
+    async def delete_topic(self, request: pubsub_pb2.DeleteTopicRequest, _: Any) -> empty_pb2.Empty:
+        self.broker.delete_topic(request.topic)
+        return empty_pb2.Empty()
+
+    async def detach_subscription(
+        self, request: pubsub_pb2.DetachSubscriptionRequest, _: Any
+    ) -> pubsub_pb2.DetachSubscriptionResponse:
+        self.broker.detach_subscription(request.subscription)
+        return pubsub_pb2.DetachSubscriptionResponse()
+
+    # ------------------------------------------------------ subscriptions
+
+    async def create_subscription(
+        self, request: pubsub_pb2.Subscription, _: Any
+    ) -> pubsub_pb2.Subscription:
+        view = self.broker.create_subscription(translate.subscription_from_pb(request))
+        return translate.subscription_to_pb(view)
+
+    async def get_subscription(
+        self, request: pubsub_pb2.GetSubscriptionRequest, _: Any
+    ) -> pubsub_pb2.Subscription:
+        return translate.subscription_to_pb(self.broker.get_subscription(request.subscription))
+
+    async def update_subscription(
+        self, request: pubsub_pb2.UpdateSubscriptionRequest, _: Any
+    ) -> pubsub_pb2.Subscription:
+        view = self.broker.update_subscription(
+            translate.subscription_from_pb(request.subscription),
+            list(request.update_mask.paths),
+            translate.merge_subscription_extras,
+        )
+        return translate.subscription_to_pb(view)
+
+    async def list_subscriptions(
+        self, request: pubsub_pb2.ListSubscriptionsRequest, _: Any
+    ) -> pubsub_pb2.ListSubscriptionsResponse:
+        page = self.broker.list_subscriptions(
+            request.project, request.page_size, request.page_token
+        )
+        return pubsub_pb2.ListSubscriptionsResponse(
+            subscriptions=[translate.subscription_to_pb(s) for s in page.items],
+            next_page_token=page.next_page_token,
+        )
+
+    async def delete_subscription(
+        self, request: pubsub_pb2.DeleteSubscriptionRequest, _: Any
+    ) -> empty_pb2.Empty:
+        self.broker.delete_subscription(request.subscription)
+        return empty_pb2.Empty()
+
+    # ------------------------------------------------------------ delivery
+
+    async def pull(self, request: pubsub_pb2.PullRequest, _: Any) -> pubsub_pb2.PullResponse:
+        deliveries = self.broker.pull(request.subscription, request.max_messages)
+        if not deliveries and not request.return_immediately:
+            event = asyncio.Event()
+            waiters = self._pull_waiters.setdefault(request.subscription, set())
+            waiters.add(event)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), PULL_WAIT_SECONDS)
+            finally:
+                waiters.discard(event)
+                if not waiters:
+                    self._pull_waiters.pop(request.subscription, None)
+            deliveries = self.broker.pull(request.subscription, request.max_messages)
+        return pubsub_pb2.PullResponse(
+            received_messages=[translate.received_message(d) for d in deliveries]
+        )
+
+    async def acknowledge(
+        self, request: pubsub_pb2.AcknowledgeRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> empty_pb2.Empty:
+        reply = self.broker.acknowledge(request.subscription, list(request.ack_ids))
+        await self._abort_on_failures(reply, context)
+        return empty_pb2.Empty()
+
+    async def modify_ack_deadline(
+        self,
+        request: pubsub_pb2.ModifyAckDeadlineRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> empty_pb2.Empty:
+        reply = self.broker.modify_ack_deadline(
+            request.subscription, list(request.ack_ids), request.ack_deadline_seconds
+        )
+        await self._abort_on_failures(reply, context)
+        return empty_pb2.Empty()
+
+    @staticmethod
+    async def _abort_on_failures(
+        reply: AckReply, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> None:
+        if reply.ok:
+            return
+        message, status = exactly_once_failure_status(reply)
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            message,
+            trailing_metadata=(("grpc-status-details-bin", status.SerializeToString()),),
+        )
+
+    # ------------------------------------------------------- streaming pull
+
+    async def streaming_pull(
+        self,
+        requests: AsyncIterator[pubsub_pb2.StreamingPullRequest],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> None:
+        injected = self.faults.take("StreamingPull")
+        if injected is not None:
+            await context.abort(status_code(injected.code), injected.message)
+        try:
+            first = await anext(aiter(requests))
+        except StopAsyncIteration:
+            return
+        try:
+            stream_id = self._open_stream(first)
+        except RpcError as error:
+            await context.abort(status_code(error.code), error.message)
+        session = _StreamSession(self, first.subscription, stream_id, first.protocol_version)
+        try:
+            await session.run(first, requests, context)
+        finally:
+            session.close()
+
+    def _open_stream(self, first: pubsub_pb2.StreamingPullRequest) -> int:
+        # The rules of the first request (wire-contract §1.2 StreamingPullRequest).
+        if not first.subscription:
+            raise InvalidArgument("The first StreamingPullRequest must set subscription.")
+        if first.stream_ack_deadline_seconds == 0:
+            raise InvalidArgument(
+                "The first StreamingPullRequest must set stream_ack_deadline_seconds "
+                "(between 10 and 600)."
+            )
+        _check_modify_lists(first)
+        return self.broker.open_stream(
+            first.subscription,
+            stream_ack_deadline=first.stream_ack_deadline_seconds,
+            max_outstanding_messages=first.max_outstanding_messages,
+            max_outstanding_bytes=first.max_outstanding_bytes,
+        )
+
+
+def _check_modify_lists(request: pubsub_pb2.StreamingPullRequest) -> None:
+    if len(request.modify_deadline_seconds) != len(request.modify_deadline_ack_ids):
+        raise InvalidArgument(
+            "modify_deadline_seconds and modify_deadline_ack_ids must have the same length "
+            f"(got {len(request.modify_deadline_seconds)} and "
+            f"{len(request.modify_deadline_ack_ids)})."
+        )
+
+
+class _StreamSession:
+    """One StreamingPull call: a reader task applies requests; this coroutine alone writes."""
+
+    def __init__(
+        self, service: PubSubService, subscription: str, stream_id: int, protocol_version: int
+    ) -> None:
+        self.service = service
+        self.broker = service.broker
+        self.stream_id = stream_id
+        self.protocol_version = protocol_version
+        self.handle = StreamHandle(subscription)
+        self.outbox: deque[pubsub_pb2.StreamingPullResponse] = deque()
+        self.failure: RpcError | None = None
+        self.client_done = False
+        service.streams.add(self.handle)
+
+    def close(self) -> None:
+        self.service.streams.remove(self.handle)
+        self.broker.close_stream(self.stream_id)
+
+    def _properties(self) -> pubsub_pb2.StreamingPullResponse.SubscriptionProperties:
+        exactly_once, ordering = self.broker.subscription_properties(self.handle.subscription)
+        return pubsub_pb2.StreamingPullResponse.SubscriptionProperties(
+            exactly_once_delivery_enabled=exactly_once, message_ordering_enabled=ordering
+        )
+
+    def apply(self, request: pubsub_pb2.StreamingPullRequest, *, first: bool) -> None:
+        """Apply acks, modacks and deadline changes; queue confirmations (exactly-once)."""
+        if not first:
+            _check_modify_lists(request)
+            if (
+                request.subscription
+                or request.max_outstanding_messages
+                or (request.max_outstanding_bytes)
+            ):
+                raise InvalidArgument(
+                    "subscription, max_outstanding_messages and max_outstanding_bytes may only "
+                    "be set on the first StreamingPullRequest of a stream."
+                )
+            if request.stream_ack_deadline_seconds:
+                self.broker.set_stream_ack_deadline(
+                    self.stream_id, request.stream_ack_deadline_seconds
+                )
+        name = self.handle.subscription
+        response = pubsub_pb2.StreamingPullResponse()
+        confirm = False
+        if request.ack_ids:
+            reply = self.broker.acknowledge(name, list(request.ack_ids))
+            if reply.exactly_once:
+                confirm = True
+                _fill_ack_confirmation(response.acknowledge_confirmation, reply)
+        by_seconds: dict[int, list[str]] = {}
+        for ack_id, seconds in zip(
+            request.modify_deadline_ack_ids, request.modify_deadline_seconds, strict=True
+        ):
+            by_seconds.setdefault(seconds, []).append(ack_id)
+        for seconds, ids in by_seconds.items():
+            reply = self.broker.modify_ack_deadline(name, ids, seconds)
+            if reply.exactly_once:
+                confirm = True
+                _fill_modack_confirmation(response.modify_ack_deadline_confirmation, reply)
+        if confirm:
+            response.subscription_properties.CopyFrom(self._properties())
+            self.outbox.append(response)
+        elif (
+            not first
+            and self.protocol_version >= 1
+            and not request.ack_ids
+            and not request.modify_deadline_ack_ids
+        ):
+            # A keep-alive ping under protocol_version >= 1 is answered so the client
+            # knows the stream is alive (client-anchors §1.9).
+            keepalive = pubsub_pb2.StreamingPullResponse()
+            keepalive.subscription_properties.CopyFrom(self._properties())
+            self.outbox.append(keepalive)
+
+    async def _read(self, requests: AsyncIterator[pubsub_pb2.StreamingPullRequest]) -> None:
+        try:
+            async for request in requests:
+                self.apply(request, first=False)
+                self.handle.wake.set()
+        except RpcError as error:
+            self.failure = error
+        finally:
+            self.client_done = True
+            self.handle.wake.set()
+
+    async def run(
+        self,
+        first: pubsub_pb2.StreamingPullRequest,
+        requests: AsyncIterator[pubsub_pb2.StreamingPullRequest],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> None:
+        try:
+            self.apply(first, first=True)
+        except RpcError as error:
+            await context.abort(status_code(error.code), error.message)
+        reader = asyncio.create_task(self._read(requests), name="streaming-pull-reader")
+        try:
+            await self._write_loop(context)
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+
+    async def _write_loop(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        while True:
+            self.handle.wake.clear()
+            if self.handle.drop is not None:
+                drop = self.handle.drop
+                await context.abort(status_code(drop.code), drop.message)
+            if self.failure is not None:
+                await context.abort(status_code(self.failure.code), self.failure.message)
+            while self.outbox:
+                await context.write(self.outbox.popleft())
+            if self.client_done:
+                return  # the client half-closed: end the call with OK
+            try:
+                sent = await self._send_deliveries(context)
+            except RpcError as error:
+                await context.abort(status_code(error.code), error.message)
+            if not sent:
+                await self.handle.wake.wait()
+
+    async def _send_deliveries(self, context: grpc.aio.ServicerContext[Any, Any]) -> bool:
+        response = pubsub_pb2.StreamingPullResponse()
+        size = 0
+        while size < MAX_BYTES_PER_RESPONSE and len(response.received_messages) < (
+            MAX_MESSAGES_PER_RESPONSE
+        ):
+            room = MAX_MESSAGES_PER_RESPONSE - len(response.received_messages)
+            deliveries = self.broker.stream_pull(self.stream_id, min(room, 100))
+            if not deliveries:
+                break
+            for delivery in deliveries:
+                response.received_messages.append(translate.received_message(delivery))
+                size += delivery.message.size
+        if not response.received_messages:
+            return False
+        response.subscription_properties.CopyFrom(self._properties())
+        await context.write(response)
+        return True
+
+
+def _fill_ack_confirmation(
+    target: pubsub_pb2.StreamingPullResponse.AcknowledgeConfirmation, reply: AckReply
+) -> None:
+    target.ack_ids.extend(reply.confirmed)
+    for ack_id, failure in reply.failures.items():
+        _confirmation_list(target, failure).append(ack_id)
+
+
+def _fill_modack_confirmation(
+    target: pubsub_pb2.StreamingPullResponse.ModifyAckDeadlineConfirmation, reply: AckReply
+) -> None:
+    target.ack_ids.extend(reply.confirmed)
+    for ack_id, failure in reply.failures.items():
+        if failure.startswith("PERMANENT_"):
+            target.invalid_ack_ids.append(ack_id)
+        else:
+            target.temporary_failed_ack_ids.append(ack_id)
+
+
+def _confirmation_list(
+    target: pubsub_pb2.StreamingPullResponse.AcknowledgeConfirmation, failure: str
+) -> Any:
+    # Mapping from ErrorInfo values to confirmation lists (wire-contract §2.3).
+    if failure == "TRANSIENT_FAILURE_UNORDERED_ACK_ID":
+        return target.unordered_ack_ids
+    if failure.startswith("PERMANENT_"):
+        return target.invalid_ack_ids
+    return target.temporary_failed_ack_ids

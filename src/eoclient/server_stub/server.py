@@ -1,0 +1,141 @@
+"""The reference server as a program and as a test instrument.
+
+``async with run_server() as srv`` starts the gRPC door on 127.0.0.1, port 0 by
+default, over a fresh broker, and stops it on exit. Tests reach into ``srv``: the
+broker (``srv.broker``), per-RPC fault injection (``srv.faults``), per-message ack
+failures (``srv.inject_ack_failure``), dropped streams (``srv.drop_streams``),
+history of deliveries/acks/modacks (``srv.history``), and time: pass a
+``FakeClock`` and call ``srv.tick()`` after advancing it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterable
+
+import grpc
+
+from eoclient._clock import Clock, SystemClock
+from eoclient.server_stub.core import Broker
+from eoclient.server_stub.core.history import MessageHistory
+from eoclient.server_stub.faults import InjectedStatus, RpcFaults
+from eoclient.server_stub.grpc_service import PubSubService, StreamRegistry
+
+# Publish requests may be 10 MB (plus framing): accept up to 32 MiB.
+MAX_RECEIVE_BYTES = 32 * 2**20
+# The ticker wakes at the next lease deadline or backoff, and at least this often
+# (so a FakeClock advanced by a test is noticed without an explicit tick()).
+MAX_TICK_INTERVAL = 0.25
+
+
+class ReferenceServer:
+    def __init__(self, broker: Broker, clock: Clock) -> None:
+        self.broker = broker
+        self.clock = clock
+        self.faults = RpcFaults()
+        self.streams = StreamRegistry()
+        self.service = PubSubService(broker, self.faults, self.streams)
+        broker.set_listener(self.service.notify)
+        self.host = ""
+        self.port = 0
+        self._grpc: grpc.aio.Server | None = None
+        self._ticker: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"<ReferenceServer {self.address} {self.broker!r}>"
+
+    @property
+    def address(self) -> str:
+        """``host:port`` — what PUBSUB_EMULATOR_HOST should be set to."""
+        return f"{self.host}:{self.port}"
+
+    async def start(self, host: str, port: int) -> None:
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
+                ("grpc.max_send_message_length", -1),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        server.add_generic_rpc_handlers(self.service.generic_handlers())
+        bound = server.add_insecure_port(f"{host}:{port}")
+        if bound == 0:
+            raise OSError(f"could not bind the reference server to {host}:{port}")
+        await server.start()
+        self._grpc = server
+        self.host, self.port = host, bound
+        self._ticker = asyncio.create_task(self._tick_forever(), name="reference-server-ticker")
+
+    async def stop(self, grace: float | None = 1.0) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+            self._ticker = None
+        if self._grpc is not None:
+            # Open streams end with UNAVAILABLE, which clients treat as "reconnect".
+            self.drop_streams("UNAVAILABLE", "The reference server is shutting down.")
+            await self._grpc.stop(grace)
+            self._grpc = None
+
+    async def wait_closed(self) -> None:
+        if self._grpc is not None:
+            await self._grpc.wait_for_termination()
+
+    async def _tick_forever(self) -> None:
+        while True:
+            self.broker.tick()
+            wakeup = self.broker.next_wakeup()
+            delay = MAX_TICK_INTERVAL
+            if wakeup is not None:
+                delay = min(delay, max(wakeup - self.clock.now(), 0.001))
+            await asyncio.sleep(delay)
+
+    # ------------------------------------------------------- instrument
+
+    def tick(self) -> None:
+        """Process expired leases and backoffs now (after advancing a FakeClock)."""
+        self.broker.tick()
+
+    def drop_streams(self, code: str = "UNAVAILABLE", message: str = "") -> int:
+        """End every open StreamingPull with ``code``; returns how many were dropped."""
+        text = message or f"stream dropped by fault injection ({code})"
+        return self.streams.drop_all(InjectedStatus(code, text))
+
+    def open_streams(self) -> int:
+        return self.streams.count()
+
+    def inject_ack_failure(
+        self,
+        subscription: str,
+        message_id: str,
+        reason: str,
+        *,
+        times: int = 1,
+        operations: Iterable[str] = ("ack", "modack"),
+    ) -> None:
+        self.broker.inject_ack_failure(
+            subscription, message_id, reason, times=times, operations=operations
+        )
+
+    def history(self, subscription: str, message_id: str) -> MessageHistory:
+        return self.broker.history.of(subscription, message_id)
+
+
+@contextlib.asynccontextmanager
+async def run_server(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    clock: Clock | None = None,
+    record_history: bool = True,
+) -> AsyncIterator[ReferenceServer]:
+    """Run a reference server for the duration of the block."""
+    clock = clock or SystemClock()
+    server = ReferenceServer(Broker(clock, record_history=record_history), clock)
+    await server.start(host, port)
+    try:
+        yield server
+    finally:
+        await server.stop()
