@@ -1,0 +1,108 @@
+"""The message an application receives, and its ack / nack / modack methods."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
+
+
+class _AckSink(Protocol):
+    """Where a message's settlement goes (the streaming session or the unary acker)."""
+
+    def settle(
+        self, message: Message, operation: str, seconds: int
+    ) -> asyncio.Future[AckResult]: ...
+
+    def extend(self, message: Message, seconds: int) -> asyncio.Future[AckResult]: ...
+
+
+@dataclass(eq=False)
+class Message:
+    """One delivery of a Pub/Sub message.
+
+    ``ack()`` / ``nack()`` settle it once: the first call wins, later ones send
+    nothing and report the first outcome. On an exactly-once subscription,
+    ``await message.ack_with_response()`` returning ``AcknowledgeStatus.SUCCESS``
+    guarantees the message will NOT be delivered again; any other status means it
+    may be (wire-contract §2.1). Without exactly-once, every result is SUCCESS once
+    the request is sent (acks are best effort there).
+    """
+
+    data: bytes
+    attributes: Mapping[str, str]
+    message_id: str
+    publish_time: datetime.datetime
+    ordering_key: str
+    delivery_attempt: int
+    ack_id: str
+    size: int
+    received_at: float = 0.0
+    _sink: _AckSink | None = field(default=None, repr=False)
+    _settlement: asyncio.Future[AckResult] | None = field(default=None, repr=False)
+    _settled_as: str = field(default="", repr=False)
+
+    def __repr__(self) -> str:
+        return (
+            f"Message(message_id={self.message_id!r}, data={self.data[:32]!r}, "
+            f"ordering_key={self.ordering_key!r}, delivery_attempt={self.delivery_attempt})"
+        )
+
+    @property
+    def settled(self) -> str:
+        """``"ack"``, ``"nack"`` or ``""`` (not yet)."""
+        return self._settled_as
+
+    def _settle(self, operation: str) -> asyncio.Future[AckResult]:
+        if self._settlement is None:
+            if self._sink is None:
+                raise RuntimeError("this message was not received through eoclient")
+            self._settled_as = operation
+            self._settlement = self._sink.settle(self, operation, 0)
+        return self._settlement
+
+    # Fire-and-forget forms ------------------------------------------------------
+
+    def ack(self) -> None:
+        """Acknowledge; the result is not awaited (see ``ack_with_response``)."""
+        self._settle("ack")
+
+    def nack(self) -> None:
+        """Ask for redelivery now (a modack to 0 seconds)."""
+        self._settle("nack")
+
+    def modify_ack_deadline(self, seconds: int) -> None:
+        """Set the server's deadline for this delivery to ``seconds`` from now (0..600)."""
+        self._extend(seconds)
+
+    # Forms that report the server's answer --------------------------------------
+
+    async def ack_with_response(self) -> AcknowledgeStatus:
+        """Acknowledge and return the outcome (SUCCESS guarantees no redelivery on EOD)."""
+        return (await asyncio.shield(self._settle("ack"))).status
+
+    async def nack_with_response(self) -> AcknowledgeStatus:
+        return (await asyncio.shield(self._settle("nack"))).status
+
+    async def modify_ack_deadline_with_response(self, seconds: int) -> AcknowledgeStatus:
+        return (await asyncio.shield(self._extend(seconds))).status
+
+    async def ack_result(self) -> AckResult:
+        """Like ``ack_with_response`` but with the server's reason for a failure."""
+        return await asyncio.shield(self._settle("ack"))
+
+    def _extend(self, seconds: int) -> asyncio.Future[AckResult]:
+        if not 0 <= seconds <= 600:
+            raise ValueError(f"modify_ack_deadline: seconds must be in 0..600, got {seconds}")
+        if seconds == 0:
+            return self._settle("nack")
+        if self._settlement is not None:
+            # Already acked or nacked: nothing to extend; report the settlement.
+            return self._settlement
+        if self._sink is None:
+            raise RuntimeError("this message was not received through eoclient")
+        return self._sink.extend(self, seconds)

@@ -1,0 +1,606 @@
+"""One subscription's StreamingPull session: the thin async shell around the pure cores.
+
+Tasks, all in one TaskGroup owned by the session (architecture principle 5):
+
+* ``_receive``: opens the stream (and reopens it with jittered exponential backoff
+  on retryable statuses), reads responses, leases and admits messages, and feeds
+  stream confirmations to the acker;
+* ``_send``: the only writer after the first request (principle 3): acks, nacks,
+  modacks, lease extensions and keep-alives;
+* one task per unary ack batch (exactly-once without stream confirmations), and,
+  in handler form, one per running handler.
+
+Background tasks never raise into the group: a permanent failure is stored and
+reaches the user once, as one exception, on their next ``await`` (``__anext__``).
+
+Admission path of a received message: lease table → (exactly-once: wait for the
+receipt modack's result) → ordering gate (one message out per key) → flow gate (at
+most max_messages / max_bytes out) → the queue the application reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import enum
+import logging
+import random
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from eoclient._clock import Clock, MonotonicClock
+from eoclient._proto import pubsub_pb2
+from eoclient._transport import PubSubTransport, rpc_error_from_grpc
+from eoclient.errors import RpcError
+from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
+from eoclient.subscriber.acker import Acker, AckMode, AckRequest
+from eoclient.subscriber.flow_control import FlowGate
+from eoclient.subscriber.histogram import LatencyHistogram, bounded_deadline
+from eoclient.subscriber.leases import LeaseTable
+from eoclient.subscriber.message import Message
+from eoclient.subscriber.ordering import OrderingGate
+from eoclient.subscriber.settings import (
+    AckRetrySettings,
+    FlowControl,
+    LeaseSettings,
+    ShutdownBehavior,
+    ShutdownOptions,
+    StreamSettings,
+)
+
+logger = logging.getLogger("eoclient.subscriber")
+
+# Stream statuses that mean "reconnect" (client-anchors §1.8, issue 3 §1); all
+# others end the session with the error.
+RETRYABLE_STREAM_CODES = frozenset(
+    {"UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "RESOURCE_EXHAUSTED", "ABORTED", "UNKNOWN"}
+)
+# Acks wait at most this long to be batched with others: long enough to gather a
+# burst from many handlers finishing together, short against any ack deadline.
+ACK_BATCH_LATENCY = 0.002
+# After shutdown starts, pending acks get this long to be sent and answered.
+FLUSH_TIMEOUT = 10.0
+
+
+class SessionState(enum.Enum):
+    UNOPENED = "unopened"
+    RUNNING = "running"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True)
+class SubscriberStatistics:
+    """A snapshot of one session (``statistics()``)."""
+
+    outstanding_messages: int  # handed to the application, not yet acked or nacked
+    outstanding_bytes: int
+    held_messages: int  # received and leased, waiting for flow control or their key
+    leased_messages: int
+    received: int
+    acked: int
+    nacked: int
+    expired: int  # given up after max_lease (released, not acked)
+    retried: int  # ack ids resent after a transient failure
+    reconnects: int
+    ack_mode: str
+
+
+class _Closed(Exception):
+    pass
+
+
+class StreamingSession:
+    """``async with client.subscribe(...) as stream: async for message in stream: ...``"""
+
+    def __init__(
+        self,
+        transport: PubSubTransport,
+        subscription: str,
+        *,
+        flow_control: FlowControl,
+        lease: LeaseSettings,
+        shutdown: ShutdownOptions,
+        ack_retry: AckRetrySettings,
+        stream: StreamSettings,
+        client_id: str,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.subscription = subscription
+        self.transport = transport
+        self.flow_settings = flow_control
+        self.lease_settings = lease
+        self.shutdown_options = shutdown
+        self.stream_settings = stream
+        self.client_id = client_id
+        self.clock = clock or MonotonicClock()
+        self.rng = rng or random.Random()
+        self.state = SessionState.UNOPENED
+        self.acker = Acker(subscription, transport, ack_retry)
+        self.leases = LeaseTable(max_lease=lease.max_lease)
+        self.flow = FlowGate(flow_control)
+        self.ordering: OrderingGate[Message] = OrderingGate()
+        self.histogram = LatencyHistogram()
+        self._ready: deque[Message] = deque()
+        self._ready_event = asyncio.Event()
+        self._held: dict[str, Message] = {}  # ack id → message waiting in the flow gate
+        self._out: dict[str, Message] = {}  # ack id → message handed to the application
+        self._settled_event = asyncio.Event()
+        self._closed_event = asyncio.Event()
+        self._fatal: BaseException | None = None
+        self._fatal_reported = False
+        self._group: asyncio.TaskGroup | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._call: Any = None  # the current StreamingPull call, None while reconnecting
+        self._stream_ready = asyncio.Event()
+        self._shutdown_nacked = False
+        self._received = 0
+        self._reconnects = 0
+        self._last_write = 0.0
+        self._stop_receiving = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<StreamingSession {self.subscription} {self.state.value} "
+            f"[{len(self._out)} out, {len(self._held)} held, {len(self._ready)} ready]>"
+        )
+
+    # ================================================================ lifecycle
+
+    async def __aenter__(self) -> StreamingSession:
+        if self.state is not SessionState.UNOPENED:
+            raise RuntimeError(
+                f"a subscription session cannot be entered twice ({self.state.value})"
+            )
+        self.state = SessionState.RUNNING
+        self._group = asyncio.TaskGroup()
+        await self._group.__aenter__()
+        self._spawn(self._receive(), f"eoclient-receive {self.subscription}")
+        self._spawn(self._send(), f"eoclient-send {self.subscription}")
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop pulling, settle what is left per the shutdown options, flush acks, close.
+
+        Idempotent. Cancelling it still closes the stream and ends every task.
+        """
+        if self.state in (SessionState.CLOSING, SessionState.CLOSED):
+            await self._closed_event.wait()
+            return
+        if self.state is SessionState.UNOPENED:
+            self.state = SessionState.CLOSED
+            self._closed_event.set()
+            return
+        self.state = SessionState.CLOSING
+        try:
+            await self._graceful_shutdown()
+        finally:
+            await self._hard_stop()
+
+    async def _graceful_shutdown(self) -> None:
+        self._stop_receiving = True
+        # Messages never handed out go back at once.
+        never_out = list(self._ready) + list(self._held.values()) + self.ordering.drain()
+        self._ready.clear()
+        for message in never_out:
+            self._forget(message)
+            self.acker.submit(message.ack_id, "nack")
+        self._held.clear()
+        options = self.shutdown_options
+        if options.behavior is ShutdownBehavior.WAIT_FOR_PROCESSING and self._out:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(options.timeout):
+                    while self._out and self._fatal is None:
+                        self._settled_event.clear()
+                        await self._settled_event.wait()
+        self._nack_outstanding()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(FLUSH_TIMEOUT):
+                while not self.acker.idle() and self._fatal is None:
+                    self.acker.wake.set()
+                    await asyncio.sleep(0.005)
+
+    def _nack_outstanding(self) -> None:
+        """Shutdown: nack what the application still holds; its later acks report OTHER."""
+        self._shutdown_nacked = True
+        for message in list(self._out.values()):
+            message._settled_as = "nack"
+            self.acker.submit(message.ack_id, "nack")
+            loop = asyncio.get_running_loop()
+            shutdown_result: asyncio.Future[AckResult] = loop.create_future()
+            shutdown_result.set_result(
+                AckResult(AcknowledgeStatus.OTHER, "shutdown initiated, already nacked")
+            )
+            message._settlement = shutdown_result
+            self._forget(message)
+        self._out.clear()
+
+    async def _hard_stop(self) -> None:
+        self.acker.fail_all("the subscriber was closed before the server answered")
+        call = self._call
+        self._call = None
+        if call is not None:
+            call.cancel()
+        group = self._group
+        self._group = None
+        if group is not None:
+            for task in list(self._tasks):
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await group.__aexit__(None, None, None)
+        self.state = SessionState.CLOSED
+        self._closed_event.set()
+        self._ready_event.set()
+
+    # ================================================================ iteration
+
+    def __aiter__(self) -> AsyncIterator[Message]:
+        return self
+
+    async def __anext__(self) -> Message:
+        while True:
+            self._raise_fatal_once()
+            if self._ready:
+                message = self._ready.popleft()
+                self._out[message.ack_id] = message
+                return message
+            if self.state is not SessionState.RUNNING:
+                raise StopAsyncIteration
+            self._ready_event.clear()
+            await self._ready_event.wait()
+
+    def _raise_fatal_once(self) -> None:
+        if self._fatal is not None and not self._fatal_reported:
+            self._fatal_reported = True
+            raise self._fatal
+        if self._fatal is not None:
+            raise StopAsyncIteration
+
+    def _fail(self, error: BaseException) -> None:
+        if self._fatal is None:
+            self._fatal = error
+            logger.warning("subscription %s failed: %s", self.subscription, error)
+        self._ready_event.set()
+        self._settled_event.set()
+
+    # ================================================================ receiving
+
+    def _initial_request(self) -> pubsub_pb2.StreamingPullRequest:
+        fc = self.flow_settings
+        return pubsub_pb2.StreamingPullRequest(
+            subscription=self.subscription,
+            stream_ack_deadline_seconds=int(self._stream_ack_deadline()),
+            client_id=self.client_id,
+            max_outstanding_messages=fc.max_messages,
+            max_outstanding_bytes=fc.max_bytes,
+        )
+
+    def _stream_ack_deadline(self) -> float:
+        # The stream deadline covers messages until their receipt modack; like the
+        # official clients use 60 s, or max_extension when set (client-anchors §1.3).
+        if self.lease_settings.max_extension:
+            return max(10.0, min(600.0, self.lease_settings.max_extension))
+        return self.stream_settings.stream_ack_deadline
+
+    def _lease_deadline(self) -> float:
+        return bounded_deadline(
+            self.histogram.percentile(99),
+            min_extension=self.lease_settings.min_extension,
+            max_extension=self.lease_settings.max_extension,
+            exactly_once=self.acker.exactly_once,
+        )
+
+    def _receiving(self) -> bool:
+        # A method, not a field read, because shutdown flips the flag from another task.
+        return not self._stop_receiving
+
+    async def _receive(self) -> None:
+        backoff = self.stream_settings.reconnect_initial_backoff
+        try:
+            while self._receiving():
+                call = self.transport.streaming_pull(self.subscription)
+                error: RpcError | None = None
+                try:
+                    await call.write(self._initial_request())
+                    self._call = call
+                    self._stream_ready.set()
+                    self.acker.wake.set()
+                    async for response in call:
+                        backoff = self.stream_settings.reconnect_initial_backoff
+                        self._on_response(response)
+                    if not self._receiving():
+                        return
+                    # The server ended the stream with OK: reconnect at once.
+                except grpc.aio.AioRpcError as failure:
+                    error = rpc_error_from_grpc(failure)
+                finally:
+                    self._stream_ready.clear()
+                    self._call = None
+                    self._requeue(self.acker.stream_lost())
+                if not self._receiving():
+                    return
+                if error is not None:
+                    if error.code not in RETRYABLE_STREAM_CODES:
+                        self._fail(error)
+                        return
+                    logger.info("stream of %s ended (%s); reconnecting", self.subscription, error)
+                self._reconnects += 1
+                await asyncio.sleep(self.rng.uniform(0, backoff))
+                backoff = min(backoff * 2, self.stream_settings.reconnect_max_backoff)
+        except asyncio.CancelledError:
+            raise
+        except Exception as unexpected:
+            self._fail(unexpected)
+
+    def _on_response(self, response: pubsub_pb2.StreamingPullResponse) -> None:
+        if response.HasField("subscription_properties"):
+            self.acker.exactly_once = response.subscription_properties.exactly_once_delivery_enabled
+        if response.HasField("acknowledge_confirmation") or response.HasField(
+            "modify_ack_deadline_confirmation"
+        ):
+            self._requeue(self.acker.on_confirmation(response))
+        if not response.received_messages:
+            return
+        now = self.clock.now()
+        stream_deadline = self._stream_ack_deadline()
+        deadline = int(self._lease_deadline())
+        arrived: list[Message] = []
+        for received in response.received_messages:
+            pb = received.message
+            message = Message(
+                data=pb.data,
+                attributes=dict(pb.attributes),
+                message_id=pb.message_id,
+                publish_time=pb.publish_time.ToDatetime(tzinfo=datetime.UTC),
+                ordering_key=pb.ordering_key,
+                delivery_attempt=received.delivery_attempt,
+                ack_id=received.ack_id,
+                size=pb.ByteSize(),
+                received_at=now,
+                _sink=self,
+            )
+            if received.ack_id in self.leases:
+                continue  # a duplicate delivery of a lease we hold
+            self.leases.add(
+                received.ack_id,
+                message.size,
+                now,
+                deadline=stream_deadline,
+                ordering_key=message.ordering_key,
+            )
+            arrived.append(message)
+        self._received += len(arrived)
+        receipts = [self.acker.submit(m.ack_id, "modack", deadline) for m in arrived]
+        self.leases.extended([m.ack_id for m in arrived], deadline, now)
+        if self.acker.exactly_once:
+            # Hand out only messages whose receipt modack succeeded: an invalid id
+            # means the lease is already lost (client-anchors §1.5).
+            self._spawn(self._admit_after_receipt(arrived, receipts), "eoclient-receipt")
+        else:
+            for message in arrived:
+                self._admit(message)
+
+    async def _admit_after_receipt(
+        self, messages: list[Message], receipts: list[asyncio.Future[AckResult]]
+    ) -> None:
+        try:
+            results = await asyncio.gather(*receipts)
+        except asyncio.CancelledError:
+            raise
+        for message, result in zip(messages, results, strict=True):
+            if self._stop_receiving:
+                self.leases.remove(message.ack_id)
+                self.acker.submit(message.ack_id, "nack")
+            elif result.status is AcknowledgeStatus.SUCCESS:
+                self._admit(message)
+            else:
+                self.leases.remove(message.ack_id)
+
+    def _admit(self, message: Message) -> None:
+        if self.ordering.offer(message.ordering_key, message):
+            self._offer_flow(message)
+
+    def _offer_flow(self, message: Message) -> None:
+        if self.flow.offer(message.ack_id, message.size):
+            self._hand_out(message)
+        else:
+            self._held[message.ack_id] = message
+
+    def _hand_out(self, message: Message) -> None:
+        self._ready.append(message)
+        self._ready_event.set()
+
+    # ================================================================ settling
+
+    def settle(self, message: Message, operation: str, seconds: int) -> asyncio.Future[AckResult]:
+        """Called once per message by ``Message.ack`` / ``nack`` (the _AckSink protocol)."""
+        if self.state is SessionState.CLOSED:
+            loop = asyncio.get_running_loop()
+            closed: asyncio.Future[AckResult] = loop.create_future()
+            closed.set_result(AckResult(AcknowledgeStatus.OTHER, "the subscriber is closed"))
+            return closed
+        now = self.clock.now()
+        if operation == "ack":
+            self.histogram.record(now - message.received_at)
+        was_out = self._out.pop(message.ack_id, None) is not None
+        self._forget(message)
+        if operation == "nack" and message.ordering_key:
+            # The server redelivers the rest of the key in order: drop our copies.
+            for stale in self.ordering.discard_key(message.ordering_key):
+                self._forget(stale)
+        if was_out or message.ordering_key:
+            released = self.ordering.done(message.ordering_key) if message.ordering_key else None
+            if released is not None:
+                self._offer_flow(released)
+        self._settled_event.set()
+        return self.acker.submit(message.ack_id, operation, seconds)
+
+    def extend(self, message: Message, seconds: int) -> asyncio.Future[AckResult]:
+        self.leases.extended([message.ack_id], seconds, self.clock.now())
+        return self.acker.submit(message.ack_id, "modack", seconds)
+
+    def _forget(self, message: Message) -> None:
+        """Stop leasing and counting a message (acked, nacked, dropped)."""
+        self.leases.remove(message.ack_id)
+        self._held.pop(message.ack_id, None)
+        for admitted in self.flow.release(message.ack_id):
+            held = self._held.pop(admitted, None)
+            if held is not None:
+                self._hand_out(held)
+
+    def _requeue(self, requests: list[AckRequest]) -> None:
+        if requests:
+            self._spawn(self._unary(requests), "eoclient-unary-acks")
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
+        """Start a background task in the session's TaskGroup (and remember it to cancel)."""
+        if self._group is None:
+            coroutine.close()
+            return
+        task = self._group.create_task(coroutine, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _unary(self, requests: list[AckRequest]) -> None:
+        try:
+            await self.acker.send_unary(requests)
+        except asyncio.CancelledError:
+            raise
+        except Exception as unexpected:
+            self._fail(unexpected)
+
+    # ================================================================ sending
+
+    async def _send(self) -> None:
+        try:
+            while True:
+                await self._wait_for_work()
+                await self._send_once()
+        except asyncio.CancelledError:
+            raise
+        except Exception as unexpected:
+            self._fail(unexpected)
+
+    async def _wait_for_work(self) -> None:
+        now = self.clock.now()
+        wakeups = [self._last_write + self.stream_settings.keepalive_interval]
+        lease_wakeup = self.leases.next_wakeup(now)
+        if lease_wakeup is not None:
+            wakeups.append(lease_wakeup)
+        if self.acker.awaiting:
+            wakeups.append(now + 0.5)  # look for overdue confirmations
+        delay = max(0.0, min(wakeups) - now)
+        if not self.acker.pending:
+            self.acker.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self.acker.wake.wait()
+            # Let a burst of acks from handlers finishing together join one batch.
+            await asyncio.sleep(ACK_BATCH_LATENCY)
+
+    async def _send_once(self) -> None:
+        now = self.clock.now()
+        actions = self.leases.due(now, self._lease_deadline())
+        for released in actions.released:
+            message = self._out.pop(released.ack_id, None) or self._held.pop(released.ack_id, None)
+            for admitted in self.flow.release(released.ack_id):
+                held = self._held.pop(admitted, None)
+                if held is not None:
+                    self._hand_out(held)
+            if message is not None:
+                logger.info("message %s held past max_lease; released", message.message_id)
+        for ack_id in actions.extend:
+            self.acker.submit(ack_id, "modack", actions.deadline_seconds)
+        self._requeue(self.acker.overdue(now))
+        batch = self.acker.take_pending()
+        if not batch and now - self._last_write < self.stream_settings.keepalive_interval:
+            return
+        if batch and not self.acker.uses_stream:
+            self._requeue(batch)
+            return
+        call = self._call
+        if call is None:
+            # Reconnecting: ack ids stay valid across streams; send on the next one.
+            self.acker.pending[:0] = batch
+            await self._stream_ready.wait()
+            return
+        requests = (
+            self.acker.stream_requests(batch, now)
+            if batch
+            else [
+                pubsub_pb2.StreamingPullRequest()  # keep-alive
+            ]
+        )
+        try:
+            for request in requests:
+                await call.write(request)
+        except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
+            # The stream broke under us; the receiver reconnects and requeues.
+            if self.acker.exactly_once:
+                self._requeue(self.acker.stream_lost())
+        self._last_write = now
+
+    # ================================================================ statistics
+
+    def statistics(self) -> SubscriberStatistics:
+        flow = self.flow.statistics()
+        leases = self.leases.statistics()
+        acker = self.acker.stats
+        return SubscriberStatistics(
+            outstanding_messages=flow.outstanding_messages,
+            outstanding_bytes=flow.outstanding_bytes,
+            held_messages=len(self._held) + self.ordering.statistics().parked_messages,
+            leased_messages=leases.leased_messages,
+            received=self._received,
+            acked=acker.acks,
+            nacked=acker.nacks,
+            expired=leases.released_for_max_lease,
+            retried=acker.retried,
+            reconnects=self._reconnects,
+            ack_mode=self.acker.mode.value if self.acker.exactly_once else "stream",
+        )
+
+
+# ============================================================ handler form
+
+
+async def run_handler(
+    session: StreamingSession,
+    handler: Callable[[Message], Awaitable[Any]],
+) -> None:
+    """Run ``handler`` once per message, concurrently (bounded by flow control).
+
+    A handler that raises gets its message nacked (if it did not settle it). Returns
+    when cancelled or when the session ends; a fatal session error is raised.
+    """
+    async with asyncio.TaskGroup() as handlers:
+        async for message in session:
+            handlers.create_task(_run_one(handler, message))
+
+
+async def _run_one(handler: Callable[[Message], Awaitable[Any]], message: Message) -> None:
+    try:
+        await handler(message)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.exception("handler failed for message %s; nacking it", message.message_id)
+        if not message.settled:
+            message.nack()
+
+
+def new_client_id() -> str:
+    return str(uuid.uuid4())
+
+
+__all__ = ["AckMode", "SessionState", "StreamingSession", "SubscriberStatistics", "run_handler"]
