@@ -1,6 +1,42 @@
-"""eoclient: asyncio-native Pub/Sub (google.pubsub.v1) SDK and reference server."""
+"""eoclient: asyncio-native Pub/Sub (google.pubsub.v1) SDK and reference server.
+
+::
+
+    async with eoclient.SubscriberClient() as client:
+        async with client.subscribe(subscription) as stream:
+            async for message in stream:
+                status = await message.ack_with_response()
+
+The reference server lives in :mod:`eoclient.server_stub` (``eoclient serve``).
+"""
 
 from eoclient import errors
+from eoclient.subscriber import (
+    AcknowledgeStatus,
+    AckResult,
+    AckRetrySettings,
+    FlowControl,
+    LeaseSettings,
+    Message,
+    ShutdownBehavior,
+    ShutdownOptions,
+    StreamSettings,
+    SubscriberClient,
+    SubscriberStatistics,
+)
 
-__all__ = ["errors"]
+__all__ = [
+    "AckResult",
+    "AckRetrySettings",
+    "AcknowledgeStatus",
+    "FlowControl",
+    "LeaseSettings",
+    "Message",
+    "ShutdownBehavior",
+    "ShutdownOptions",
+    "StreamSettings",
+    "SubscriberClient",
+    "SubscriberStatistics",
+    "errors",
+]
 __version__ = "0.1.0"

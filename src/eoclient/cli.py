@@ -48,13 +48,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="record every delivery, ack and modack per message (memory grows with traffic)",
     )
+    demo = commands.add_parser(
+        "demo",
+        help="end-to-end exactly-once demo on an embedded reference server",
+    )
+    demo.add_argument("--messages", type=int, default=10_000, help="how many to publish")
     options = parser.parse_args(argv)
+    if options.command == "demo":
+        from eoclient.demo import main as demo_main
+
+        return demo_main(options.messages)
     if options.command == "serve":
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(_serve(options.host, options.port, options.history))
         return 0
     parser.error(f"unknown command {options.command}")
-    return 2
 
 
 if __name__ == "__main__":

@@ -567,6 +567,7 @@ class Broker:
                 # message (acks are best effort, an expired id may be honoured);
                 # modacks of stale ids are ignored.
                 stale = delivery.lookup_any_generation(ack_id) if operation == "ack" else None
+                self.history.answered(name, stale, ack_id, operation, seconds, now, "")
                 if stale is not None:
                     delivery.ack(stale)
                     changed = True

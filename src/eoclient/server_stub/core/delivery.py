@@ -201,7 +201,10 @@ class SubscriptionDelivery:
                 continue  # stale: acked, redelivered or extended since
             self.counters.expired += 1
             expired.append(entry)
-            self._return_to_waiting(entry, now, failed=True)
+            # The lease ended at its deadline, not when this (lazy) call noticed it:
+            # the retry backoff counts from the deadline, else a late tick or pull
+            # would push the redelivery back by however long nobody looked.
+            self._return_to_waiting(entry, deadline, failed=True)
         while self._delayed and self._delayed[0][0] <= now:
             ready_at, seq = heapq.heappop(self._delayed)
             entry = self._entries.get(seq)
@@ -327,7 +330,12 @@ class SubscriptionDelivery:
         parts = parse_ack_id(ack_id)
         if parts is None or parts.uid != self.uid:
             return None
-        return self._entries.get(parts.seq)
+        entry = self._entries.get(parts.seq)
+        # Only ids actually issued (generations 1..latest) name the entry: a forged
+        # "{uid}-{seq}-0" must not settle a message that was never delivered.
+        if entry is None or not 1 <= parts.generation <= entry.generation:
+            return None
+        return entry
 
     def is_wellformed(self, ack_id: str) -> bool:
         parts = parse_ack_id(ack_id)
@@ -343,12 +351,23 @@ class SubscriptionDelivery:
         return sequence.base < entry.key_position
 
     def ack(self, entry: _Entry) -> None:
+        key = entry.message.ordering_key if self.ordered else ""
+        sequence = self._keys[key] if key else None
+        # Without exactly-once a stale id may settle a WAITING message; if that message
+        # is its key's head (the only one of the key scheduled), the next one must be
+        # scheduled in its place or the key would never be delivered again.
+        was_head = (
+            sequence is not None
+            and entry.state is State.WAITING
+            and sequence.next_position == entry.key_position
+        )
         self._release_lease(entry)
         del self._entries[entry.seq]
         self.counters.acked += 1
-        key = entry.message.ordering_key if self.ordered else ""
-        if key:
-            self._prune_key(key, self._keys[key])
+        if sequence is not None:
+            if was_head:
+                self._advance_key(sequence)
+            self._prune_key(key, sequence)
 
     def _prune_key(self, key: str, sequence: _KeySequence) -> None:
         while sequence.seqs and sequence.seqs[0] not in self._entries:
