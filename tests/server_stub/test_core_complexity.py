@@ -1,0 +1,173 @@
+"""Broker core: delivery, ack and expiry cost O(log n) in the backlog n — without timing.
+
+The same workload (pull, ack, nack, expire and stream 1000+ messages) runs on top of a
+backlog of 10,000 and of 200,000 messages, and three machine-independent costs are
+compared:
+
+* Python lines executed inside ``eoclient/server_stub/core`` (``sys.settrace``):
+  catches any Python-level scan of the backlog;
+* comparisons between sequence numbers (the broker's sequence counter is swapped for
+  ints that count ``<``): heap work grows like log n (≈ 1.3x from 10k to 200k), while a
+  sort, ``heapify`` or ``min`` over the backlog would grow 20x;
+* calls into ``heapq`` (a counting wrapper around the module ``delivery`` uses):
+  catches stale heap entries piling up and being skipped one by one.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import sys
+from collections import Counter
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from eoclient._clock import FakeClock
+from eoclient.server_stub.core import Broker, NewMessage, SubscriptionConfig, TopicConfig
+from eoclient.server_stub.core import delivery as delivery_module
+
+from .core_support import PROJECT, TOPIC
+
+PLAIN = f"{PROJECT}/subscriptions/plain"
+ORDERED = f"{PROJECT}/subscriptions/ordered"
+CORE_DIR = "eoclient/server_stub/core/"
+
+
+class CountingInt(int):
+    comparisons = 0
+
+    def __lt__(self, other: object) -> bool:
+        CountingInt.comparisons += 1
+        return int.__lt__(self, other)  # type: ignore[operator]
+
+    __hash__ = int.__hash__
+
+
+class CountingHeapq:
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+
+    def heappush(self, heap: list[Any], item: Any) -> None:
+        self.calls["push"] += 1
+        heapq.heappush(heap, item)
+
+    def heappop(self, heap: list[Any]) -> Any:
+        self.calls["pop"] += 1
+        return heapq.heappop(heap)
+
+    def __getattr__(self, name: str) -> Any:
+        self.calls[name] += 1
+        return getattr(heapq, name)
+
+
+def build(backlog: int) -> tuple[FakeClock, Broker]:
+    clock = FakeClock()
+    broker = Broker(clock, record_history=False)
+    broker._seq = map(CountingInt, itertools.count(1))  # type: ignore[assignment]
+    broker.create_topic(TopicConfig(TOPIC))
+    broker.create_subscription(
+        SubscriptionConfig(PLAIN, TOPIC, enable_exactly_once_delivery=True, ack_deadline_seconds=10)
+    )
+    broker.create_subscription(
+        SubscriptionConfig(
+            ORDERED,
+            TOPIC,
+            enable_exactly_once_delivery=True,
+            enable_message_ordering=True,
+            ack_deadline_seconds=10,
+        )
+    )
+    batch = 1000
+    for start in range(0, backlog, batch):
+        # 100 ordering keys: each publish request carries one key.
+        key = f"key-{(start // batch) % 100}"
+        broker.publish(TOPIC, [NewMessage(b"x", ordering_key=key)] * batch)
+    return clock, broker
+
+
+def workload(clock: FakeClock, broker: Broker) -> int:
+    """Pull/ack/nack/expire/stream on both subscriptions; returns deliveries made."""
+    delivered = 0
+    for name in (PLAIN, ORDERED):
+        for _ in range(10):
+            batch = broker.pull(name, 100)
+            delivered += len(batch)
+            assert len(batch) == 100
+            acked, nacked = batch[:80], batch[80:90]
+            assert broker.acknowledge(name, [d.ack_id for d in acked]).ok
+            # Last first: on the ordered subscription a nack also ends the leases of the
+            # key's later messages, which would make their ids invalid.
+            nack_ids = [d.ack_id for d in reversed(nacked)]
+            assert broker.modify_ack_deadline(name, nack_ids, 0).ok
+            # the last 10 of each batch are left to expire
+        clock.advance(10)
+        broker.tick()
+        redelivered = broker.pull(name, 1000)
+        delivered += len(redelivered)
+        assert len(redelivered) >= 200
+        assert broker.acknowledge(name, [d.ack_id for d in redelivered]).ok
+        stream = broker.open_stream(name, stream_ack_deadline=10, max_outstanding_messages=50)
+        for _ in range(5):
+            batch = broker.stream_pull(stream)
+            delivered += len(batch)
+            assert len(batch) == 50
+            assert broker.acknowledge(name, [d.ack_id for d in batch]).ok
+        broker.close_stream(stream)
+    clock.advance(10)
+    broker.tick()
+    return delivered
+
+
+def measure(backlog: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    clock, broker = build(backlog)
+    counting = CountingHeapq()
+    monkeypatch.setattr(delivery_module, "heapq", counting)
+    CountingInt.comparisons = 0
+    lines = 0
+
+    def tracer(frame: FrameType, event: str, arg: object) -> Any:
+        nonlocal lines
+        if CORE_DIR not in frame.f_code.co_filename.replace("\\", "/"):
+            return None
+        if event == "line":
+            lines += 1
+        return tracer
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        delivered = workload(clock, broker)
+    finally:
+        sys.settrace(previous)
+        monkeypatch.undo()
+
+    # Heaps stay bounded: nothing outstanding now, so no lease or delay entries remain
+    # once the last deadlines passed; the ready heap holds at most the backlog.
+    for name in (PLAIN, ORDERED):
+        state = broker._subscriptions[name].delivery
+        broker.pull(name, 1)  # processes expiries, consumes one message
+        assert len(state._leases) <= 1
+        assert len(state._delayed) == 0
+        assert len(state._ready) <= state.backlog()
+    return {
+        "delivered": delivered,
+        "lines": lines,
+        "comparisons": CountingInt.comparisons,
+        "heap_calls": sum(counting.calls.values()),
+    }
+
+
+@pytest.mark.slow
+def test_delivery_ack_and_expiry_cost_does_not_grow_with_the_backlog(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    small = measure(10_000, monkeypatch)
+    large = measure(200_000, monkeypatch)
+    assert small["delivered"] == large["delivered"] > 1000
+    # Identical code paths: the line count may differ only by a few stale-entry skips.
+    assert large["lines"] <= small["lines"] * 1.1, (small, large)
+    assert large["heap_calls"] <= small["heap_calls"] * 1.1, (small, large)
+    # log2(200k) / log2(10k) ≈ 1.3; anything linear in the backlog would be ~20x.
+    assert large["comparisons"] <= small["comparisons"] * 2, (small, large)
