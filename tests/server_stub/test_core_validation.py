@@ -390,6 +390,10 @@ def test_publish_rejects_empty_and_reserved_attribute_keys(env: Env, key: str) -
         _publish(env, [NewMessage(b"x", attributes={key: "v"})])
 
 
+def test_publish_accepts_the_official_clients_tracing_attribute_keys(env: Env) -> None:
+    _publish(env, [NewMessage(b"x", attributes={"googclient_OpenTelemetrySpanContext": "v"})])
+
+
 def test_publish_rejects_ordering_keys_over_1024_bytes(env: Env) -> None:
     with pytest.raises(InvalidArgument, match="1024 bytes"):
         _publish(env, [NewMessage(b"x", ordering_key="k" * 1025)])

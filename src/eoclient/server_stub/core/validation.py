@@ -172,7 +172,9 @@ def publish(messages: Sequence[NewMessage], request_bytes: int) -> None:
         for key, value in message.attributes.items():
             if not key:
                 raise InvalidArgument(f"Message {index} has an attribute with an empty key.")
-            if key.startswith("goog"):
+            # "goog" keys are reserved (the emulator's gap list, wire-contract §4.1), but
+            # the official clients themselves send "googclient_" keys when tracing is on.
+            if key.startswith("goog") and not key.startswith("googclient_"):
                 raise InvalidArgument(
                     f"The attribute key {key!r} of message {index} is reserved: keys must not "
                     "start with 'goog'."
