@@ -11,6 +11,13 @@ The reference server lives in :mod:`eoclient.server_stub` (``eoclient serve``).
 """
 
 from eoclient import errors
+from eoclient.publisher import (
+    BatchSettings,
+    LimitExceededBehavior,
+    PublisherClient,
+    PublishFlowControl,
+    PublishRetrySettings,
+)
 from eoclient.subscriber import (
     AcknowledgeStatus,
     AckResult,
@@ -29,9 +36,14 @@ __all__ = [
     "AckResult",
     "AckRetrySettings",
     "AcknowledgeStatus",
+    "BatchSettings",
     "FlowControl",
     "LeaseSettings",
+    "LimitExceededBehavior",
     "Message",
+    "PublishFlowControl",
+    "PublishRetrySettings",
+    "PublisherClient",
     "ShutdownBehavior",
     "ShutdownOptions",
     "StreamSettings",

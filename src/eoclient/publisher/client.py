@@ -1,0 +1,595 @@
+"""``PublisherClient``: the asyncio shell over the pure publisher cores.
+
+::
+
+    async with PublisherClient(batch=BatchSettings(max_latency=0.005)) as client:
+        message_id = await client.publish(topic, b"payload", colour="blue")
+        futures = [client.publish_nowait(topic, data) for data in payloads]
+        message_ids = await asyncio.gather(*futures)
+
+Path of a message (every step but the RPC is synchronous, so the order of calls is the
+order of messages):
+
+1. ``publish_nowait`` checks the client state, the ordering key, the message
+   (:func:`~eoclient.publisher.validation.validate_message`) and whether its key is
+   paused (:meth:`Sequencer.check_publish`), all raising at once;
+2. flow control (:class:`PublishFlowController`) admits it, raises
+   (``ERROR``), or *parks* it (``BLOCK``): a parked message waits, first in first out,
+   until earlier messages resolve, and then joins a batch exactly as if it had just
+   been published; cancelling its future while it is parked withdraws it;
+3. the :class:`Batcher` puts it in the open batch of its (topic, ordering key);
+   batches it closes go to a ready list;
+4. the client's one **sender task** owns the decision of what leaves when: it wakes
+   on new ready batches and at the batcher's next deadline, hands ready and due
+   batches to the :class:`Sequencer` (at most one batch per ordering key in flight,
+   in order) and starts one **send task** per batch it may send;
+5. a send task calls ``Publish``, retried with tenacity (jittered exponential backoff,
+   only :data:`RETRYABLE_PUBLISH_CODES`, no new attempt that would start after
+   ``retry.deadline``), resolves the batch's futures with the message ids or the
+   error (the server's message is in it), releases flow control and reports the
+   outcome to the sequencer, which may release the key's next batch or, on a final
+   failure, pause the key: the key's queued, ready and open batches then fail with
+   :class:`~eoclient.errors.OrderingKeyPausedError`, and so does every publish to it
+   until :meth:`PublisherClient.resume_publish`.
+
+All tasks belong to one ``asyncio.TaskGroup`` owned by the client (architecture
+principle 5); none of them ever raises into it. ``aclose`` (or leaving ``async with``)
+sends everything still batched at once, waits until every accepted message has a
+result, then stops the tasks and closes the channel; with a ``timeout``, or when it is
+cancelled, messages still unresolved fail with :class:`~eoclient.errors.ClosedError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import math
+import random
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_before_delay
+
+from eoclient._clock import Clock, MonotonicClock
+from eoclient._proto import pubsub_pb2
+from eoclient._transport import Endpoint, PubSubTransport, create_channel
+from eoclient.errors import ClosedError, Internal, OrderingKeyPausedError, RpcError
+from eoclient.publisher.batcher import Batch, Batcher
+from eoclient.publisher.flow_control import PublishFlowController
+from eoclient.publisher.sequencer import Sequencer, SequencerActions
+from eoclient.publisher.settings import (
+    RETRYABLE_PUBLISH_CODES,
+    BatchSettings,
+    PublishFlowControl,
+    PublishRetrySettings,
+)
+from eoclient.publisher.validation import validate_message
+
+__all__ = ["PublisherClient", "PublisherState", "PublisherStatistics"]
+
+_Batch: TypeAlias = Batch[pubsub_pb2.PubsubMessage, "asyncio.Future[str]"]
+_Parked: TypeAlias = tuple[str, str, pubsub_pb2.PubsubMessage, int]  # topic, key, msg, size
+
+
+class PublisherState(enum.Enum):
+    UNOPENED = "unopened"  # constructed, not entered
+    OPEN = "open"  # accepting publishes
+    CLOSING = "closing"  # aclose() running: no new publishes, sending what is left
+    CLOSED = "closed"  # tasks ended, channel closed
+
+
+@dataclass(frozen=True, slots=True)
+class PublisherStatistics:
+    """A snapshot of one client (:meth:`PublisherClient.statistics`).
+
+    Attributes:
+        state: the client's :class:`PublisherState`.
+        published_messages: futures resolved with a message id.
+        failed_messages: futures failed (server errors, paused keys, closing).
+        publish_rpcs: ``Publish`` attempts, retries included.
+        retried_rpcs: attempts that failed with a retryable status and were retried.
+        batching_messages: messages in batches not yet handed to the sequencer.
+        batches_in_flight: batches sent (or being retried) and not yet resolved.
+        outstanding_messages / outstanding_bytes: admitted by flow control, not yet
+            resolved (counted under every behaviour).
+        waiting_messages / waiting_bytes: parked by ``BLOCK`` flow control.
+        paused_keys: (topic, ordering key) pairs paused by a failure, in pause order.
+    """
+
+    state: PublisherState
+    published_messages: int
+    failed_messages: int
+    publish_rpcs: int
+    retried_rpcs: int
+    batching_messages: int
+    batches_in_flight: int
+    outstanding_messages: int
+    outstanding_bytes: int
+    waiting_messages: int
+    waiting_bytes: int
+    paused_keys: tuple[tuple[str, str], ...]
+
+
+def _retryable(error: BaseException) -> bool:
+    # Only server statuses are retried; CancelledError and client bugs never are.
+    return isinstance(error, RpcError) and error.code in RETRYABLE_PUBLISH_CODES
+
+
+class PublisherClient:
+    """Publishes to ``endpoint``, or ``PUBSUB_EMULATOR_HOST``, or the real service.
+
+    Args:
+        endpoint: ``host:port`` of a plain-text server; ``None`` =
+            ``PUBSUB_EMULATOR_HOST`` if set, else the real service (TLS).
+        batch: how messages are grouped into ``PublishRequest`` s.
+        flow_control: how many messages may be outstanding, and what ``publish`` does
+            when one more would not fit.
+        retry: how failed ``Publish`` calls are retried.
+        enable_message_ordering: allow non-empty ordering keys (sequenced per key).
+        clock: monotonic seconds for batch latencies (only ever compared with
+            each other; the timer waits the differences on the event loop).
+        sleep: what retry backoff awaits (tests may pass a faster one).
+        rng: the random source of the backoff jitter.
+
+    Use it as ``async with PublisherClient() as client:``; publishing before entering
+    raises ``RuntimeError``, after ``aclose`` ``ClosedError``.
+    """
+
+    def __init__(
+        self,
+        endpoint: str | None = None,
+        *,
+        batch: BatchSettings | None = None,
+        flow_control: PublishFlowControl | None = None,
+        retry: PublishRetrySettings | None = None,
+        enable_message_ordering: bool = False,
+        clock: Clock | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._endpoint = Endpoint.resolve(endpoint)
+        self.batch_settings = batch or BatchSettings()
+        self.flow_control_settings = flow_control or PublishFlowControl()
+        self.retry_settings = retry or PublishRetrySettings()
+        self.enable_message_ordering = enable_message_ordering
+        self._clock = clock or MonotonicClock()
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._state = PublisherState.UNOPENED
+        self._transport: PubSubTransport | None = None
+        self._group: asyncio.TaskGroup | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._batcher: Batcher[pubsub_pb2.PubsubMessage, asyncio.Future[str]] = Batcher(
+            self.batch_settings
+        )
+        self._sequencer: Sequencer[_Batch] = Sequencer()
+        self._flow: PublishFlowController[asyncio.Future[str]] = PublishFlowController(
+            self.flow_control_settings
+        )
+        self._parked: dict[asyncio.Future[str], _Parked] = {}
+        self._ready: list[_Batch] = []  # closed by the batcher, not yet sequenced
+        self._paused: dict[tuple[str, str], None] = {}  # an ordered set
+        self._wake = asyncio.Event()  # the sender has something to look at
+        self._drained = asyncio.Event()  # closing and every accepted message resolved
+        self._closed = asyncio.Event()
+        self._stopping = False  # hard stop: whatever is left fails with ClosedError
+        self._fatal: BaseException | None = None
+        self._published = 0
+        self._failed = 0
+        self._rpcs = 0
+        self._retries = 0
+
+    def __repr__(self) -> str:
+        flow = self._flow.statistics()
+        return (
+            f"<PublisherClient {self._endpoint.target} {self._state.value} "
+            f"outstanding={flow.outstanding_messages} waiting={flow.waiting_messages} "
+            f"in_flight={self._sequencer.in_flight} paused_keys={len(self._paused)}>"
+        )
+
+    @property
+    def state(self) -> PublisherState:
+        return self._state
+
+    # ================================================================ lifecycle
+
+    async def __aenter__(self) -> PublisherClient:
+        if self._state is not PublisherState.UNOPENED:
+            raise RuntimeError(f"a PublisherClient cannot be entered twice ({self._state.value})")
+        self._transport = PubSubTransport(create_channel(self._endpoint))
+        self._group = asyncio.TaskGroup()
+        await self._group.__aenter__()
+        self._state = PublisherState.OPEN
+        self._spawn(self._run_sender(), "eoclient-publish-sender")
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self, timeout: float | None = None) -> None:
+        """Send everything still batched, wait for every result, stop, close the channel.
+
+        Idempotent; concurrent callers all return once the client is closed. After
+        ``timeout`` seconds (``None`` = as long as retries take), or if the caller is
+        cancelled, unresolved messages fail with ``ClosedError``; the cancellation
+        still propagates, and no task of the client survives either way.
+        """
+        if self._state is PublisherState.CLOSED:
+            return
+        if self._state is PublisherState.CLOSING:
+            await self._closed.wait()
+            return
+        if self._state is PublisherState.UNOPENED:
+            self._state = PublisherState.CLOSED
+            self._closed.set()
+            return
+        self._state = PublisherState.CLOSING
+        try:
+            self._wake.set()  # the sender flushes every open batch from now on
+            self._check_drained()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._drained.wait()
+        finally:
+            await self._hard_stop()
+
+    async def _hard_stop(self) -> None:
+        self._stopping = True
+        try:
+            for task in list(self._tasks):
+                task.cancel()  # a send task fails its own batch with ClosedError
+            group, self._group = self._group, None
+            if group is not None:
+                # Waits for the cancelled tasks even if this caller is cancelled meanwhile
+                # (TaskGroup absorbs it, then re-raises it after its tasks are done).
+                await group.__aexit__(None, None, None)
+        finally:
+            self._fail_everything(
+                ClosedError("the PublisherClient was closed before the message was sent")
+            )
+            transport, self._transport = self._transport, None
+            try:
+                if transport is not None:
+                    await transport.close()
+            finally:
+                self._state = PublisherState.CLOSED
+                self._closed.set()
+                self._drained.set()
+
+    def _fail_everything(self, error: BaseException) -> None:
+        """Fail every message not in flight: parked, batched, ready and queued."""
+        while self._parked:
+            future = next(iter(self._parked))
+            del self._parked[future]
+            admitted = self._flow.cancel(future)
+            self._fail(future, error)
+            self._admit(admitted)
+        batches = [*self._ready, *self._batcher.flush(), *self._sequencer.drain()]
+        self._ready.clear()
+        for batch in batches:
+            self._settle(batch, error=error)
+
+    # ================================================================ publishing
+
+    async def publish(
+        self, topic: str, data: bytes, /, ordering_key: str = "", **attributes: str
+    ) -> str:
+        """Publish one message and return its server-assigned message id.
+
+        Args:
+            topic: the topic's full name, ``projects/<project>/topics/<topic>``.
+            data: the payload (``bytes``; may be empty if there are attributes).
+            ordering_key: messages with the same non-empty key are published in order;
+                needs ``enable_message_ordering=True``.
+            **attributes: string attributes.
+
+        Raises:
+            ValueError / TypeError / MessageTooLargeError: the message is invalid.
+            FlowControlLimitError: flow control ``ERROR`` and no room (or, under
+                ``BLOCK``, the message alone exceeds ``max_bytes``).
+            OrderingKeyPausedError: the key is paused; see :meth:`resume_publish`.
+            RpcError: the server refused the batch (its message is in the error), or a
+                retryable failure lasted past ``retry.deadline``.
+            ClosedError: the client is closing or closed.
+
+        Under ``BLOCK`` this waits, first in first out, for room. Cancelling it while
+        it waits withdraws the message; once the message is batched, cancelling only
+        stops waiting for the id (the message is still sent).
+        """
+        return await self.publish_nowait(topic, data, ordering_key, **attributes)
+
+    def publish_nowait(
+        self, topic: str, data: bytes, /, ordering_key: str = "", **attributes: str
+    ) -> asyncio.Future[str]:
+        """Accept one message and return a future of its message id, without waiting.
+
+        Everything that can be checked now raises now, as in :meth:`publish`; the
+        future carries the outcome of sending. For fire-and-collect::
+
+            futures = [client.publish_nowait(topic, d) for d in payloads]
+            ids = await asyncio.gather(*futures)
+
+        Under ``BLOCK`` flow control a message that does not fit is *parked* (it
+        waits, in order, for room before joining a batch); nothing can make this
+        call wait, so a caller that needs back-pressure should await
+        :meth:`publish` instead. Cancelling the future of a parked message withdraws
+        it.
+        """
+        self._check_open()
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(
+                "topic must be a full topic name, 'projects/<project>/topics/<topic>'; "
+                f"got {topic!r}"
+            )
+        if ordering_key and not self.enable_message_ordering:
+            raise ValueError(
+                f"cannot publish with ordering key {ordering_key!r}: message ordering is "
+                "disabled; create the client with PublisherClient(enable_message_ordering=True)"
+            )
+        size = validate_message(data, attributes, ordering_key, topic=topic)
+        self._sequencer.check_publish(topic, ordering_key)
+        message = pubsub_pb2.PubsubMessage(
+            data=data, attributes=attributes, ordering_key=ordering_key
+        )
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        if self._flow.acquire(size, future):  # raises FlowControlLimitError (ERROR)
+            self._enqueue(topic, ordering_key, message, future, size)
+        else:
+            self._parked[future] = (topic, ordering_key, message, size)
+            future.add_done_callback(self._on_parked_done)
+        return future
+
+    def resume_publish(self, topic: str, ordering_key: str) -> None:
+        """Accept publishes to a key paused by a failure again (no-op if not paused)."""
+        if not self.enable_message_ordering:
+            raise ValueError(
+                "resume_publish: message ordering is disabled, so no ordering key is ever "
+                "paused; create the client with PublisherClient(enable_message_ordering=True)"
+            )
+        self._sequencer.resume(topic, ordering_key)
+        self._paused.pop((topic, ordering_key), None)
+
+    def statistics(self) -> PublisherStatistics:
+        flow = self._flow.statistics()
+        return PublisherStatistics(
+            state=self._state,
+            published_messages=self._published,
+            failed_messages=self._failed,
+            publish_rpcs=self._rpcs,
+            retried_rpcs=self._retries,
+            batching_messages=self._batcher.pending_messages + sum(len(b) for b in self._ready),
+            batches_in_flight=self._sequencer.in_flight,
+            outstanding_messages=flow.outstanding_messages,
+            outstanding_bytes=flow.outstanding_bytes,
+            waiting_messages=flow.waiting_messages,
+            waiting_bytes=flow.waiting_bytes,
+            paused_keys=tuple(self._paused),
+        )
+
+    def _check_open(self) -> None:
+        if self._state is PublisherState.OPEN:
+            if self._fatal is not None:
+                raise ClosedError(
+                    f"the PublisherClient stopped after an internal error: {self._fatal!r}"
+                ) from self._fatal
+            return
+        if self._state is PublisherState.UNOPENED:
+            raise RuntimeError(
+                "the PublisherClient is not started: use `async with PublisherClient(...) as "
+                "client:` (or `await client.__aenter__()`) before publishing"
+            )
+        raise ClosedError(f"the PublisherClient is {self._state.value}; it cannot publish")
+
+    def _enqueue(
+        self,
+        topic: str,
+        ordering_key: str,
+        message: pubsub_pb2.PubsubMessage,
+        future: asyncio.Future[str],
+        size: int,
+    ) -> None:
+        ready = self._batcher.add(topic, ordering_key, message, future, size, self._clock.now())
+        self._ready.extend(ready)
+        self._wake.set()  # a batch is ready, or the next deadline may have moved
+
+    def _on_parked_done(self, future: asyncio.Future[str]) -> None:
+        # Cancelled while still parked: withdraw it. (If it was admitted first,
+        # _admit already released its room.)
+        parked = self._parked.pop(future, None)
+        if parked is not None:
+            self._admit(self._flow.cancel(future))
+            self._check_drained()
+
+    def _admit(self, admitted: Iterable[asyncio.Future[str]]) -> None:
+        """Parked messages that flow control admitted: batch them (or drop/fail them)."""
+        queue = deque(admitted)
+        while queue:
+            future = queue.popleft()
+            parked = self._parked.pop(future, None)
+            if parked is None:  # not ours to batch (cannot happen; be safe)
+                continue
+            topic, key, message, size = parked
+            error: BaseException | None = None
+            if self._stopping or self._fatal is not None:
+                error = ClosedError("the PublisherClient was closed before the message was sent")
+            elif (topic, key) in self._paused:
+                error = OrderingKeyPausedError(topic, key)
+            if future.done() or error is not None:
+                if error is not None:
+                    self._fail(future, error)
+                queue.extend(self._flow.release(size))
+                continue
+            self._enqueue(topic, key, message, future, size)
+
+    # ================================================================ sending
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
+        if self._group is None or self._stopping:
+            coroutine.close()
+            return
+        task: asyncio.Task[None] = self._group.create_task(coroutine, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_sender(self) -> None:
+        """The one task that decides which batches leave, and when."""
+        try:
+            while True:
+                self._wake.clear()
+                self._dispatch()
+                deadline = self._batcher.next_deadline()
+                if deadline is None:
+                    await self._wake.wait()
+                    continue
+                delay = deadline - self._clock.now()
+                if delay > 0:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(delay):
+                            await self._wake.wait()
+        except asyncio.CancelledError:
+            raise
+        except Exception as bug:  # never raise into the TaskGroup (it would cancel the owner)
+            self._crash(bug)
+
+    def _crash(self, bug: Exception) -> None:
+        """A bug in the client itself: fail what is waiting, refuse new publishes."""
+        if self._fatal is None:
+            self._fatal = bug
+        self._fail_everything(
+            ClosedError(f"the PublisherClient stopped after an internal error: {bug!r}")
+        )
+
+    def _dispatch(self) -> None:
+        ready, self._ready = self._ready, []
+        if self._state is PublisherState.OPEN:
+            ready.extend(self._batcher.due(self._clock.now()))
+        else:
+            ready.extend(self._batcher.flush())
+        for batch in ready:
+            self._apply(self._sequencer.submit(batch.topic, batch.ordering_key, batch))
+
+    def _apply(self, actions: SequencerActions[_Batch]) -> None:
+        for batch in actions.fail:
+            self._settle(batch, error=OrderingKeyPausedError(batch.topic, batch.ordering_key))
+        for batch in actions.send:
+            self._spawn(self._send(batch), f"eoclient-publish {batch.topic}")
+
+    async def _send(self, batch: _Batch) -> None:
+        try:
+            try:
+                ids = await self._publish_with_retry(batch)
+                if len(ids) != len(batch):
+                    raise Internal(
+                        f"the server returned {len(ids)} message ids for {len(batch)} messages"
+                    )
+            except asyncio.CancelledError:
+                self._settle(
+                    batch,
+                    error=ClosedError("the PublisherClient was closed before the server answered"),
+                )
+                raise
+            except Exception as error:  # RpcError, or a bug below: fail this batch only
+                self._finish(batch, error=error)
+            else:
+                self._finish(batch, ids=ids)
+        except asyncio.CancelledError:
+            raise
+        except Exception as bug:  # in _finish: never raise into the TaskGroup
+            self._crash(bug)
+
+    async def _publish_with_retry(self, batch: _Batch) -> list[str]:
+        assert self._transport is not None
+        transport = self._transport
+        retry = self.retry_settings
+        attempt_timeout = None if math.isinf(retry.attempt_timeout) else retry.attempt_timeout
+        retrying = AsyncRetrying(
+            # No attempt starts after the deadline (stop_after_delay could sleep past it).
+            stop=stop_before_delay(retry.deadline),
+            wait=self._backoff,
+            retry=retry_if_exception(_retryable),
+            sleep=self._sleep,
+            reraise=True,  # the last error, with the server's message, not a RetryError
+        )
+        async for attempt in retrying:
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    self._retries += 1
+                self._rpcs += 1
+                return await transport.publish(batch.topic, batch.messages, timeout=attempt_timeout)
+        raise AssertionError("unreachable: tenacity either returns or reraises")  # pragma: no cover
+
+    def _backoff(self, retry_state: RetryCallState) -> float:
+        """Delay before the next attempt: exponential, capped, plus jitter.
+
+        ``initial_backoff * multiplier ** (attempts - 1)``, capped at ``max_backoff``,
+        plus up to ``initial_backoff`` of jitter (never above ``max_backoff``): the
+        shape of tenacity's ``wait_exponential_jitter``, written out because its
+        parameters changed across tenacity 9.x and the random source is injected here.
+        """
+        retry = self.retry_settings
+        exponent = retry_state.attempt_number - 1
+        delay = retry.max_backoff
+        if retry.multiplier == 1:
+            delay = retry.initial_backoff
+        elif exponent < math.log(retry.max_backoff / retry.initial_backoff, retry.multiplier):
+            delay = retry.initial_backoff * retry.multiplier**exponent  # no overflow
+        return min(retry.max_backoff, delay + self._rng.uniform(0, retry.initial_backoff))
+
+    def _finish(
+        self, batch: _Batch, *, ids: list[str] | None = None, error: BaseException | None = None
+    ) -> None:
+        """A sent batch is done for good: sequence, resolve, maybe pause its key."""
+        actions = self._sequencer.on_batch_done(batch.topic, batch.ordering_key, error is None)
+        paused: list[_Batch] = []
+        if error is not None and batch.ordering_key:
+            key = (batch.topic, batch.ordering_key)
+            self._paused[key] = None
+            # Everything of the key behind the failed batch fails too (sequencer docs):
+            # queued batches come back in actions.fail; ready and open ones are here.
+            keep: list[_Batch] = []
+            for ready in self._ready:
+                (paused if (ready.topic, ready.ordering_key) == key else keep).append(ready)
+            self._ready = keep
+            still_open = self._batcher.close(*key)
+            if still_open is not None:
+                paused.append(still_open)
+        self._settle(batch, ids=ids, error=error)
+        for blocked in paused:
+            self._settle(blocked, error=OrderingKeyPausedError(blocked.topic, blocked.ordering_key))
+        self._apply(actions)
+
+    # ================================================================ results
+
+    def _settle(
+        self, batch: _Batch, *, ids: list[str] | None = None, error: BaseException | None = None
+    ) -> None:
+        """Resolve every future of ``batch`` and give its room back to flow control."""
+        if ids is not None:
+            for future, message_id in zip(batch.handles, ids, strict=True):
+                if not future.done():
+                    future.set_result(message_id)
+            self._published += len(batch)
+        else:
+            assert error is not None
+            for future in batch.handles:
+                self._fail(future, error)
+        for size in batch.sizes:
+            admitted = self._flow.release(size)
+            if admitted:
+                self._admit(admitted)
+        self._check_drained()
+
+    def _fail(self, future: asyncio.Future[str], error: BaseException) -> None:
+        self._failed += 1
+        if not future.done():
+            future.set_exception(error)
+
+    def _check_drained(self) -> None:
+        if self._state is PublisherState.OPEN:
+            return
+        flow = self._flow.statistics()
+        if flow.outstanding_messages == 0 and flow.waiting_messages == 0:
+            self._drained.set()
