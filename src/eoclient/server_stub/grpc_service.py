@@ -46,7 +46,8 @@ TRANSIENT_ACK_IDS_MESSAGE = (
 
 # Per streaming response: the official client accepts any size (it sets
 # max_receive_message_length=-1), but other clients keep gRPC's 4 MiB default, so
-# deliveries are cut into responses of at most ~3 MiB of payload and 1000 messages.
+# deliveries are cut into responses of at most ~3 MiB of payload and 1000 messages
+# (the rest of the 4 MiB covers per-message framing: ack id, message id, publish time).
 MAX_MESSAGES_PER_RESPONSE = 1000
 MAX_BYTES_PER_RESPONSE = 3 * 2**20
 # Unary Pull with return_immediately=false waits this long for a first message.
@@ -575,21 +576,26 @@ class _StreamSession:
                 await self.handle.wake.wait()
 
     async def _send_deliveries(self, context: grpc.aio.ServicerContext[Any, Any]) -> bool:
-        response = pubsub_pb2.StreamingPullResponse()
-        size = 0
-        while size < MAX_BYTES_PER_RESPONSE and len(response.received_messages) < (
-            MAX_MESSAGES_PER_RESPONSE
-        ):
-            room = MAX_MESSAGES_PER_RESPONSE - len(response.received_messages)
-            deliveries = self.broker.stream_pull(self.stream_id, min(room, 100))
-            if not deliveries:
-                break
-            for delivery in deliveries:
-                response.received_messages.append(translate.received_message(delivery))
-                size += delivery.message.size
-        if not response.received_messages:
+        """Lease what flow control allows and send it, cut into responses of bounded size.
+
+        Everything leased here is sent: the byte budget only decides where one response
+        ends and the next begins (a message larger than the budget goes alone).
+        """
+        deliveries = self.broker.stream_pull(self.stream_id, MAX_MESSAGES_PER_RESPONSE)
+        if not deliveries:
             return False
-        response.subscription_properties.CopyFrom(self._properties())
+        properties = self._properties()
+        response = pubsub_pb2.StreamingPullResponse(subscription_properties=properties)
+        size = 0
+        for delivery in deliveries:
+            if response.received_messages and size + delivery.message.size > (
+                MAX_BYTES_PER_RESPONSE
+            ):
+                await context.write(response)
+                response = pubsub_pb2.StreamingPullResponse(subscription_properties=properties)
+                size = 0
+            response.received_messages.append(translate.received_message(delivery))
+            size += delivery.message.size
         await context.write(response)
         return True
 

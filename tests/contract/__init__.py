@@ -1,0 +1,1 @@
+"""Tier 3: the official google-cloud-pubsub client against ``eoclient serve``."""
