@@ -57,9 +57,10 @@ async def _consume_eoclient(address: str, subscription: str, count: int, eod: bo
             done.set()
 
     started = time.perf_counter()
-    async with SubscriberClient(address) as client, client.subscribe(
-        subscription, flow_control=FlowControl(max_messages=1000)
-    ) as stream:
+    async with (
+        SubscriberClient(address) as client,
+        client.subscribe(subscription, flow_control=FlowControl(max_messages=1000)) as stream,
+    ):
         if eod:
             tasks: set[asyncio.Task[None]] = set()
             received = 0

@@ -78,7 +78,7 @@ class BrokerMachine(RuleBasedStateMachine):
         exactly_once=st.booleans(),
         ordering=st.booleans(),
         retry=st.sampled_from([None, (0.0, 0.0), (1.0, 5.0), (10.0, 600.0)]),
-        dead_letter=st.booleans(),
+        dead_letter=st.sampled_from([None, 5, 100]),
         ack_deadline=st.sampled_from([10, 30]),
     )
     def setup(
@@ -86,7 +86,7 @@ class BrokerMachine(RuleBasedStateMachine):
         exactly_once: bool,
         ordering: bool,
         retry: tuple[float, float] | None,
-        dead_letter: bool,
+        dead_letter: int | None,
         ack_deadline: int,
     ) -> None:
         self.clock = FakeClock()
@@ -95,7 +95,9 @@ class BrokerMachine(RuleBasedStateMachine):
         self.broker.create_topic(TopicConfig(DLT))
         self.exactly_once = exactly_once
         self.ordering = ordering
-        self.dead_letter = dead_letter
+        self.dead_letter = dead_letter is not None
+        self.max_attempts = dead_letter  # forwarded (settled here) after this many failures
+        self.dead_lettered = 0
         self.ack_deadline = ack_deadline
         self.broker.create_subscription(
             SubscriptionConfig(
@@ -105,7 +107,7 @@ class BrokerMachine(RuleBasedStateMachine):
                 enable_exactly_once_delivery=exactly_once,
                 enable_message_ordering=ordering,
                 retry_policy=RetryPolicy(*retry) if retry else None,
-                dead_letter_policy=DeadLetterPolicy(DLT, 100) if dead_letter else None,
+                dead_letter_policy=DeadLetterPolicy(DLT, dead_letter) if dead_letter else None,
             )
         )
         self.messages: dict[str, Msg] = {}
@@ -132,6 +134,16 @@ class BrokerMachine(RuleBasedStateMachine):
             if follower.seq > msg.seq and follower.state == OUTSTANDING:
                 self.release(follower, WAITING)
 
+    def failed(self, msg: Msg) -> None:
+        """A nack or expiry of ``msg``: back to waiting with its key's later leases, or,
+        when that was its last allowed attempt, dead-lettered (settled like an ack)."""
+        msg.failed += 1
+        self.release(msg, WAITING)
+        self.rewind_followers(msg)
+        if self.max_attempts is not None and msg.failed >= self.max_attempts:
+            self.release(msg, ACKED)
+            self.dead_lettered += 1
+
     def expire(self) -> None:
         now = self.now()
         due = sorted(
@@ -141,9 +153,7 @@ class BrokerMachine(RuleBasedStateMachine):
         for msg in due:
             if msg.state != OUTSTANDING:
                 continue  # taken back by an earlier message of its key
-            msg.failed += 1
-            self.release(msg, WAITING)
-            self.rewind_followers(msg)
+            self.failed(msg)
 
     def stream_load(self, stream_id: int) -> tuple[int, int]:
         held = [
@@ -225,9 +235,7 @@ class BrokerMachine(RuleBasedStateMachine):
                 if self.exactly_once:
                     failures[ack_id] = INVALID
             elif seconds == 0:
-                msg.failed += 1
-                self.release(msg, WAITING)
-                self.rewind_followers(msg)
+                self.failed(msg)
             else:
                 msg.deadline = self.now() + seconds
         return failures
@@ -380,6 +388,7 @@ class BrokerMachine(RuleBasedStateMachine):
             return
         acked = sum(1 for m in self.messages.values() if m.state == ACKED)
         assert self.broker.backlog(SUB) + acked == len(self.messages)
+        assert self.broker.counters(SUB)["dead_lettered"] == self.dead_lettered
 
 
 BrokerMachine.TestCase.settings = settings(

@@ -70,6 +70,34 @@ def test_pull_respects_max_messages_and_the_1000_cap(env: Env) -> None:
     assert env.pull(5000) == []
 
 
+MIB = 2**20
+
+
+def test_pull_response_stays_under_3_mib_of_message_data(env: Env) -> None:
+    # Clients other than the official ones keep gRPC's 4 MiB receive limit.
+    env.subscribe()
+    env.broker.publish(TOPIC, [NewMessage(b"x" * MIB)] * 7)
+    sizes = [len(env.pull(100)) for _ in range(3)]
+    assert sizes == [3, 3, 1]  # 3 x 1 MiB = the 3 MiB budget exactly
+
+
+def test_pull_always_returns_one_message_even_over_the_budget(env: Env) -> None:
+    env.subscribe()
+    env.broker.publish(TOPIC, [NewMessage(b"x" * (5 * MIB))])
+    env.broker.publish(TOPIC, [NewMessage(b"small")])
+    assert [len(d.message.data) for d in env.pull(10)] == [5 * MIB]
+    assert data(env.pull(10)) == ["small"]
+
+
+def test_pull_byte_budget_keeps_the_order(env: Env) -> None:
+    env.subscribe(enable_message_ordering=True)
+    env.broker.publish(TOPIC, [NewMessage(b"a" * 10, ordering_key="k")] * 2)
+    env.broker.publish(TOPIC, [NewMessage(b"b", ordering_key="k")])
+    first = env.broker.pull(SUB, 10, max_bytes=23)
+    assert [len(d.message.data) for d in first] == [10, 10]  # 11 + 11 bytes with the key; + 2 > 23
+    assert data(env.broker.pull(SUB, 10, max_bytes=23)) == ["b"]
+
+
 def test_pull_on_empty_subscription_returns_nothing(env: Env) -> None:
     env.subscribe()
     assert env.pull() == []
@@ -552,4 +580,12 @@ def test_counters_count_deliveries_acks_nacks_and_expiries(env: Env) -> None:
     env.nack(b.ack_id)
     env.advance(10)
     assert len(env.pull()) == 2
-    assert env.broker.counters(SUB) == {"delivered": 5, "acked": 1, "nacked": 1, "expired": 1}
+    assert env.broker.counters(SUB) == {
+        "delivered": 5,
+        "acked": 1,
+        "nacked": 1,
+        "expired": 1,
+        "dead_lettered": 0,
+        "filtered": 0,
+        "discarded": 0,
+    }

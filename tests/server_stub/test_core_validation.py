@@ -325,7 +325,10 @@ def test_filter_longer_than_256_bytes_is_rejected(env: Env) -> None:
 
 
 def test_filter_of_256_bytes_is_accepted(env: Env) -> None:
-    env.subscribe(filter="é" * 128)
+    expression = 'attributes.k = "' + "é" * 119 + '"'  # 16 + 238 + 1 = 255 bytes
+    expression += " "
+    assert len(expression.encode()) == 256
+    env.subscribe(filter=expression)
 
 
 # -------------------------------------------------------------------- publish

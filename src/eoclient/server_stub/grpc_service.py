@@ -1,9 +1,12 @@
 """gRPC door of the reference server: google.pubsub.v1 Publisher and Subscriber on grpc.aio.
 
-Thin: each handler turns the request into domain values, calls the broker core,
-and turns the result (or the ``RpcError`` it raised) into the wire response or
-status. Exactly-once ack failures get the real service's shape (wire-contract
-§2.2): INVALID_ARGUMENT, the real message text, and a ``google.rpc.Status`` in
+Thin: each handler turns the request proto into domain values, calls the broker core,
+and turns the result into the response proto, or raises ``RpcError``. The handlers
+know nothing of gRPC: ``PubSubService.call(method, request)`` runs one unary RPC
+(injected faults first) for either door; the gRPC door turns the ``RpcError`` into a
+status here, the REST door (``rest.py``) into Google's JSON error. Exactly-once ack
+failures raise ``ExactlyOnceAckFailure`` with the real service's shape (wire-contract
+§2.2): INVALID_ARGUMENT, the real message text, and a ``google.rpc.Status`` (sent in
 ``grpc-status-details-bin`` whose first detail is an ErrorInfo with reason
 EXACTLY_ONCE_ACKID_FAILURE, domain pubsub.googleapis.com and ack id → failure
 metadata; the Status repeats the call's code and message exactly, because the
@@ -22,10 +25,11 @@ from typing import Any
 
 import grpc
 from google.protobuf import any_pb2, empty_pb2
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from eoclient._proto import pubsub_pb2
-from eoclient.errors import InvalidArgument, RpcError
+from eoclient.errors import InvalidArgument, RpcError, Unimplemented, rpc_error_class
 from eoclient.server_stub import translate
 from eoclient.server_stub.core import AckReply, Broker
 from eoclient.server_stub.faults import InjectedStatus, RpcFaults
@@ -54,6 +58,7 @@ MAX_BYTES_PER_RESPONSE = 3 * 2**20
 PULL_WAIT_SECONDS = 1.0
 
 _CODE_BY_NAME: dict[str, grpc.StatusCode] = {c.name: c for c in grpc.StatusCode}
+_RPC_CODE_BY_NAME: dict[str, int] = dict(code_pb2.Code.items())
 
 
 def status_code(name: str) -> grpc.StatusCode:
@@ -76,6 +81,27 @@ def exactly_once_failure_status(reply: AckReply) -> tuple[str, status_pb2.Status
     detail.Pack(info)
     status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=message, details=[detail])
     return message, status
+
+
+class ExactlyOnceAckFailure(InvalidArgument):
+    """Some ack ids of an Acknowledge/ModifyAckDeadline failed on an exactly-once subscription.
+
+    ``status`` is the rich ``google.rpc.Status`` (ErrorInfo first) both doors send; the
+    other ids of the request were applied.
+    """
+
+    def __init__(self, reply: AckReply) -> None:
+        message, status = exactly_once_failure_status(reply)
+        super().__init__(message, reason=ERROR_INFO_REASON, error_info=reply.failures)
+        self.status = status
+
+
+def rich_status(error: RpcError) -> status_pb2.Status:
+    """The ``google.rpc.Status`` for ``error`` (with its details, if it has any)."""
+    if isinstance(error, ExactlyOnceAckFailure):
+        return error.status
+    code = _RPC_CODE_BY_NAME.get(error.code, code_pb2.UNKNOWN)
+    return status_pb2.Status(code=code, message=error.message)
 
 
 @dataclass(eq=False)  # identity semantics: handles live in sets
@@ -118,7 +144,19 @@ class StreamRegistry:
         return sum(len(h) for h in self._by_subscription.values())
 
 
-Handler = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
+Handler = Callable[[Any], Awaitable[Message]]
+GrpcHandler = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class RpcMethod:
+    """One unary google.pubsub.v1 RPC: its service, handler and message classes."""
+
+    service: str  # "Publisher" or "Subscriber"
+    name: str
+    handler: Handler
+    request: type[Message]
+    response: type[Message]
 
 
 class PubSubService:
@@ -129,6 +167,7 @@ class PubSubService:
         self.faults = faults
         self.streams = streams
         self._pull_waiters: dict[str, set[asyncio.Event]] = {}
+        self.methods: dict[str, RpcMethod] = self._method_table()
 
     def notify(self, subscription: str) -> None:
         self.streams.notify(subscription)
@@ -137,7 +176,21 @@ class PubSubService:
 
     # ------------------------------------------------------------ plumbing
 
-    def generic_handlers(self) -> list[grpc.GenericRpcHandler[Any, Any]]:
+    async def call(self, method: str, request: Message) -> Message:
+        """Run the unary RPC ``method`` (e.g. ``"Publish"``) for either door.
+
+        Injected faults for ``method`` come first; failures raise ``RpcError`` (an
+        ``ExactlyOnceAckFailure`` for exactly-once ack failures).
+        """
+        rpc = self.methods.get(method)
+        if rpc is None:
+            raise Unimplemented(f"Method google.pubsub.v1 {method} is not implemented.")
+        injected = self.faults.take(method)
+        if injected is not None:
+            raise rpc_error_class(injected.code)(injected.message)
+        return await rpc.handler(request)
+
+    def _method_table(self) -> dict[str, RpcMethod]:
         P = pubsub_pb2
         E = empty_pb2.Empty
         publisher: dict[str, tuple[Handler, Any, Any]] = {
@@ -212,34 +265,48 @@ class PubSubService:
             ),
             "Seek": (self._unimplemented("Seek", "seek"), P.SeekRequest, P.SeekResponse),
         }
+        return {
+            name: RpcMethod(service, name, fn, request, response)
+            for service, table in (("Publisher", publisher), ("Subscriber", subscriber))
+            for name, (fn, request, response) in table.items()
+        }
+
+    def generic_handlers(self) -> list[grpc.GenericRpcHandler[Any, Any]]:
         handlers = []
-        for service, table in (("Publisher", publisher), ("Subscriber", subscriber)):
+        for service in ("Publisher", "Subscriber"):
             methods: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
-                name: grpc.unary_unary_rpc_method_handler(
-                    self._guard(name, fn),
-                    request_deserializer=request.FromString,
-                    response_serializer=response.SerializeToString,
+                rpc.name: grpc.unary_unary_rpc_method_handler(
+                    self._grpc_handler(rpc.name),
+                    request_deserializer=rpc.request.FromString,
+                    response_serializer=rpc.response.SerializeToString,
                 )
-                for name, (fn, request, response) in table.items()
+                for rpc in self.methods.values()
+                if rpc.service == service
             }
             if service == "Subscriber":
                 methods["StreamingPull"] = grpc.stream_stream_rpc_method_handler(
                     self.streaming_pull,
-                    request_deserializer=P.StreamingPullRequest.FromString,
-                    response_serializer=P.StreamingPullResponse.SerializeToString,
+                    request_deserializer=pubsub_pb2.StreamingPullRequest.FromString,
+                    response_serializer=pubsub_pb2.StreamingPullResponse.SerializeToString,
                 )
             handlers.append(
                 grpc.method_handlers_generic_handler(f"google.pubsub.v1.{service}", methods)
             )
         return handlers
 
-    def _guard(self, method: str, fn: Handler) -> Handler:
+    def _grpc_handler(self, method: str) -> GrpcHandler:
         async def handler(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            injected = self.faults.take(method)
-            if injected is not None:
-                await context.abort(status_code(injected.code), injected.message)
             try:
-                return await fn(request, context)
+                return await self.call(method, request)
+            except ExactlyOnceAckFailure as error:
+                # The Status repeats the call's code and message exactly (wire-contract §1.6).
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    error.message,
+                    trailing_metadata=(
+                        ("grpc-status-details-bin", error.status.SerializeToString()),
+                    ),
+                )
             except RpcError as error:
                 await context.abort(status_code(error.code), error.message)
 
@@ -247,41 +314,38 @@ class PubSubService:
 
     @staticmethod
     def _unimplemented(method: str, feature: str) -> Handler:
-        async def handler(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            await context.abort(
-                grpc.StatusCode.UNIMPLEMENTED,
+        async def handler(request: Any) -> Message:
+            raise Unimplemented(
                 f"google.pubsub.v1 {method} is not implemented by the eoclient reference server "
-                f"yet ({feature} are planned).",
+                f"yet ({feature} are planned)."
             )
 
         return handler
 
     # ------------------------------------------------------------- topics
 
-    async def create_topic(self, request: pubsub_pb2.Topic, _: Any) -> pubsub_pb2.Topic:
+    async def create_topic(self, request: pubsub_pb2.Topic) -> pubsub_pb2.Topic:
         return translate.topic_to_pb(self.broker.create_topic(translate.topic_from_pb(request)))
 
-    async def update_topic(
-        self, request: pubsub_pb2.UpdateTopicRequest, _: Any
-    ) -> pubsub_pb2.Topic:
+    async def update_topic(self, request: pubsub_pb2.UpdateTopicRequest) -> pubsub_pb2.Topic:
         view = self.broker.update_topic(
-            translate.topic_from_pb(request.topic), list(request.update_mask.paths)
+            translate.topic_from_pb(request.topic),
+            list(request.update_mask.paths),
+            translate.merge_topic_extras,
         )
         return translate.topic_to_pb(view)
 
-    async def publish(
-        self, request: pubsub_pb2.PublishRequest, _: Any
-    ) -> pubsub_pb2.PublishResponse:
+    async def publish(self, request: pubsub_pb2.PublishRequest) -> pubsub_pb2.PublishResponse:
         ids = self.broker.publish(
             request.topic, translate.new_messages(request), request.ByteSize()
         )
         return pubsub_pb2.PublishResponse(message_ids=ids)
 
-    async def get_topic(self, request: pubsub_pb2.GetTopicRequest, _: Any) -> pubsub_pb2.Topic:
+    async def get_topic(self, request: pubsub_pb2.GetTopicRequest) -> pubsub_pb2.Topic:
         return translate.topic_to_pb(self.broker.get_topic(request.topic))
 
     async def list_topics(
-        self, request: pubsub_pb2.ListTopicsRequest, _: Any
+        self, request: pubsub_pb2.ListTopicsRequest
     ) -> pubsub_pb2.ListTopicsResponse:
         page = self.broker.list_topics(request.project, request.page_size, request.page_token)
         return pubsub_pb2.ListTopicsResponse(
@@ -290,7 +354,7 @@ class PubSubService:
         )
 
     async def list_topic_subscriptions(
-        self, request: pubsub_pb2.ListTopicSubscriptionsRequest, _: Any
+        self, request: pubsub_pb2.ListTopicSubscriptionsRequest
     ) -> pubsub_pb2.ListTopicSubscriptionsResponse:
         page = self.broker.list_topic_subscriptions(
             request.topic, request.page_size, request.page_token
@@ -299,12 +363,12 @@ class PubSubService:
             subscriptions=list(page.items), next_page_token=page.next_page_token
         )
 
-    async def delete_topic(self, request: pubsub_pb2.DeleteTopicRequest, _: Any) -> empty_pb2.Empty:
+    async def delete_topic(self, request: pubsub_pb2.DeleteTopicRequest) -> empty_pb2.Empty:
         self.broker.delete_topic(request.topic)
         return empty_pb2.Empty()
 
     async def detach_subscription(
-        self, request: pubsub_pb2.DetachSubscriptionRequest, _: Any
+        self, request: pubsub_pb2.DetachSubscriptionRequest
     ) -> pubsub_pb2.DetachSubscriptionResponse:
         self.broker.detach_subscription(request.subscription)
         return pubsub_pb2.DetachSubscriptionResponse()
@@ -312,18 +376,18 @@ class PubSubService:
     # ------------------------------------------------------ subscriptions
 
     async def create_subscription(
-        self, request: pubsub_pb2.Subscription, _: Any
+        self, request: pubsub_pb2.Subscription
     ) -> pubsub_pb2.Subscription:
         view = self.broker.create_subscription(translate.subscription_from_pb(request))
         return translate.subscription_to_pb(view)
 
     async def get_subscription(
-        self, request: pubsub_pb2.GetSubscriptionRequest, _: Any
+        self, request: pubsub_pb2.GetSubscriptionRequest
     ) -> pubsub_pb2.Subscription:
         return translate.subscription_to_pb(self.broker.get_subscription(request.subscription))
 
     async def update_subscription(
-        self, request: pubsub_pb2.UpdateSubscriptionRequest, _: Any
+        self, request: pubsub_pb2.UpdateSubscriptionRequest
     ) -> pubsub_pb2.Subscription:
         view = self.broker.update_subscription(
             translate.subscription_from_pb(request.subscription),
@@ -333,7 +397,7 @@ class PubSubService:
         return translate.subscription_to_pb(view)
 
     async def list_subscriptions(
-        self, request: pubsub_pb2.ListSubscriptionsRequest, _: Any
+        self, request: pubsub_pb2.ListSubscriptionsRequest
     ) -> pubsub_pb2.ListSubscriptionsResponse:
         page = self.broker.list_subscriptions(
             request.project, request.page_size, request.page_token
@@ -344,14 +408,14 @@ class PubSubService:
         )
 
     async def delete_subscription(
-        self, request: pubsub_pb2.DeleteSubscriptionRequest, _: Any
+        self, request: pubsub_pb2.DeleteSubscriptionRequest
     ) -> empty_pb2.Empty:
         self.broker.delete_subscription(request.subscription)
         return empty_pb2.Empty()
 
     # ------------------------------------------------------------ delivery
 
-    async def pull(self, request: pubsub_pb2.PullRequest, _: Any) -> pubsub_pb2.PullResponse:
+    async def pull(self, request: pubsub_pb2.PullRequest) -> pubsub_pb2.PullResponse:
         deliveries = self.broker.pull(request.subscription, request.max_messages)
         if not deliveries and not request.return_immediately:
             event = asyncio.Event()
@@ -369,36 +433,21 @@ class PubSubService:
             received_messages=[translate.received_message(d) for d in deliveries]
         )
 
-    async def acknowledge(
-        self, request: pubsub_pb2.AcknowledgeRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> empty_pb2.Empty:
+    async def acknowledge(self, request: pubsub_pb2.AcknowledgeRequest) -> empty_pb2.Empty:
         reply = self.broker.acknowledge(request.subscription, list(request.ack_ids))
-        await self._abort_on_failures(reply, context)
+        if not reply.ok:
+            raise ExactlyOnceAckFailure(reply)
         return empty_pb2.Empty()
 
     async def modify_ack_deadline(
-        self,
-        request: pubsub_pb2.ModifyAckDeadlineRequest,
-        context: grpc.aio.ServicerContext[Any, Any],
+        self, request: pubsub_pb2.ModifyAckDeadlineRequest
     ) -> empty_pb2.Empty:
         reply = self.broker.modify_ack_deadline(
             request.subscription, list(request.ack_ids), request.ack_deadline_seconds
         )
-        await self._abort_on_failures(reply, context)
+        if not reply.ok:
+            raise ExactlyOnceAckFailure(reply)
         return empty_pb2.Empty()
-
-    @staticmethod
-    async def _abort_on_failures(
-        reply: AckReply, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> None:
-        if reply.ok:
-            return
-        message, status = exactly_once_failure_status(reply)
-        await context.abort(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            message,
-            trailing_metadata=(("grpc-status-details-bin", status.SerializeToString()),),
-        )
 
     # ------------------------------------------------------- streaming pull
 

@@ -1,7 +1,9 @@
 """The reference server as a program and as a test instrument.
 
 ``async with run_server() as srv`` starts the gRPC door on 127.0.0.1, port 0 by
-default, over a fresh broker, and stops it on exit. Tests reach into ``srv``: the
+default, and the REST/JSON door (``srv.rest_address``, another free port unless
+``rest_port`` says otherwise; ``None``: no REST) over one fresh broker, and stops
+them on exit. Tests reach into ``srv``: the
 broker (``srv.broker``), per-RPC fault injection (``srv.faults``), per-message ack
 failures (``srv.inject_ack_failure``), dropped streams (``srv.drop_streams``),
 history of deliveries/acks/modacks (``srv.history``), and time: pass a
@@ -15,12 +17,14 @@ import contextlib
 from collections.abc import AsyncIterator, Iterable
 
 import grpc
+from aiohttp import web
 
 from eoclient._clock import Clock, SystemClock
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.history import MessageHistory
 from eoclient.server_stub.faults import InjectedStatus, RpcFaults
 from eoclient.server_stub.grpc_service import PubSubService, StreamRegistry
+from eoclient.server_stub.rest import RestDoor
 
 # Publish requests may be 10 MB (plus framing): accept up to 32 MiB.
 MAX_RECEIVE_BYTES = 32 * 2**20
@@ -39,7 +43,9 @@ class ReferenceServer:
         broker.set_listener(self.service.notify)
         self.host = ""
         self.port = 0
+        self.rest_port: int | None = None
         self._grpc: grpc.aio.Server | None = None
+        self._rest: web.AppRunner | None = None
         self._ticker: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
@@ -50,7 +56,21 @@ class ReferenceServer:
         """``host:port`` — what PUBSUB_EMULATOR_HOST should be set to."""
         return f"{self.host}:{self.port}"
 
-    async def start(self, host: str, port: int) -> None:
+    @property
+    def rest_address(self) -> str:
+        """``host:port`` of the REST/JSON door (RuntimeError if it is not served)."""
+        if self.rest_port is None:
+            raise RuntimeError("the reference server is not serving REST/JSON")
+        return f"{self.host}:{self.rest_port}"
+
+    @property
+    def rest_url(self) -> str:
+        """``http://host:port`` of the REST/JSON door (its paths start with ``/v1/``)."""
+        return f"http://{self.rest_address}"
+
+    async def start(self, host: str, port: int, rest_port: int | None = 0) -> None:
+        """Serve gRPC on ``port`` and REST/JSON on ``rest_port`` (0: any free port;
+        ``None``: no REST door). Port 0 for gRPC picks a free port too."""
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
@@ -65,7 +85,25 @@ class ReferenceServer:
         await server.start()
         self._grpc = server
         self.host, self.port = host, bound
+        if rest_port is not None:
+            try:
+                self.rest_port = await self._start_rest(host, rest_port)
+            except BaseException:
+                await self.stop(0)
+                raise
         self._ticker = asyncio.create_task(self._tick_forever(), name="reference-server-ticker")
+
+    async def _start_rest(self, host: str, port: int) -> int:
+        # gRPC (HTTP/2) and HTTP/1.1 cannot share grpc.aio's port: REST gets its own.
+        runner = web.AppRunner(
+            RestDoor(self.service).application(), access_log=None, shutdown_timeout=1.0
+        )
+        await runner.setup()
+        self._rest = runner
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        sockname = runner.addresses[0]
+        return int(sockname[1])
 
     async def stop(self, grace: float | None = 1.0) -> None:
         if self._ticker is not None:
@@ -73,6 +111,10 @@ class ReferenceServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ticker
             self._ticker = None
+        if self._rest is not None:
+            await self._rest.cleanup()
+            self._rest = None
+            self.rest_port = None
         if self._grpc is not None:
             # Open streams end with UNAVAILABLE, which clients treat as "reconnect".
             self.drop_streams("UNAVAILABLE", "The reference server is shutting down.")
@@ -130,11 +172,13 @@ async def run_server(
     *,
     clock: Clock | None = None,
     record_history: bool = True,
+    rest_port: int | None = 0,
 ) -> AsyncIterator[ReferenceServer]:
-    """Run a reference server for the duration of the block."""
+    """Run a reference server for the duration of the block (REST too unless ``rest_port``
+    is None)."""
     clock = clock or SystemClock()
     server = ReferenceServer(Broker(clock, record_history=record_history), clock)
-    await server.start(host, port)
+    await server.start(host, port, rest_port)
     try:
         yield server
     finally:

@@ -179,16 +179,33 @@ def subscription_to_pb(view: SubscriptionView) -> pubsub_pb2.Subscription:
     return sub
 
 
-def merge_subscription_extras(old: bytes, new: bytes, paths: Sequence[str]) -> bytes:
-    """UpdateSubscription of opaque fields: copy each masked top-level field from new to old."""
-    target = pubsub_pb2.Subscription.FromString(old)
-    source = pubsub_pb2.Subscription.FromString(new)
+def _merge_extras(
+    message_type: type[Message], old: bytes, new: bytes, paths: Sequence[str]
+) -> bytes:
+    """Copy each masked top-level field from ``new`` to ``old`` (both serialized)."""
+    target = message_type.FromString(old)
+    source = message_type.FromString(new)
     for path in paths:
         field = path.split(".", 1)[0]
         target.ClearField(field)
-        if source.HasField(field):
+        try:
+            present = source.HasField(field)
+        except ValueError:  # repeated (message_transforms): HasField does not apply
+            getattr(target, field).extend(getattr(source, field))
+            continue
+        if present:
             getattr(target, field).CopyFrom(getattr(source, field))
     return target.SerializeToString(deterministic=True)
+
+
+def merge_subscription_extras(old: bytes, new: bytes, paths: Sequence[str]) -> bytes:
+    """UpdateSubscription of opaque fields: copy each masked top-level field from new to old."""
+    return _merge_extras(pubsub_pb2.Subscription, old, new, paths)
+
+
+def merge_topic_extras(old: bytes, new: bytes, paths: Sequence[str]) -> bytes:
+    """UpdateTopic of opaque fields (schema_settings, message_storage_policy, ...)."""
+    return _merge_extras(pubsub_pb2.Topic, old, new, paths)
 
 
 # ------------------------------------------------------------------ messages

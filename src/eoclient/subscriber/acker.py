@@ -38,7 +38,8 @@ from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
     stop_after_delay,
-    wait_exponential_jitter,
+    wait_exponential,
+    wait_random,
 )
 
 from eoclient._proto import pubsub_pb2
@@ -130,6 +131,7 @@ class Acker:
         self.stats = AckerStatistics()
         self.pending: list[AckRequest] = []
         self.awaiting: dict[tuple[str, str], AckRequest] = {}  # (kind, ack_id) → request
+        self.in_flight: set[AckRequest] = set()  # in unary calls (and their retries)
         self.wake = asyncio.Event()
 
     # ------------------------------------------------------------------ intake
@@ -264,27 +266,41 @@ class Acker:
     # ------------------------------------------------------------- unary path
 
     async def send_unary(self, batch: Iterable[AckRequest]) -> None:
-        """Send ``batch`` by unary calls (grouped by operation), retrying transient failures."""
-        groups: dict[tuple[str, int], list[AckRequest]] = {}
-        for request in batch:
-            groups.setdefault((_kind(request), request.wire_seconds), []).append(request)
-        for (kind, seconds), requests in groups.items():
-            for start in range(0, len(requests), ACK_IDS_PER_REQUEST):
-                await self._unary_with_retry(
-                    kind, seconds, requests[start : start + ACK_IDS_PER_REQUEST]
-                )
+        """Send ``batch`` by unary calls (grouped by operation), retrying transient failures.
+
+        Until they resolve, the requests count as in flight (``idle()`` is false), and
+        ``fail_all`` resolves them if the session is torn down first.
+        """
+        batch = list(batch)
+        self.in_flight.update(batch)
+        try:
+            groups: dict[tuple[str, int], list[AckRequest]] = {}
+            for request in batch:
+                groups.setdefault((_kind(request), request.wire_seconds), []).append(request)
+            for (kind, seconds), requests in groups.items():
+                for start in range(0, len(requests), ACK_IDS_PER_REQUEST):
+                    await self._unary_with_retry(
+                        kind, seconds, requests[start : start + ACK_IDS_PER_REQUEST]
+                    )
+        finally:
+            self.in_flight.difference_update(batch)
 
     async def _unary_with_retry(self, kind: str, seconds: int, requests: list[AckRequest]) -> None:
         remaining = {r.ack_id: r for r in requests}
         last_reason: dict[str, str] = {}
         retrying = AsyncRetrying(
             stop=stop_after_delay(self.retry.deadline),
-            wait=wait_exponential_jitter(
-                initial=self.retry.initial_backoff,
+            # initial × multiplier^(n-1), capped, plus up to one initial_backoff of
+            # jitter. Composed from wait_exponential + wait_random rather than
+            # wait_exponential_jitter, whose ``initial`` argument tenacity 9.1
+            # deprecated (a warning, i.e. an error under -W error) and whose
+            # replacement, ``multiplier``, 9.0 does not have.
+            wait=wait_exponential(
+                multiplier=self.retry.initial_backoff,
                 max=self.retry.max_backoff,
                 exp_base=self.retry.multiplier,
-                jitter=self.retry.initial_backoff,
-            ),
+            )
+            + wait_random(0, self.retry.initial_backoff),
             retry=retry_if_exception_type(_RetryNeeded),
             reraise=True,
         )
@@ -338,13 +354,14 @@ class Acker:
 
     def fail_all(self, info: str) -> None:
         """Resolve everything unresolved as OTHER (shutdown after the flush deadline)."""
-        for request in [*self.pending, *self.awaiting.values()]:
+        for request in [*self.pending, *self.awaiting.values(), *self.in_flight]:
             _resolve(request, AckResult(AcknowledgeStatus.OTHER, info))
         self.pending.clear()
         self.awaiting.clear()
+        self.in_flight.clear()
 
     def idle(self) -> bool:
-        return not self.pending and not self.awaiting
+        return not self.pending and not self.awaiting and not self.in_flight
 
 
 def _kind(request: AckRequest) -> str:

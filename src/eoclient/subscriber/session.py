@@ -66,6 +66,10 @@ RETRYABLE_STREAM_CODES = frozenset(
 ACK_BATCH_LATENCY = 0.002
 # After shutdown starts, pending acks get this long to be sent and answered.
 FLUSH_TIMEOUT = 10.0
+# After the client half-closes its stream at shutdown, the server gets this long to
+# send what it had in flight (confirmations, deliveries) and end the call; ours does
+# so within milliseconds.
+STREAM_CLOSE_TIMEOUT = 2.0
 
 
 class SessionState(enum.Enum):
@@ -141,6 +145,13 @@ class StreamingSession:
         self._call: Any = None  # the current StreamingPull call, None while reconnecting
         self._stream_ready = asyncio.Event()
         self._shutdown_nacked = False
+        self._half_close = False  # shutdown asks the sender to half-close the stream
+        # Exactly-once: per ordering key, messages waiting for their receipt modack's
+        # result, in arrival order, and the results that came in out of that order.
+        self._awaiting_receipt: dict[str, deque[Message]] = {}
+        self._receipt_results: dict[str, AckResult] = {}
+        self._half_closed_call: Any = None
+        self._receive_task: asyncio.Task[None] | None = None
         self._received = 0
         self._reconnects = 0
         self._last_write = 0.0
@@ -162,18 +173,24 @@ class StreamingSession:
         self.state = SessionState.RUNNING
         self._group = asyncio.TaskGroup()
         await self._group.__aenter__()
-        self._spawn(self._receive(), f"eoclient-receive {self.subscription}")
+        self._receive_task = self._spawn(self._receive(), f"eoclient-receive {self.subscription}")
         self._spawn(self._send(), f"eoclient-send {self.subscription}")
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
+    async def __aexit__(self, exc_type: object, *_: object) -> None:
+        # Left by an exception or a cancellation, the code that held the outstanding
+        # messages is gone: nobody will settle them, so they are nacked at once
+        # whatever the shutdown behaviour (waiting, under cancellation, only delays it).
+        await self._close(wait_for_processing=exc_type is None)
 
     async def aclose(self) -> None:
         """Stop pulling, settle what is left per the shutdown options, flush acks, close.
 
         Idempotent. Cancelling it still closes the stream and ends every task.
         """
+        await self._close(wait_for_processing=True)
+
+    async def _close(self, *, wait_for_processing: bool) -> None:
         if self.state in (SessionState.CLOSING, SessionState.CLOSED):
             await self._closed_event.wait()
             return
@@ -183,21 +200,35 @@ class StreamingSession:
             return
         self.state = SessionState.CLOSING
         try:
-            await self._graceful_shutdown()
+            await self._graceful_shutdown(wait_for_processing)
         finally:
             await self._hard_stop()
 
-    async def _graceful_shutdown(self) -> None:
+    async def _graceful_shutdown(self, wait_for_processing: bool) -> None:
+        """Stop receiving: nack what was never handed out and close the stream at once;
+        then wait for handlers (per the options), nack what they still hold, and flush.
+
+        The stream is closed first because the server would otherwise keep delivering
+        on it, the nacked messages among them. What the application settles after that
+        goes by unary call (ack ids are not tied to a stream), exactly-once results
+        included.
+        """
         self._stop_receiving = True
-        # Messages never handed out go back at once.
+        # A sender waiting for a reconnect (which will not come now) sends by unary call.
+        self._stream_ready.set()
         never_out = list(self._ready) + list(self._held.values()) + self.ordering.drain()
         self._ready.clear()
         for message in never_out:
             self._forget(message)
             self.acker.submit(message.ack_id, "nack")
         self._held.clear()
+        await self._close_stream()
         options = self.shutdown_options
-        if options.behavior is ShutdownBehavior.WAIT_FOR_PROCESSING and self._out:
+        if (
+            wait_for_processing
+            and options.behavior is ShutdownBehavior.WAIT_FOR_PROCESSING
+            and self._out
+        ):
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(options.timeout):
                     while self._out and self._fatal is None:
@@ -209,6 +240,20 @@ class StreamingSession:
                 while not self.acker.idle() and self._fatal is None:
                     self.acker.wake.set()
                     await asyncio.sleep(0.005)
+
+    async def _close_stream(self) -> None:
+        """Half-close the stream (through the sender, its only writer) and read it to its end.
+
+        The sender first writes what is pending (the nacks of messages never handed
+        out, acks); their confirmations and the messages the server had in flight
+        arrive before the call ends (the latter are nacked, by unary call).
+        """
+        receiver = self._receive_task
+        if receiver is None or receiver.done():
+            return
+        self._half_close = True
+        self.acker.wake.set()
+        await asyncio.wait({receiver}, timeout=STREAM_CLOSE_TIMEOUT)
 
     def _nack_outstanding(self) -> None:
         """Shutdown: nack what the application still holds; its later acks report OTHER."""
@@ -233,14 +278,18 @@ class StreamingSession:
             call.cancel()
         group = self._group
         self._group = None
-        if group is not None:
-            for task in list(self._tasks):
-                task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+        try:
+            if group is not None:
+                for task in list(self._tasks):
+                    task.cancel()
+                # Our own tasks' cancellation ends quietly inside the group; a
+                # CancelledError here is the caller being cancelled, and propagates
+                # (the group still waits for every task first).
                 await group.__aexit__(None, None, None)
-        self.state = SessionState.CLOSED
-        self._closed_event.set()
-        self._ready_event.set()
+        finally:
+            self.state = SessionState.CLOSED
+            self._closed_event.set()
+            self._ready_event.set()
 
     # ================================================================ iteration
 
@@ -270,6 +319,9 @@ class StreamingSession:
         if self._fatal is None:
             self._fatal = error
             logger.warning("subscription %s failed: %s", self.subscription, error)
+            # Nothing sends after a fatal error: resolve what waits rather than leave
+            # an ack_with_response() hanging.
+            self.acker.fail_all(f"the subscriber failed before the server answered: {error}")
         self._ready_event.set()
         self._settled_event.set()
 
@@ -351,6 +403,12 @@ class StreamingSession:
             self._requeue(self.acker.on_confirmation(response))
         if not response.received_messages:
             return
+        if self._stop_receiving:
+            # Shutting down: what the server had in flight goes back at once (by unary
+            # call: the stream is half-closed or about to be).
+            for received in response.received_messages:
+                self.acker.submit(received.ack_id, "nack")
+            return
         now = self.clock.now()
         stream_deadline = self._stream_ack_deadline()
         deadline = int(self._lease_deadline())
@@ -385,6 +443,9 @@ class StreamingSession:
         if self.acker.exactly_once:
             # Hand out only messages whose receipt modack succeeded: an invalid id
             # means the lease is already lost (client-anchors §1.5).
+            for message in arrived:
+                if message.ordering_key:
+                    self._awaiting_receipt.setdefault(message.ordering_key, deque()).append(message)
             self._spawn(self._admit_after_receipt(arrived, receipts), "eoclient-receipt")
         else:
             for message in arrived:
@@ -393,18 +454,30 @@ class StreamingSession:
     async def _admit_after_receipt(
         self, messages: list[Message], receipts: list[asyncio.Future[AckResult]]
     ) -> None:
-        try:
-            results = await asyncio.gather(*receipts)
-        except asyncio.CancelledError:
-            raise
+        results = await asyncio.gather(*receipts)
         for message, result in zip(messages, results, strict=True):
-            if self._stop_receiving:
-                self.leases.remove(message.ack_id)
-                self.acker.submit(message.ack_id, "nack")
-            elif result.status is AcknowledgeStatus.SUCCESS:
-                self._admit(message)
-            else:
-                self.leases.remove(message.ack_id)
+            if not message.ordering_key:
+                self._after_receipt(message, result)
+                continue
+            # A key's messages go on in arrival order, whichever receipt resolved
+            # first: a later message of the key (another response, whose receipt
+            # succeeded at once) must not overtake one whose receipt is being retried.
+            self._receipt_results[message.ack_id] = result
+            queue = self._awaiting_receipt.get(message.ordering_key)
+            while queue and queue[0].ack_id in self._receipt_results:
+                head = queue.popleft()
+                self._after_receipt(head, self._receipt_results.pop(head.ack_id))
+            if not queue:
+                self._awaiting_receipt.pop(message.ordering_key, None)
+
+    def _after_receipt(self, message: Message, result: AckResult) -> None:
+        if self._stop_receiving:
+            self.leases.remove(message.ack_id)
+            self.acker.submit(message.ack_id, "nack")
+        elif result.status is AcknowledgeStatus.SUCCESS:
+            self._admit(message)
+        else:
+            self.leases.remove(message.ack_id)
 
     def _admit(self, message: Message) -> None:
         if self.ordering.offer(message.ordering_key, message):
@@ -425,10 +498,7 @@ class StreamingSession:
     def settle(self, message: Message, operation: str, seconds: int) -> asyncio.Future[AckResult]:
         """Called once per message by ``Message.ack`` / ``nack`` (the _AckSink protocol)."""
         if self.state is SessionState.CLOSED:
-            loop = asyncio.get_running_loop()
-            closed: asyncio.Future[AckResult] = loop.create_future()
-            closed.set_result(AckResult(AcknowledgeStatus.OTHER, "the subscriber is closed"))
-            return closed
+            return _resolved(AcknowledgeStatus.OTHER, "the subscriber is closed")
         now = self.clock.now()
         if operation == "ack":
             self.histogram.record(now - message.received_at)
@@ -443,9 +513,14 @@ class StreamingSession:
             if released is not None:
                 self._offer_flow(released)
         self._settled_event.set()
+        if self._fatal is not None:
+            # Nothing will send it: the session has failed (_fail).
+            return _resolved(AcknowledgeStatus.OTHER, f"the subscriber failed: {self._fatal}")
         return self.acker.submit(message.ack_id, operation, seconds)
 
     def extend(self, message: Message, seconds: int) -> asyncio.Future[AckResult]:
+        if self._fatal is not None or self.state is SessionState.CLOSED:
+            return _resolved(AcknowledgeStatus.OTHER, "the subscriber is closed or failed")
         self.leases.extended([message.ack_id], seconds, self.clock.now())
         return self.acker.submit(message.ack_id, "modack", seconds)
 
@@ -462,14 +537,15 @@ class StreamingSession:
         if requests:
             self._spawn(self._unary(requests), "eoclient-unary-acks")
 
-    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
+    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None] | None:
         """Start a background task in the session's TaskGroup (and remember it to cancel)."""
         if self._group is None:
             coroutine.close()
-            return
+            return None
         task = self._group.create_task(coroutine, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _unary(self, requests: list[AckRequest]) -> None:
         try:
@@ -500,7 +576,7 @@ class StreamingSession:
         if self.acker.awaiting:
             wakeups.append(now + 0.5)  # look for overdue confirmations
         delay = max(0.0, min(wakeups) - now)
-        if not self.acker.pending:
+        if not self.acker.pending and not self._half_close_due():
             self.acker.wake.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
@@ -523,13 +599,21 @@ class StreamingSession:
             self.acker.submit(ack_id, "modack", actions.deadline_seconds)
         self._requeue(self.acker.overdue(now))
         batch = self.acker.take_pending()
+        call = self._call
+        if self._half_close:
+            await self._half_close_stream(call, batch, now)
+            return
         if not batch and now - self._last_write < self.stream_settings.keepalive_interval:
             return
         if batch and not self.acker.uses_stream:
             self._requeue(batch)
             return
-        call = self._call
         if call is None:
+            if self._stop_receiving:
+                # Shutting down: no new stream will come. Ack ids are not tied to a
+                # stream, so a unary call does as well.
+                self._requeue(batch)
+                return
             # Reconnecting: ack ids stay valid across streams; send on the next one.
             self.acker.pending[:0] = batch
             await self._stream_ready.wait()
@@ -549,6 +633,31 @@ class StreamingSession:
             if self.acker.exactly_once:
                 self._requeue(self.acker.stream_lost())
         self._last_write = now
+
+    async def _half_close_stream(self, call: Any, batch: list[AckRequest], now: float) -> None:
+        """Shutdown: write what is pending, then end our side of the stream; anything
+        submitted later goes by unary call."""
+        if call is None or call is self._half_closed_call:
+            self._requeue(batch)
+            return
+        self._half_closed_call = call
+        try:
+            if batch and self.acker.uses_stream:
+                for request in self.acker.stream_requests(batch, now):
+                    await call.write(request)
+            elif batch:
+                self._requeue(batch)
+            await call.done_writing()
+        except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
+            if self.acker.exactly_once:
+                self._requeue(self.acker.stream_lost())
+
+    def _half_close_due(self) -> bool:
+        return (
+            self._half_close
+            and self._call is not None
+            and (self._call is not self._half_closed_call)
+        )
 
     # ================================================================ statistics
 
@@ -583,20 +692,38 @@ async def run_handler(
     A handler that raises gets its message nacked (if it did not settle it). Returns
     when cancelled or when the session ends; a fatal session error is raised.
     """
+    failure: Exception | None = None
     async with asyncio.TaskGroup() as handlers:
-        async for message in session:
-            handlers.create_task(_run_one(handler, message))
+        try:
+            async for message in session:
+                handlers.create_task(_run_one(handler, message))
+        except Exception as error:  # the session's fatal error, from __anext__
+            failure = error
+    if failure is not None:
+        # Raised as itself once the running handlers have finished, not wrapped in
+        # the TaskGroup's ExceptionGroup.
+        raise failure
 
 
 async def _run_one(handler: Callable[[Message], Awaitable[Any]], message: Message) -> None:
     try:
         await handler(message)
     except asyncio.CancelledError:
+        # run() was cancelled: give the message back now (nobody will settle it; the
+        # session's shutdown would otherwise wait for it).
+        if not message.settled:
+            message.nack()
         raise
     except Exception:
         logger.exception("handler failed for message %s; nacking it", message.message_id)
         if not message.settled:
             message.nack()
+
+
+def _resolved(status: AcknowledgeStatus, info: str) -> asyncio.Future[AckResult]:
+    future: asyncio.Future[AckResult] = asyncio.get_running_loop().create_future()
+    future.set_result(AckResult(status, info))
+    return future
 
 
 def new_client_id() -> str:

@@ -12,23 +12,36 @@ redelivered; no redelivery while a lease is live; invalid ids fail one by one wh
 valid ones in the same request are applied; with ordering, acking a message while
 an earlier delivered message of its key is unacked fails with
 TRANSIENT_FAILURE_UNORDERED_ACK_ID.
+
+Subscription policies (wire-contract §1.2, §1.5, §3; the details are in each method):
+
+* filter: parsed at CreateSubscription (``filters``), applied at publish; a message
+  that does not match is settled at once on that subscription, never delivered and
+  never dead-lettered;
+* dead letters: forwarded after max_delivery_attempts (see ``delivery``) with a new
+  message id and the real service's CloudPubSubDeadLetter* attributes;
+* retention: a subscription's messages live max(its message_retention_duration, its
+  topic's message_retention_duration when set) after publish;
+* expiration: a subscription idle for its expiration_policy.ttl is deleted by ``tick``.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime
 import itertools
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal
 
 from eoclient._clock import Clock
 from eoclient.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from eoclient.server_stub.core import names, validation
+from eoclient.server_stub.core import filters, names, validation
 from eoclient.server_stub.core.delivery import (
     PERMANENT_FAILURE_INVALID_ACK_ID,
     TRANSIENT_FAILURE_UNORDERED_ACK_ID,
+    Forwarder,
     StreamFlow,
     SubscriptionDelivery,
 )
@@ -45,6 +58,7 @@ from eoclient.server_stub.core.model import (
     ExpirationPolicy,
     NewMessage,
     Page,
+    RetryPolicy,
     StoredMessage,
     SubscriptionConfig,
     SubscriptionView,
@@ -54,6 +68,20 @@ from eoclient.server_stub.core.model import (
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
+
+# Attributes the real service adds to a dead-lettered message (wire-contract §1.5,
+# confirmed by the emulator's output).
+DEAD_LETTER_DELIVERY_COUNT = "CloudPubSubDeadLetterSourceDeliveryCount"
+DEAD_LETTER_SUBSCRIPTION = "CloudPubSubDeadLetterSourceSubscription"
+DEAD_LETTER_SUBSCRIPTION_PROJECT = "CloudPubSubDeadLetterSourceSubscriptionProject"
+DEAD_LETTER_PUBLISH_TIME = "CloudPubSubDeadLetterSourceTopicPublishTime"
+
+# Sub-fields UpdateSubscription accepts in dotted mask paths ("retry_policy.maximum_backoff").
+_POLICY_DEFAULTS: dict[str, Any] = {
+    "dead_letter_policy": DeadLetterPolicy(""),
+    "retry_policy": RetryPolicy(),
+    "expiration_policy": ExpirationPolicy(None),
+}
 
 
 @dataclass
@@ -67,7 +95,10 @@ class _Subscription:
     config: SubscriptionConfig  # defaults applied
     delivery: SubscriptionDelivery
     created: float
+    # Pull, StreamingPull (opening, delivering, closing; an open stream keeps the
+    # subscription active), Acknowledge, ModifyAckDeadline, UpdateSubscription.
     last_activity: float
+    filter: filters.Filter | None = None
 
 
 @dataclass
@@ -146,13 +177,34 @@ class Broker:
             raise NotFound(f"Resource not found (resource={names.short_id(name)}).")
         return topic
 
-    def update_topic(self, config: TopicConfig, paths: Sequence[str]) -> TopicView:
-        """Apply the fields named by ``paths`` (snake_case field-mask paths) from ``config``."""
+    # Topic fields the core does not model but UpdateTopic may change (kept in extras).
+    _OPAQUE_TOPIC_FIELDS = frozenset(
+        {
+            "message_storage_policy",
+            "schema_settings",
+            "ingestion_data_source_settings",
+            "message_transforms",
+        }
+    )
+
+    def update_topic(
+        self,
+        config: TopicConfig,
+        paths: Sequence[str],
+        merge_extras: Callable[[bytes, bytes, Sequence[str]], bytes] | None = None,
+    ) -> TopicView:
+        """Apply the fields named by ``paths`` (snake_case field-mask paths) from ``config``.
+
+        ``merge_extras(old, new, paths)`` lets the adapter update opaque fields
+        (schema_settings, message_storage_policy, ...) it keeps in ``extras``.
+        """
         topic = self._topic(config.name)
         if not paths:
             raise InvalidArgument("The update_mask in the UpdateTopicRequest must be set.")
         changes: dict[str, object] = {}
+        extras = topic.config.extras
         for path in paths:
+            top = path.split(".", 1)[0]
             if path == "labels":
                 changes["labels"] = dict(config.labels)
             elif path == "message_retention_duration":
@@ -163,12 +215,23 @@ class Broker:
                 changes["message_retention_duration"] = config.message_retention_duration
             elif path == "kms_key_name":
                 changes["kms_key_name"] = config.kms_key_name
+            elif top in self._OPAQUE_TOPIC_FIELDS:
+                if merge_extras is not None:
+                    extras = merge_extras(extras, config.extras, [path])
+            elif top == "name":
+                raise InvalidArgument(
+                    "Invalid update_mask provided in the UpdateTopicRequest: the name field in "
+                    "the Topic is not mutable."
+                )
             else:
                 raise InvalidArgument(
                     f"Invalid update_mask provided in the UpdateTopicRequest: the field {path!r} "
                     "is not a known or updatable Topic field."
                 )
+        changes["extras"] = extras
         topic.config = replace(topic.config, **changes)  # type: ignore[arg-type]
+        for subscription_name in topic.subscriptions:
+            self._apply_policies(self._subscriptions[subscription_name])
         return TopicView(topic.config)
 
     def list_topics(self, project: str, page_size: int, page_token: str) -> Page[TopicView]:
@@ -191,6 +254,7 @@ class Broker:
         for subscription_name in topic.subscriptions:
             subscription = self._subscriptions[subscription_name]
             subscription.config = replace(subscription.config, topic=DELETED_TOPIC)
+            self._apply_policies(subscription)  # the topic's retention no longer applies
 
     # ========================================================= subscriptions
 
@@ -221,10 +285,45 @@ class Broker:
             exactly_once=config.enable_exactly_once_delivery,
             retry_policy=config.retry_policy,
             count_attempts=config.dead_letter_policy is not None,
+            forward=self._forwarder(config.name),
         )
-        self._subscriptions[config.name] = _Subscription(config, delivery, now, now)
+        subscription = _Subscription(
+            config, delivery, now, now, filter=filters.parse(config.filter)
+        )
+        self._subscriptions[config.name] = subscription
+        self._apply_policies(subscription)
         topic.subscriptions.add(config.name)
         return self._view(config.name)
+
+    def _apply_policies(self, subscription: _Subscription) -> None:
+        """Hand the subscription's current policies to its delivery state."""
+        config = subscription.config
+        delivery = subscription.delivery
+        delivery.exactly_once = config.enable_exactly_once_delivery
+        delivery.retry_policy = config.retry_policy
+        delivery.count_attempts = config.dead_letter_policy is not None
+        delivery.max_delivery_attempts = (
+            config.dead_letter_policy.max_delivery_attempts if config.dead_letter_policy else None
+        )
+        delivery.retention = self._retention(config)
+        delivery.set_retain_acked(config.retain_acked_messages)
+
+    def _retention(self, config: SubscriptionConfig) -> float:
+        """How long the subscription keeps a message after its publish time.
+
+        Its own message_retention_duration ("How long to retain unacknowledged messages
+        in the subscription's backlog, from the moment a message is published"), unless
+        its topic sets a longer one: the topic's is a minimum ("messages published to
+        the topic in the last message_retention_duration are always available to
+        subscribers") — both from the google.pubsub.v1 proto comments. Hence the max.
+        """
+        retention = config.message_retention_duration
+        if retention is None:
+            retention = DEFAULT_SUBSCRIPTION_RETENTION
+        topic = self._topics.get(config.topic)
+        if topic is not None and topic.config.message_retention_duration is not None:
+            retention = max(retention, topic.config.message_retention_duration)
+        return retention
 
     def _validated_subscription(self, config: SubscriptionConfig) -> SubscriptionConfig:
         """Validate ranges and apply the real service's defaults (wire-contract §1.2)."""
@@ -246,6 +345,7 @@ class Broker:
         assert config.expiration_policy is not None
         validation.expiration(config.expiration_policy, retention)
         validation.filter_length(config.filter)
+        filters.parse(config.filter)  # InvalidArgument naming the column of the error
         if config.dead_letter_policy is not None:
             policy = config.dead_letter_policy
             if policy.max_delivery_attempts == 0:
@@ -316,11 +416,15 @@ class Broker:
         current = subscription.config
         updated = current
         for path in paths:
-            top = path.split(".", 1)[0]
-            if top in ("enable_message_ordering", "filter", "topic", "name"):
+            top, _, rest = path.partition(".")
+            if top in ("enable_message_ordering", "filter", "topic", "name", "detached"):
+                hint = {
+                    "filter": " Create a new subscription with the filter instead.",
+                    "detached": " Use DetachSubscription.",
+                }.get(top, "")
                 raise InvalidArgument(
                     f"Invalid update_mask provided in the UpdateSubscriptionRequest: the {top} "
-                    "field in the Subscription is not mutable."
+                    f"field in the Subscription is not mutable.{hint}"
                 )
             if top not in self._MUTABLE_SUBSCRIPTION_FIELDS:
                 raise InvalidArgument(
@@ -332,6 +436,9 @@ class Broker:
                     updated = replace(
                         updated, extras=merge_extras(updated.extras, config.extras, [path])
                     )
+                continue
+            if rest:
+                updated = replace(updated, **{top: self._merged_policy(updated, config, path)})
                 continue
             value = getattr(config, top)
             if top == "ack_deadline_seconds" and value == 0:
@@ -349,11 +456,24 @@ class Broker:
         if updated.dead_letter_policy is not None:
             self._topic(updated.dead_letter_policy.dead_letter_topic)
         subscription.config = updated
-        delivery = subscription.delivery
-        delivery.exactly_once = updated.enable_exactly_once_delivery
-        delivery.retry_policy = updated.retry_policy
-        delivery.count_attempts = updated.dead_letter_policy is not None
+        subscription.last_activity = self._clock.now()
+        self._apply_policies(subscription)
         return self._view(config.name)
+
+    @staticmethod
+    def _merged_policy(current: SubscriptionConfig, request: SubscriptionConfig, path: str) -> Any:
+        """A dotted mask path: change one field of a policy, keep its others."""
+        top, _, field_name = path.partition(".")
+        default = _POLICY_DEFAULTS.get(top)
+        if default is None or field_name not in {f.name for f in fields(default)}:
+            raise InvalidArgument(
+                f"Invalid update_mask provided in the UpdateSubscriptionRequest: {path!r} "
+                "is not a known Subscription field."
+            )
+        base = getattr(current, top) or default
+        source = getattr(request, top)
+        value = getattr(source if source is not None else default, field_name)
+        return replace(base, **{field_name: value})
 
     def list_subscriptions(
         self, project: str, page_size: int, page_token: str
@@ -365,8 +485,11 @@ class Broker:
         return Page(tuple(self._view(n) for n in page), token)
 
     def delete_subscription(self, name: str) -> None:
-        subscription = self._subscription(name)
-        del self._subscriptions[name]
+        self._subscription(name)
+        self._remove_subscription(name)
+
+    def _remove_subscription(self, name: str) -> None:
+        subscription = self._subscriptions.pop(name)
         topic = self._topics.get(subscription.config.topic)
         if topic is not None:
             topic.subscriptions.discard(name)
@@ -393,8 +516,12 @@ class Broker:
     ) -> list[str]:
         topic = self._topic(topic_name)
         validation.publish(messages, request_bytes)
-        now = self._clock.now()
+        return self._publish_to(topic, messages, self._clock.now())
+
+    def _publish_to(self, topic: _Topic, messages: Sequence[NewMessage], now: float) -> list[str]:
+        """Store ``messages`` on every subscription of ``topic`` whose filter they match."""
         ids: list[str] = []
+        receivers: set[str] = set()
         for new in messages:
             message_id = str(next(self._message_ids))
             stored = StoredMessage(
@@ -407,11 +534,56 @@ class Broker:
             )
             seq = next(self._seq)
             for subscription_name in topic.subscriptions:
-                self._subscriptions[subscription_name].delivery.add(seq, stored, now, now)
+                subscription = self._subscriptions[subscription_name]
+                if subscription.filter is not None and not subscription.filter.matches(
+                    stored.attributes
+                ):
+                    # "Pub/Sub automatically acknowledges the messages that don't match
+                    # the filter" (filter page): never delivered, never dead-lettered.
+                    subscription.delivery.filtered()
+                    continue
+                subscription.delivery.add(seq, stored, now, now)
+                receivers.add(subscription_name)
             ids.append(message_id)
-        for subscription_name in topic.subscriptions:
+        for subscription_name in receivers:
             self._changed(subscription_name)
         return ids
+
+    # ========================================================== dead letters
+
+    def _forwarder(self, subscription_name: str) -> Forwarder:
+        def forward(message: StoredMessage, delivery_count: int) -> bool:
+            return self._forward_dead_letter(subscription_name, message, delivery_count)
+
+        return forward
+
+    def _forward_dead_letter(self, name: str, message: StoredMessage, delivery_count: int) -> bool:
+        """Publish ``message`` to the subscription's dead-letter topic, as the service does.
+
+        A new message (new id, new publish time) with the same data, attributes and
+        ordering key plus the four CloudPubSubDeadLetter* attributes (wire-contract §1.5).
+        Returns False, and the source keeps redelivering the message, when there is no
+        dead-letter topic to publish to: it was deleted after the policy was set (the
+        real service cannot forward either then, and dead lettering is "best effort" per
+        the DeadLetterPolicy proto comment; the message is not lost).
+        """
+        subscription = self._subscriptions.get(name)
+        policy = subscription.config.dead_letter_policy if subscription else None
+        topic = self._topics.get(policy.dead_letter_topic) if policy else None
+        if topic is None:
+            return False
+        now = self._clock.now()
+        attributes = dict(message.attributes)
+        attributes[DEAD_LETTER_DELIVERY_COUNT] = str(delivery_count)
+        attributes[DEAD_LETTER_SUBSCRIPTION] = names.short_id(name)
+        attributes[DEAD_LETTER_SUBSCRIPTION_PROJECT] = names.project_of(name)
+        attributes[DEAD_LETTER_PUBLISH_TIME] = rfc3339_millis(message.publish_time)
+        forwarded = NewMessage(message.data, attributes, message.ordering_key)
+        [new_id] = self._publish_to(topic, [forwarded], now)
+        self.history.forwarded(
+            name, message.message_id, now, topic.config.name, new_id, delivery_count
+        )
+        return True
 
     # ================================================================== pull
 
@@ -423,7 +595,15 @@ class Broker:
             )
         return subscription
 
-    def pull(self, name: str, max_messages: int) -> list[Delivery]:
+    def pull(
+        self,
+        name: str,
+        max_messages: int,
+        *,
+        max_bytes: int = validation.MAX_PULL_RESPONSE_BYTES,
+    ) -> list[Delivery]:
+        """Unary Pull: at most ``max_messages`` (and 1000) messages and about ``max_bytes``
+        of message data (the first message goes whatever its size)."""
         validation.pull_max_messages(max_messages)
         subscription = self._pullable(name)
         now = self._clock.now()
@@ -432,6 +612,7 @@ class Broker:
             now,
             min(max_messages, validation.MAX_PULL_MESSAGES),
             subscription.config.ack_deadline_seconds,
+            max_bytes=max_bytes,
         )
         self.history.delivered(name, deliveries, now, via="pull")
         return deliveries
@@ -495,6 +676,7 @@ class Broker:
         subscription = self._subscriptions.get(name) if name is not None else None
         if subscription is not None:
             subscription.delivery.close_stream(stream_id)
+            subscription.last_activity = self._clock.now()  # connected until now
 
     def stream_subscription(self, stream_id: int) -> str | None:
         return self._stream_subscription.get(stream_id)
@@ -633,20 +815,49 @@ class Broker:
     # ================================================================== time
 
     def tick(self) -> None:
-        """Process expired leases and elapsed backoffs; notify subscriptions with news."""
+        """Process expired leases, elapsed backoffs, retention and expiration policies;
+        notify subscriptions with news."""
         now = self._clock.now()
+        idle: list[str] = []
         for name, subscription in self._subscriptions.items():
+            if self._expires_at(subscription, now) <= now:
+                idle.append(name)
+                continue
             wakeup = subscription.delivery.next_wakeup()
             if wakeup is not None and wakeup <= now:
                 subscription.delivery.advance(now)
                 if subscription.delivery.has_deliverable(now):
                     self._changed(name)
+        for name in idle:
+            self._remove_subscription(name)
+
+    def _expires_at(self, subscription: _Subscription, now: float) -> float:
+        """When the subscription's expiration policy deletes it (inf: never).
+
+        "A subscription is considered active as long as any connected subscriber is
+        successfully consuming messages from the subscription or is issuing operations
+        on the subscription" (proto comment of Subscription.expiration_policy): here a
+        Pull, Acknowledge, ModifyAckDeadline or UpdateSubscription, or a StreamingPull
+        for as long as it stays open. ttl None: never expires.
+        """
+        policy = subscription.config.expiration_policy
+        if policy is None or policy.ttl is None:
+            return float("inf")
+        if subscription.delivery.open_stream_count():
+            subscription.last_activity = now
+        return subscription.last_activity + policy.ttl
 
     def next_wakeup(self) -> float | None:
         """The earliest time ``tick`` has work to do (None: nothing scheduled)."""
-        times = [
-            t for s in self._subscriptions.values() if (t := s.delivery.next_wakeup()) is not None
-        ]
+        now = self._clock.now()
+        times: list[float] = []
+        for subscription in self._subscriptions.values():
+            wakeup = subscription.delivery.next_wakeup()
+            if wakeup is not None:
+                times.append(wakeup)
+            expires = self._expires_at(subscription, now)
+            if expires != float("inf"):
+                times.append(expires)
         return min(times) if times else None
 
     def has_deliverable(self, name: str) -> bool:
@@ -668,7 +879,20 @@ class Broker:
             "acked": counters.acked,
             "nacked": counters.nacked,
             "expired": counters.expired,
+            "dead_lettered": counters.dead_lettered,
+            "filtered": counters.filtered,
+            "discarded": counters.discarded,
         }
+
+    def retained_acked(self, name: str) -> list[StoredMessage]:
+        """Acknowledged messages the subscription keeps (retain_acked_messages), oldest first."""
+        return [m for _, m in self._subscription(name).delivery.retained.items()]
+
+
+def rfc3339_millis(seconds: float) -> str:
+    """``2026-11-22T03:06:25.555Z``: the form of CloudPubSubDeadLetterSourceTopicPublishTime."""
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def _message_size(message: NewMessage) -> int:

@@ -27,6 +27,21 @@ undelivered message of a key is ever in ``_ready``/``_delayed``; delivering it
 schedules the next. When a delivered message goes back to WAITING (nack, expiry),
 every later delivered message of its key goes back too, so they are delivered again
 after it, in order (wire-contract §1.5 "Ordering").
+
+Policies applied here (the broker sets them from the subscription's config):
+
+* Dead letters: when a nack or an expiry brings a message's failed attempts to
+  ``max_delivery_attempts``, the would-be next delivery is diverted: ``forward`` (the
+  broker) publishes it to the dead-letter topic and the message is settled here as if
+  acked. If ``forward`` cannot (the dead-letter topic was deleted), the message stays
+  and is redelivered; every later failure tries again.
+* Retention: a message older than ``retention`` (since its publish time) is gone.
+  ``_by_publish`` lists seqs in publish order so the expired ones are found at its
+  front (O(1) each, amortized). A waiting message is dropped when its time is up; an
+  outstanding one stays leased (its ack still succeeds) and is dropped at its next
+  nack or expiry instead of going back to waiting.
+* Retained acknowledged messages (``retain_acked``): kept in ``RetainedAcked`` with
+  their publish time until retention drops them, for seek to replay.
 """
 
 from __future__ import annotations
@@ -34,7 +49,7 @@ from __future__ import annotations
 import enum
 import heapq
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from eoclient.server_stub.core.model import Delivery, RetryPolicy, StoredMessage
@@ -116,7 +131,54 @@ class Counters:
     delivered: int = 0
     acked: int = 0
     nacked: int = 0
-    expired: int = 0
+    expired: int = 0  # leases that ran out
+    dead_lettered: int = 0  # forwarded to the dead-letter topic (and settled here)
+    filtered: int = 0  # did not match the filter: settled at publish, never delivered
+    discarded: int = 0  # older than the retention: dropped undelivered
+
+
+# ``forward(message, delivery_count) -> bool``: publish to the dead-letter topic;
+# False when that is impossible now (the topic is gone) and the message must stay.
+Forwarder = Callable[[StoredMessage, int], bool]
+
+
+class RetainedAcked:
+    """Acknowledged messages kept for replay (retain_acked_messages), oldest first out.
+
+    ``_heap`` orders (publish_time, seq) so pruning by retention costs O(log n) per
+    message whatever order the acks came in; ``_messages`` holds the bodies by seq.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int]] = []
+        self._messages: dict[int, StoredMessage] = {}
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __contains__(self, seq: object) -> bool:
+        return seq in self._messages
+
+    def add(self, seq: int, message: StoredMessage) -> None:
+        self._messages[seq] = message
+        heapq.heappush(self._heap, (message.publish_time, seq))
+
+    def prune(self, cutoff: float) -> None:
+        """Forget every message published at or before ``cutoff``."""
+        while self._heap and self._heap[0][0] <= cutoff:
+            _, seq = heapq.heappop(self._heap)
+            self._messages.pop(seq, None)
+
+    def clear(self) -> None:
+        self._heap.clear()
+        self._messages.clear()
+
+    def oldest(self) -> float | None:
+        return self._heap[0][0] if self._heap else None
+
+    def items(self) -> list[tuple[int, StoredMessage]]:
+        """(seq, message) in publish order."""
+        return sorted(self._messages.items())
 
 
 class SubscriptionDelivery:
@@ -130,13 +192,23 @@ class SubscriptionDelivery:
         exactly_once: bool,
         retry_policy: RetryPolicy | None,
         count_attempts: bool,
+        max_delivery_attempts: int | None = None,
+        forward: Forwarder | None = None,
+        retention: float = float("inf"),
+        retain_acked: bool = False,
     ) -> None:
         self.uid = uid
         self.ordered = ordered
         self.exactly_once = exactly_once
         self.retry_policy = retry_policy
         self.count_attempts = count_attempts
+        self.max_delivery_attempts = max_delivery_attempts  # None: no dead lettering
+        self.forward = forward
+        self.retention = retention  # seconds since publish; inf: kept until acked
+        self.retain_acked = retain_acked
+        self.retained = RetainedAcked()
         self.counters = Counters()
+        self._by_publish: deque[tuple[float, int]] = deque()
         self._entries: dict[int, _Entry] = {}
         self._ready: list[int] = []
         self._delayed: list[tuple[float, int]] = []
@@ -158,6 +230,7 @@ class SubscriptionDelivery:
         self._now_hint = now
         entry = _Entry(seq=seq, message=message, ready_at=ready_at)
         self._entries[seq] = entry
+        self._by_publish.append((message.publish_time, seq))
         key = message.ordering_key if self.ordered else ""
         if key:
             sequence = self._keys.get(key)
@@ -210,7 +283,23 @@ class SubscriptionDelivery:
             entry = self._entries.get(seq)
             if entry is not None and entry.state is State.WAITING and entry.ready_at == ready_at:
                 heapq.heappush(self._ready, seq)
+        self._enforce_retention(now)
         return expired
+
+    def _enforce_retention(self, now: float) -> None:
+        cutoff = now - self.retention
+        while self._by_publish and self._by_publish[0][0] <= cutoff:
+            _, seq = self._by_publish.popleft()
+            entry = self._entries.get(seq)
+            # Outstanding: left leased; dropped by _return_to_waiting if nacked or expired.
+            if entry is not None and entry.state is State.WAITING:
+                self.counters.discarded += 1
+                self._remove(entry)
+        if self.retained:
+            self.retained.prune(cutoff)
+
+    def _past_retention(self, entry: _Entry) -> bool:
+        return entry.message.publish_time <= self._now_hint - self.retention
 
     def next_wakeup(self) -> float | None:
         """The earliest time at which ``advance`` would change something (may be stale-early)."""
@@ -219,6 +308,11 @@ class SubscriptionDelivery:
             candidates.append(self._leases[0][0])
         if self._delayed:
             candidates.append(self._delayed[0][0])
+        if self._by_publish and self.retention != float("inf"):
+            candidates.append(self._by_publish[0][0] + self.retention)
+        oldest = self.retained.oldest()
+        if oldest is not None and self.retention != float("inf"):
+            candidates.append(oldest + self.retention)
         return min(candidates) if candidates else None
 
     def _backoff(self, failed_attempts: int) -> float:
@@ -231,7 +325,12 @@ class SubscriptionDelivery:
         return float(min(policy.maximum_backoff, policy.minimum_backoff * (2 ** min(exponent, 32))))
 
     def _return_to_waiting(self, entry: _Entry, now: float, *, failed: bool) -> None:
-        """Nack or expiry of ``entry``: back to WAITING, with its key's later deliveries."""
+        """Nack or expiry of ``entry``: back to WAITING, with its key's later deliveries.
+
+        Then, instead of waiting for redelivery, the message may leave: to the
+        dead-letter topic when this failure used up its delivery attempts, or for good
+        when it outlived the retention while it was leased.
+        """
         self._release_lease(entry)
         if failed:
             entry.failed_attempts += 1
@@ -239,17 +338,34 @@ class SubscriptionDelivery:
         key = entry.message.ordering_key if self.ordered else ""
         if not key:
             self._schedule(entry)
+        else:
+            sequence = self._keys[key]
+            if entry.key_position < sequence.next_position:
+                for position in range(entry.key_position + 1, sequence.next_position):
+                    follower = self._entries.get(sequence.seq_at(position))
+                    if follower is not None and follower.state is State.OUTSTANDING:
+                        self._release_lease(follower)
+                        follower.ready_at = entry.ready_at
+                sequence.next_position = entry.key_position
+                self._schedule(entry)
+            # else: already waiting behind an earlier rewind of its key
+        if failed and self._attempts_used_up(entry) and self._forward(entry):
             return
-        sequence = self._keys[key]
-        if entry.key_position >= sequence.next_position:
-            return  # already waiting behind an earlier rewind
-        for position in range(entry.key_position + 1, sequence.next_position):
-            follower = self._entries.get(sequence.seq_at(position))
-            if follower is not None and follower.state is State.OUTSTANDING:
-                self._release_lease(follower)
-                follower.ready_at = entry.ready_at
-        sequence.next_position = entry.key_position
-        self._schedule(entry)
+        if self._past_retention(entry):
+            self.counters.discarded += 1
+            self._remove(entry)
+
+    def _attempts_used_up(self, entry: _Entry) -> bool:
+        limit = self.max_delivery_attempts
+        return limit is not None and entry.failed_attempts >= limit
+
+    def _forward(self, entry: _Entry) -> bool:
+        """Divert the would-be next delivery to the dead-letter topic (True if done)."""
+        if self.forward is None or not self.forward(entry.message, entry.failed_attempts):
+            return False  # the dead-letter topic is gone: keep redelivering
+        self.counters.dead_lettered += 1
+        self._settle(entry)  # acked on the source subscription
+        return True
 
     def _release_lease(self, entry: _Entry) -> None:
         if entry.state is State.OUTSTANDING and entry.stream_id is not None:
@@ -263,23 +379,46 @@ class SubscriptionDelivery:
     # ------------------------------------------------------------- delivery
 
     def deliver(
-        self, now: float, max_messages: int, ack_deadline: int, stream_id: int | None = None
+        self,
+        now: float,
+        max_messages: int,
+        ack_deadline: int,
+        stream_id: int | None = None,
+        *,
+        max_bytes: int | None = None,
     ) -> list[Delivery]:
-        """Lease up to ``max_messages`` messages (fewer if the stream's flow control says so)."""
+        """Lease up to ``max_messages`` messages (fewer if the stream's flow control says so).
+
+        ``max_bytes`` caps the sum of message sizes, except that the first message is
+        always delivered whatever its size (else it could never be).
+        """
         self.advance(now)
         stream = self._streams.get(stream_id) if stream_id is not None else None
         deliveries: list[Delivery] = []
+        total_bytes = 0
         while self._ready and len(deliveries) < max_messages:
             if stream is not None and not stream.has_room():
                 break
             seq = heapq.heappop(self._ready)
-            entry = self._entries.get(seq)
-            if entry is None or entry.state is not State.WAITING or entry.ready_at > now:
+            entry = self._head_ready(seq, now)
+            if entry is None:
+                continue
+            if self._past_retention(entry):
+                # Leased past its retention, then nacked or expired along with an
+                # earlier message of its key: it was not in _by_publish any more.
+                self.counters.discarded += 1
+                self._remove(entry)
                 continue
             key = entry.message.ordering_key if self.ordered else ""
             sequence = self._keys.get(key) if key else None
-            if sequence is not None and sequence.next_position != entry.key_position:
-                continue  # not the head of its key (a stale entry from before a rewind)
+            if (
+                max_bytes is not None
+                and deliveries
+                and total_bytes + entry.message.size > (max_bytes)
+            ):
+                heapq.heappush(self._ready, seq)  # still the next to go
+                break
+            total_bytes += entry.message.size
             entry.state = State.OUTSTANDING
             entry.generation += 1
             entry.deadline = now + ack_deadline
@@ -294,6 +433,17 @@ class SubscriptionDelivery:
             if sequence is not None:
                 self._advance_key(sequence)
         return deliveries
+
+    def _head_ready(self, seq: int, now: float) -> _Entry | None:
+        """The entry a ``_ready`` seq names if it is deliverable now, else None (stale)."""
+        entry = self._entries.get(seq)
+        if entry is None or entry.state is not State.WAITING or entry.ready_at > now:
+            return None
+        key = entry.message.ordering_key if self.ordered else ""
+        sequence = self._keys.get(key) if key else None
+        if sequence is not None and sequence.next_position != entry.key_position:
+            return None  # not the head of its key (a stale entry from before a rewind)
+        return entry
 
     def _advance_key(self, sequence: _KeySequence) -> None:
         """After delivering a key's head: schedule the next undelivered message of the key."""
@@ -351,11 +501,23 @@ class SubscriptionDelivery:
         return sequence.base < entry.key_position
 
     def ack(self, entry: _Entry) -> None:
+        self.counters.acked += 1
+        self._settle(entry)
+
+    def _settle(self, entry: _Entry) -> None:
+        """The message is acknowledged on this subscription (by a client or a policy)."""
+        if self.retain_acked and not self._past_retention(entry):
+            self.retained.add(entry.seq, entry.message)
+        self._remove(entry)
+
+    def _remove(self, entry: _Entry) -> None:
+        """Forget ``entry``: acked, dead-lettered or past its retention."""
         key = entry.message.ordering_key if self.ordered else ""
         sequence = self._keys[key] if key else None
-        # Without exactly-once a stale id may settle a WAITING message; if that message
-        # is its key's head (the only one of the key scheduled), the next one must be
-        # scheduled in its place or the key would never be delivered again.
+        # A WAITING message may leave while it is its key's head (the only one of the
+        # key scheduled): a stale ack without exactly-once, a dead letter, retention.
+        # The next one must be scheduled in its place or the key would never be
+        # delivered again.
         was_head = (
             sequence is not None
             and entry.state is State.WAITING
@@ -363,11 +525,14 @@ class SubscriptionDelivery:
         )
         self._release_lease(entry)
         del self._entries[entry.seq]
-        self.counters.acked += 1
         if sequence is not None:
             if was_head:
                 self._advance_key(sequence)
             self._prune_key(key, sequence)
+
+    def filtered(self) -> None:
+        """A published message did not match the filter: acknowledged at once (§3)."""
+        self.counters.filtered += 1
 
     def _prune_key(self, key: str, sequence: _KeySequence) -> None:
         while sequence.seqs and sequence.seqs[0] not in self._entries:
@@ -403,10 +568,24 @@ class SubscriptionDelivery:
 
     def has_deliverable(self, now: float) -> bool:
         self.advance(now)
-        return bool(self._ready)
+        # Drop stale seqs from the top (acked, dropped or rescheduled since they were
+        # pushed) so a subscription with nothing to deliver does not say otherwise.
+        while self._ready:
+            if self._head_ready(self._ready[0], now) is not None:
+                return True
+            heapq.heappop(self._ready)
+        return False
+
+    def open_stream_count(self) -> int:
+        return len(self._streams)
 
     def entries(self) -> Iterator[_Entry]:
         return iter(self._entries.values())
 
     def backlog(self) -> int:
         return len(self._entries)
+
+    def set_retain_acked(self, retain: bool) -> None:
+        self.retain_acked = retain
+        if not retain:
+            self.retained.clear()

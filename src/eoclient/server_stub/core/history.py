@@ -36,11 +36,22 @@ class AnswerRecord:
     failure: str  # "" when applied, else the ErrorInfo value it failed with
 
 
+@dataclass(frozen=True)
+class DeadLetterRecord:
+    """The message was forwarded to the dead-letter topic (and settled on the source)."""
+
+    time: float
+    topic: str
+    message_id: str  # the new message's id on the dead-letter topic
+    delivery_count: int
+
+
 @dataclass
 class MessageHistory:
     deliveries: list[DeliveryRecord] = field(default_factory=list)
     acks: list[AnswerRecord] = field(default_factory=list)
     modacks: list[AnswerRecord] = field(default_factory=list)
+    dead_lettered: list[DeadLetterRecord] = field(default_factory=list)
 
     @property
     def successful_acks(self) -> list[AnswerRecord]:
@@ -82,6 +93,21 @@ class History:
         record = AnswerRecord(now, ack_id, operation, seconds, failure)
         history = self._by_message[(subscription, message_id)]
         (history.acks if operation == "ack" else history.modacks).append(record)
+
+    def forwarded(
+        self,
+        subscription: str,
+        message_id: str,
+        now: float,
+        topic: str,
+        new_message_id: str,
+        delivery_count: int,
+    ) -> None:
+        if not self.enabled:
+            return
+        self._by_message[(subscription, message_id)].dead_lettered.append(
+            DeadLetterRecord(now, topic, new_message_id, delivery_count)
+        )
 
     def of(self, subscription: str, message_id: str) -> MessageHistory:
         """The history of one message on one subscription (empty if nothing happened)."""

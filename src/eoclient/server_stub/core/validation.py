@@ -38,6 +38,11 @@ MAX_ATTRIBUTE_KEY_BYTES = 256
 MAX_ATTRIBUTE_VALUE_BYTES = 1024
 MAX_ORDERING_KEY_BYTES = 1024
 MAX_PULL_MESSAGES = 1000  # the service returns at most this many per Pull
+# Message bytes per unary Pull response: clients other than the official ones keep
+# gRPC's 4 MiB receive limit, and ~1 MiB is left for per-message framing (ack id,
+# message id, publish time: < 300 bytes each, so < 300 KB for 1000 messages). The
+# first message always goes, however large (the same rule as StreamingPull responses).
+MAX_PULL_RESPONSE_BYTES = 3 * 2**20
 
 
 def _seconds(value: float) -> str:

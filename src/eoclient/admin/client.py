@@ -1,0 +1,422 @@
+"""``AdminClient``: topics, subscriptions and snapshots, as typed asyncio calls.
+
+::
+
+    async with AdminClient() as admin:
+        topic = await admin.create_topic(topic_path("my-project", "orders"))
+        await admin.create_subscription(
+            subscription_path("my-project", "orders-service"),
+            topic.name,
+            enable_exactly_once_delivery=True,
+            dead_letter_policy=DeadLetterPolicy(topic_path("my-project", "orders-dead")),
+        )
+        await admin.update_subscription(name, ack_deadline_seconds=30, labels={"team": "a"})
+        async for subscription in admin.list_subscriptions("my-project"):
+            print(subscription.name, subscription.ack_deadline_seconds)
+
+Every call is one google.pubsub.v1 RPC (no retries: admin calls are rare and the
+caller knows whether repeating one is safe). Failures raise the
+:class:`~eoclient.errors.RpcError` subclass of the server's status, carrying the
+server's message unchanged (``NotFound``, ``AlreadyExists``, ``InvalidArgument``,
+``FailedPrecondition``, ``PermissionDenied``, ``Unimplemented``, ...); arguments the
+client can reject by itself raise ``ValueError`` before anything is sent.
+
+``update_*`` methods build the update mask from the keyword arguments the caller
+passed: ``update_subscription(name, ack_deadline_seconds=30, labels={...})`` sends the
+mask ``["ack_deadline_seconds", "labels"]`` and nothing else changes. Passing ``None``
+for an optional property clears it (the server then applies its default).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, Generic, TypeVar
+
+from google.protobuf.message import Message
+
+from eoclient._transport import Endpoint, PubSubTransport, create_channel
+from eoclient.admin import convert
+from eoclient.admin.types import (
+    UNSET,
+    DeadLetterPolicy,
+    ExpirationPolicy,
+    PushConfig,
+    RetryPolicy,
+    Snapshot,
+    Subscription,
+    Topic,
+    Unset,
+)
+from eoclient.errors import ClosedError
+
+__all__ = [
+    "AdminClient",
+    "AsyncPager",
+    "project_path",
+    "snapshot_path",
+    "subscription_path",
+    "topic_path",
+]
+
+T = TypeVar("T")
+ResponseT = TypeVar("ResponseT", bound=Message)
+
+
+# ================================================================ paths
+
+
+def _segment(kind: str, value: str) -> str:
+    if not isinstance(value, str) or not value or "/" in value:
+        raise ValueError(f"{kind} must be a non-empty id without '/', got {value!r}")
+    return value
+
+
+def project_path(project: str) -> str:
+    """``projects/{project}``."""
+    return f"projects/{_segment('project', project)}"
+
+
+def topic_path(project: str, topic: str) -> str:
+    """``projects/{project}/topics/{topic}``."""
+    return f"{project_path(project)}/topics/{_segment('topic', topic)}"
+
+
+def subscription_path(project: str, subscription: str) -> str:
+    """``projects/{project}/subscriptions/{subscription}``."""
+    return f"{project_path(project)}/subscriptions/{_segment('subscription', subscription)}"
+
+
+def snapshot_path(project: str, snapshot: str) -> str:
+    """``projects/{project}/snapshots/{snapshot}``."""
+    return f"{project_path(project)}/snapshots/{_segment('snapshot', snapshot)}"
+
+
+def _project(project: str) -> str:
+    # Both "my-project" and "projects/my-project" are accepted.
+    return project if project.startswith("projects/") else project_path(project)
+
+
+# ================================================================ pagination
+
+
+class AsyncPager(Generic[T]):
+    """The items of a paged list call, fetched one page at a time as they are consumed.
+
+    ``async for item in pager`` yields items; ``async for page in pager.pages()``
+    yields each page's items as a list; ``await pager.collect()`` returns all items.
+    Nothing is requested until iteration starts, and every iteration starts again
+    from the first page. Errors (e.g. ``NotFound``) surface on the first ``async for``.
+    """
+
+    def __init__(self, fetch: Callable[[str], Awaitable[tuple[list[T], str]]]) -> None:
+        self._fetch = fetch
+
+    def __aiter__(self) -> AsyncIterator[T]:
+        return self._items()
+
+    async def _items(self) -> AsyncIterator[T]:
+        async for page in self.pages():
+            for item in page:
+                yield item
+
+    async def pages(self) -> AsyncIterator[list[T]]:
+        token = ""
+        while True:
+            items, token = await self._fetch(token)
+            yield items
+            if not token:
+                return
+
+    async def collect(self) -> list[T]:
+        return [item async for item in self]
+
+
+# ================================================================ client
+
+
+class AdminClient:
+    """Administers topics, subscriptions and snapshots at ``endpoint``.
+
+    Args:
+        endpoint: ``host:port`` of a plain-text server; ``None`` =
+            ``PUBSUB_EMULATOR_HOST`` if set, else the real service (TLS + credentials).
+        transport: share an existing channel (e.g. another client's) instead of
+            opening one; the AdminClient then never closes it.
+        timeout: deadline of each RPC, seconds (``None`` = no deadline).
+
+    Use ``async with AdminClient() as admin:`` (or call :meth:`aclose`); the channel
+    opens on the first call. After ``aclose`` every call raises ``ClosedError``.
+    """
+
+    def __init__(
+        self,
+        endpoint: str | None = None,
+        *,
+        transport: PubSubTransport | None = None,
+        timeout: float | None = 60.0,
+    ) -> None:
+        self._endpoint = Endpoint.resolve(endpoint)
+        self._transport = transport
+        self._owns_transport = transport is None
+        self._timeout = timeout
+        self._closed = False
+
+    def __repr__(self) -> str:
+        state = " closed" if self._closed else ""
+        return f"<AdminClient {self._endpoint.target}{state}>"
+
+    async def __aenter__(self) -> AdminClient:
+        self._get_transport()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the channel (unless it was passed in). Idempotent."""
+        self._closed = True
+        transport, self._transport = self._transport, None
+        if transport is not None and self._owns_transport:
+            await transport.close()
+
+    def _get_transport(self) -> PubSubTransport:
+        if self._closed:
+            raise ClosedError("the AdminClient is closed")
+        if self._transport is None:
+            self._transport = PubSubTransport(create_channel(self._endpoint))
+        return self._transport
+
+    async def _call(self, request: convert.Request[ResponseT]) -> ResponseT:
+        return await self._get_transport().call(
+            request.service,
+            request.method,
+            request.message,
+            request.response,
+            routing=request.routing,
+            timeout=self._timeout,
+        )
+
+    def _pager(
+        self,
+        build: Callable[[str, int, str], convert.Request[ResponseT]],
+        parse: Callable[[ResponseT], tuple[list[T], str]],
+        parent: str,
+        page_size: int | None,
+    ) -> AsyncPager[T]:
+        if page_size is not None and page_size <= 0:
+            raise ValueError(
+                f"page_size must be > 0 (None = the server's default), got {page_size}"
+            )
+
+        async def fetch(token: str) -> tuple[list[T], str]:
+            return parse(await self._call(build(parent, page_size or 0, token)))
+
+        return AsyncPager(fetch)
+
+    # The official client's path helpers, also as static methods.
+    project_path = staticmethod(project_path)
+    topic_path = staticmethod(topic_path)
+    subscription_path = staticmethod(subscription_path)
+    snapshot_path = staticmethod(snapshot_path)
+
+    # ================================================================ topics
+
+    async def create_topic(
+        self,
+        name: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        message_retention_duration: datetime.timedelta | None = None,
+        kms_key_name: str = "",
+    ) -> Topic:
+        """Create a topic; ``AlreadyExists`` if it does. Fields: see :class:`Topic`."""
+        topic = Topic(
+            name,
+            labels=labels or {},
+            message_retention_duration=message_retention_duration,
+            kms_key_name=kms_key_name,
+        )
+        return convert.topic_from_pb(await self._call(convert.create_topic(topic)))
+
+    async def get_topic(self, name: str) -> Topic:
+        return convert.topic_from_pb(await self._call(convert.get_topic(name)))
+
+    async def update_topic(
+        self,
+        name: str,
+        *,
+        labels: Mapping[str, str] | Unset = UNSET,
+        message_retention_duration: datetime.timedelta | Unset | None = UNSET,
+        kms_key_name: str | Unset = UNSET,
+    ) -> Topic:
+        """Change the given properties (the update mask names exactly those)."""
+        changes = _changes(
+            labels=labels,
+            message_retention_duration=message_retention_duration,
+            kms_key_name=kms_key_name,
+        )
+        return convert.topic_from_pb(await self._call(convert.update_topic(name, changes)))
+
+    def list_topics(self, project: str, *, page_size: int | None = None) -> AsyncPager[Topic]:
+        """The project's topics (``project`` = ``"my-project"`` or ``"projects/my-project"``)."""
+        return self._pager(convert.list_topics, convert.topics_page, _project(project), page_size)
+
+    def list_topic_subscriptions(
+        self, topic: str, *, page_size: int | None = None
+    ) -> AsyncPager[str]:
+        """Names of the topic's subscriptions."""
+        return self._pager(convert.list_topic_subscriptions, convert.names_page, topic, page_size)
+
+    def list_topic_snapshots(self, topic: str, *, page_size: int | None = None) -> AsyncPager[str]:
+        """Names of the snapshots taken from the topic's subscriptions."""
+        return self._pager(convert.list_topic_snapshots, convert.names_page, topic, page_size)
+
+    async def delete_topic(self, name: str) -> None:
+        """Delete a topic; its subscriptions remain, their topic reads ``_deleted-topic_``."""
+        await self._call(convert.delete_topic(name))
+
+    async def detach_subscription(self, name: str) -> None:
+        """Detach a subscription from its topic: it stops receiving and pulls fail."""
+        await self._call(convert.detach_subscription(name))
+
+    # ================================================================ subscriptions
+
+    async def create_subscription(
+        self,
+        name: str,
+        topic: str,
+        *,
+        ack_deadline_seconds: int = 0,
+        retain_acked_messages: bool = False,
+        message_retention_duration: datetime.timedelta | None = None,
+        labels: Mapping[str, str] | None = None,
+        enable_message_ordering: bool = False,
+        expiration_policy: ExpirationPolicy | None = None,
+        filter: str = "",
+        dead_letter_policy: DeadLetterPolicy | None = None,
+        retry_policy: RetryPolicy | None = None,
+        enable_exactly_once_delivery: bool = False,
+        push_config: PushConfig | None = None,
+    ) -> Subscription:
+        """Create a subscription to ``topic``. Fields and defaults: see :class:`Subscription`."""
+        subscription = Subscription(
+            name,
+            topic,
+            ack_deadline_seconds=ack_deadline_seconds,
+            retain_acked_messages=retain_acked_messages,
+            message_retention_duration=message_retention_duration,
+            labels=labels or {},
+            enable_message_ordering=enable_message_ordering,
+            expiration_policy=expiration_policy,
+            filter=filter,
+            dead_letter_policy=dead_letter_policy,
+            retry_policy=retry_policy,
+            enable_exactly_once_delivery=enable_exactly_once_delivery,
+            push_config=push_config,
+        )
+        return convert.subscription_from_pb(
+            await self._call(convert.create_subscription(subscription))
+        )
+
+    async def get_subscription(self, name: str) -> Subscription:
+        return convert.subscription_from_pb(await self._call(convert.get_subscription(name)))
+
+    async def update_subscription(
+        self,
+        name: str,
+        *,
+        ack_deadline_seconds: int | Unset = UNSET,
+        retain_acked_messages: bool | Unset = UNSET,
+        message_retention_duration: datetime.timedelta | Unset | None = UNSET,
+        labels: Mapping[str, str] | Unset = UNSET,
+        expiration_policy: ExpirationPolicy | Unset | None = UNSET,
+        dead_letter_policy: DeadLetterPolicy | Unset | None = UNSET,
+        retry_policy: RetryPolicy | Unset | None = UNSET,
+        enable_exactly_once_delivery: bool | Unset = UNSET,
+        push_config: PushConfig | Unset | None = UNSET,
+    ) -> Subscription:
+        """Change the given properties (the update mask names exactly those).
+
+        ``filter`` and ``enable_message_ordering`` cannot change after creation (the
+        service refuses), so they are not parameters; ``push_config=None`` turns a
+        push subscription into a pull one.
+        """
+        changes = _changes(
+            ack_deadline_seconds=ack_deadline_seconds,
+            retain_acked_messages=retain_acked_messages,
+            message_retention_duration=message_retention_duration,
+            labels=labels,
+            expiration_policy=expiration_policy,
+            dead_letter_policy=dead_letter_policy,
+            retry_policy=retry_policy,
+            enable_exactly_once_delivery=enable_exactly_once_delivery,
+            push_config=push_config,
+        )
+        return convert.subscription_from_pb(
+            await self._call(convert.update_subscription(name, changes))
+        )
+
+    def list_subscriptions(
+        self, project: str, *, page_size: int | None = None
+    ) -> AsyncPager[Subscription]:
+        """The project's subscriptions, with all their properties."""
+        return self._pager(
+            convert.list_subscriptions, convert.subscriptions_page, _project(project), page_size
+        )
+
+    async def delete_subscription(self, name: str) -> None:
+        await self._call(convert.delete_subscription(name))
+
+    async def seek(
+        self,
+        subscription: str,
+        *,
+        time: datetime.datetime | None = None,
+        snapshot: str | None = None,
+    ) -> None:
+        """Move the subscription's ack state to a point in time or to a snapshot.
+
+        ``time`` (timezone-aware): retained messages published before it become
+        acked, later ones unacked (acked messages come back only if the subscription
+        retains them, ``retain_acked_messages``). ``snapshot``: the subscription's ack
+        state becomes the snapshot's (same topic required). Exactly one of the two.
+        """
+        await self._call(convert.seek(subscription, time=time, snapshot=snapshot))
+
+    # ================================================================ snapshots
+
+    async def create_snapshot(
+        self, name: str, subscription: str, *, labels: Mapping[str, str] | None = None
+    ) -> Snapshot:
+        """Snapshot ``subscription``'s unacked backlog (and everything published after)."""
+        return convert.snapshot_from_pb(
+            await self._call(convert.create_snapshot(name, subscription, labels or {}))
+        )
+
+    async def get_snapshot(self, name: str) -> Snapshot:
+        return convert.snapshot_from_pb(await self._call(convert.get_snapshot(name)))
+
+    async def update_snapshot(
+        self,
+        name: str,
+        *,
+        labels: Mapping[str, str] | Unset = UNSET,
+        expire_time: datetime.datetime | Unset | None = UNSET,
+    ) -> Snapshot:
+        """Change the given properties (the update mask names exactly those)."""
+        changes = _changes(labels=labels, expire_time=expire_time)
+        return convert.snapshot_from_pb(await self._call(convert.update_snapshot(name, changes)))
+
+    def list_snapshots(self, project: str, *, page_size: int | None = None) -> AsyncPager[Snapshot]:
+        return self._pager(
+            convert.list_snapshots, convert.snapshots_page, _project(project), page_size
+        )
+
+    async def delete_snapshot(self, name: str) -> None:
+        await self._call(convert.delete_snapshot(name))
+
+
+def _changes(**fields: Any) -> dict[str, Any]:
+    """The arguments the caller passed (those not UNSET): the update mask's fields."""
+    return {name: value for name, value in fields.items() if value is not UNSET}
