@@ -30,7 +30,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from eoclient._proto import pubsub_pb2
 from eoclient.errors import InvalidArgument, RpcError, Unimplemented, rpc_error_class
-from eoclient.server_stub import translate
+from eoclient.server_stub import translate, wire_encoding
 from eoclient.server_stub.core import AckReply, Broker
 from eoclient.server_stub.faults import InjectedStatus, RpcFaults
 
@@ -287,7 +287,7 @@ class PubSubService:
                 methods["StreamingPull"] = grpc.stream_stream_rpc_method_handler(
                     self.streaming_pull,
                     request_deserializer=pubsub_pb2.StreamingPullRequest.FromString,
-                    response_serializer=pubsub_pb2.StreamingPullResponse.SerializeToString,
+                    response_serializer=_serialize_streaming_response,
                 )
             handlers.append(
                 grpc.method_handlers_generic_handler(f"google.pubsub.v1.{service}", methods)
@@ -633,20 +633,29 @@ class _StreamSession:
         deliveries = self.broker.stream_pull(self.stream_id, MAX_MESSAGES_PER_RESPONSE)
         if not deliveries:
             return False
-        properties = self._properties()
-        response = pubsub_pb2.StreamingPullResponse(subscription_properties=properties)
+        exactly_once, ordering = self.broker.subscription_properties(self.handle.subscription)
+        properties = wire_encoding.encode_properties(exactly_once, ordering)
+        batch: list[bytes] = []
         size = 0
         for delivery in deliveries:
-            if response.received_messages and size + delivery.message.size > (
-                MAX_BYTES_PER_RESPONSE
-            ):
-                await context.write(response)
-                response = pubsub_pb2.StreamingPullResponse(subscription_properties=properties)
-                size = 0
-            response.received_messages.append(translate.received_message(delivery))
+            if batch and size + delivery.message.size > MAX_BYTES_PER_RESPONSE:
+                await context.write(wire_encoding.encode_streaming_response(batch, properties))
+                batch, size = [], 0
+            batch.append(
+                wire_encoding.encode_received_message(
+                    delivery.ack_id, delivery.message, delivery.delivery_attempt
+                )
+            )
             size += delivery.message.size
-        await context.write(response)
+        await context.write(wire_encoding.encode_streaming_response(batch, properties))
         return True
+
+
+def _serialize_streaming_response(response: pubsub_pb2.StreamingPullResponse | bytes) -> bytes:
+    # Deliveries arrive already encoded (wire_encoding); confirmations are protobufs.
+    if isinstance(response, bytes):
+        return response
+    return response.SerializeToString()
 
 
 def _fill_ack_confirmation(

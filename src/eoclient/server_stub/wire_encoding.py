@@ -1,0 +1,90 @@
+"""Hand-written protobuf encoding of the hot StreamingPull response path.
+
+Building a ``ReceivedMessage`` protobuf object per delivery cost about twice the
+rest of the server's work per message (profiled: message_to_pb + received_message
+≈ 12 µs of ≈ 35 µs). Deliveries are encoded here straight to bytes instead; the
+result parses as the same ``StreamingPullResponse`` (tests/server_stub/
+test_wire_encoding.py checks it against protobuf's own decoder on random input).
+
+Encoding rules (protobuf wire format): a field is ``tag = number << 3 | wire type``
+(0 varint, 2 length-delimited) followed by a varint or a length and bytes; proto3
+fields with default values are omitted. Field numbers: google.pubsub.v1
+PubsubMessage {1 data, 2 attributes (map entries {1 key, 2 value}), 3 message_id,
+4 publish_time (Timestamp {1 seconds, 2 nanos}), 5 ordering_key}; ReceivedMessage
+{1 ack_id, 2 message, 3 delivery_attempt}; StreamingPullResponse {1
+received_messages, 4 subscription_properties {1 exactly_once_delivery_enabled,
+2 message_ordering_enabled}}.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from eoclient.server_stub.core.model import StoredMessage
+
+_SMALL_VARINTS = [bytes((n,)) for n in range(0x80)]
+
+
+def varint(value: int) -> bytes:
+    if value < 0x80:
+        return _SMALL_VARINTS[value]
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(tag: bytes, payload: bytes) -> bytes:
+    return tag + varint(len(payload)) + payload
+
+
+def _attributes(attributes: Mapping[str, str]) -> bytes:
+    parts = []
+    for key, value in attributes.items():
+        entry = b""
+        if key:
+            entry += _field(b"\x0a", key.encode())
+        if value:
+            entry += _field(b"\x12", value.encode())
+        parts.append(_field(b"\x12", entry))
+    return b"".join(parts)
+
+
+def encode_pubsub_message(message: StoredMessage) -> bytes:
+    parts = []
+    if message.data:
+        parts.append(_field(b"\x0a", message.data))
+    if message.attributes:
+        parts.append(_attributes(message.attributes))
+    if message.message_id:
+        parts.append(_field(b"\x1a", message.message_id.encode()))
+    seconds = int(message.publish_time)
+    nanos = int((message.publish_time - seconds) * 1e9)
+    timestamp = b""
+    if seconds:
+        timestamp += b"\x08" + varint(seconds)
+    if nanos:
+        timestamp += b"\x10" + varint(nanos)
+    parts.append(_field(b"\x22", timestamp))
+    if message.ordering_key:
+        parts.append(_field(b"\x2a", message.ordering_key.encode()))
+    return b"".join(parts)
+
+
+def encode_received_message(ack_id: str, message: StoredMessage, delivery_attempt: int) -> bytes:
+    body = _field(b"\x0a", ack_id.encode()) + _field(b"\x12", encode_pubsub_message(message))
+    if delivery_attempt:
+        body += b"\x18" + varint(delivery_attempt)
+    return body
+
+
+def encode_properties(exactly_once: bool, ordering: bool) -> bytes:
+    body = (b"\x08\x01" if exactly_once else b"") + (b"\x10\x01" if ordering else b"")
+    return _field(b"\x22", body)
+
+
+def encode_streaming_response(received: Iterable[bytes], properties: bytes) -> bytes:
+    """A StreamingPullResponse from encoded ReceivedMessages and encoded properties."""
+    return b"".join(_field(b"\x0a", item) for item in received) + properties
