@@ -77,18 +77,42 @@ class AckMode(enum.Enum):
     UNARY = "unary"  # exactly-once results come from unary calls
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class AckRequest:
+    """One ack, nack or modack of one ack id, and (once known) its result.
+
+    Nobody needs a future for a fire-and-forget ``ack()``, so futures exist only
+    for callers that wait: each :meth:`wait` gets a future of its own, so
+    cancelling one waiter never cancels the result for another (which sharing one
+    future would, and ``asyncio.shield`` would cost a second future per wait).
+    """
+
     ack_id: str
     operation: str  # "ack", "nack" or "modack"
     seconds: int  # modack deadline; 0 for ack and nack
-    future: asyncio.Future[AckResult] | None
     ambiguous: bool = False  # an earlier attempt may have been applied
     sent_at: float = 0.0
+    result: AckResult | None = None
+    waiters: list[asyncio.Future[AckResult]] | None = None
+
+    @classmethod
+    def resolved(cls, ack_id: str, operation: str, result: AckResult) -> AckRequest:
+        return cls(ack_id, operation, 0, result=result)
 
     @property
     def wire_seconds(self) -> int:
         return 0 if self.operation == "nack" else self.seconds
+
+    def wait(self) -> asyncio.Future[AckResult]:
+        """A future of the result, for one waiter."""
+        future: asyncio.Future[AckResult] = asyncio.get_running_loop().create_future()
+        if self.result is not None:
+            future.set_result(self.result)
+        elif self.waiters is None:
+            self.waiters = [future]
+        else:
+            self.waiters.append(future)
+        return future
 
 
 class _RetryNeeded(Exception):
@@ -96,8 +120,14 @@ class _RetryNeeded(Exception):
 
 
 def _resolve(request: AckRequest, result: AckResult) -> None:
-    if request.future is not None and not request.future.done():
-        request.future.set_result(result)
+    if request.result is not None:
+        return  # the first result stands
+    request.result = result
+    if request.waiters:
+        for waiter in request.waiters:
+            if not waiter.done():
+                waiter.set_result(result)
+        request.waiters = None
 
 
 @dataclass
@@ -136,18 +166,17 @@ class Acker:
 
     # ------------------------------------------------------------------ intake
 
-    def submit(self, ack_id: str, operation: str, seconds: int = 0) -> asyncio.Future[AckResult]:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[AckResult] = loop.create_future()
+    def submit(self, ack_id: str, operation: str, seconds: int = 0) -> AckRequest:
         if operation == "ack":
             self.stats.acks += 1
         elif operation == "nack":
             self.stats.nacks += 1
         else:
             self.stats.modacks += 1
-        self.pending.append(AckRequest(ack_id, operation, seconds, future))
+        request = AckRequest(ack_id, operation, seconds)
+        self.pending.append(request)
         self.wake.set()
-        return future
+        return request
 
     def take_pending(self) -> list[AckRequest]:
         batch, self.pending = self.pending, []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import random
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -10,7 +9,6 @@ from typing import Any
 from eoclient._clock import Clock
 from eoclient._transport import Endpoint, PubSubTransport, create_channel
 from eoclient.errors import ClosedError
-from eoclient.subscriber.ack_results import AckResult
 from eoclient.subscriber.acker import Acker, AckRequest
 from eoclient.subscriber.message import Message
 from eoclient.subscriber.session import StreamingSession, new_client_id, run_handler
@@ -132,7 +130,8 @@ class SubscriberClient:
                     data=pb.data,
                     attributes=dict(pb.attributes),
                     message_id=pb.message_id,
-                    publish_time=pb.publish_time.ToDatetime(tzinfo=datetime.UTC),
+                    publish_seconds=pb.publish_time.seconds,
+                    publish_nanos=pb.publish_time.nanos,
                     ordering_key=pb.ordering_key,
                     delivery_attempt=received.delivery_attempt,
                     ack_id=received.ack_id,
@@ -159,12 +158,11 @@ class _UnarySink:
         import asyncio
 
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[AckResult] = loop.create_future()
-        request = AckRequest(ack_id, operation, seconds, future)
+        request = AckRequest(ack_id, operation, seconds)
         task = loop.create_task(self.acker.send_unary([request]))
         _PENDING.add(task)
         task.add_done_callback(_PENDING.discard)
-        return future
+        return request
 
 
 # Unary settlements of pulled messages run as tasks referenced here until done

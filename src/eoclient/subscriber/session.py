@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import enum
 import logging
 import random
@@ -261,12 +260,11 @@ class StreamingSession:
         for message in list(self._out.values()):
             message._settled_as = "nack"
             self.acker.submit(message.ack_id, "nack")
-            loop = asyncio.get_running_loop()
-            shutdown_result: asyncio.Future[AckResult] = loop.create_future()
-            shutdown_result.set_result(
-                AckResult(AcknowledgeStatus.OTHER, "shutdown initiated, already nacked")
+            message._settlement = AckRequest.resolved(
+                message.ack_id,
+                "nack",
+                AckResult(AcknowledgeStatus.OTHER, "shutdown initiated, already nacked"),
             )
-            message._settlement = shutdown_result
             self._forget(message)
         self._out.clear()
 
@@ -419,7 +417,8 @@ class StreamingSession:
                 data=pb.data,
                 attributes=dict(pb.attributes),
                 message_id=pb.message_id,
-                publish_time=pb.publish_time.ToDatetime(tzinfo=datetime.UTC),
+                publish_seconds=pb.publish_time.seconds,
+                publish_nanos=pb.publish_time.nanos,
                 ordering_key=pb.ordering_key,
                 delivery_attempt=received.delivery_attempt,
                 ack_id=received.ack_id,
@@ -446,7 +445,10 @@ class StreamingSession:
             for message in arrived:
                 if message.ordering_key:
                     self._awaiting_receipt.setdefault(message.ordering_key, deque()).append(message)
-            self._spawn(self._admit_after_receipt(arrived, receipts), "eoclient-receipt")
+            self._spawn(
+                self._admit_after_receipt(arrived, [r.wait() for r in receipts]),
+                "eoclient-receipt",
+            )
         else:
             for message in arrived:
                 self._admit(message)
@@ -495,10 +497,10 @@ class StreamingSession:
 
     # ================================================================ settling
 
-    def settle(self, message: Message, operation: str, seconds: int) -> asyncio.Future[AckResult]:
+    def settle(self, message: Message, operation: str, seconds: int) -> AckRequest:
         """Called once per message by ``Message.ack`` / ``nack`` (the _AckSink protocol)."""
         if self.state is SessionState.CLOSED:
-            return _resolved(AcknowledgeStatus.OTHER, "the subscriber is closed")
+            return _resolved(message, operation, "the subscriber is closed")
         now = self.clock.now()
         if operation == "ack":
             self.histogram.record(now - message.received_at)
@@ -515,12 +517,12 @@ class StreamingSession:
         self._settled_event.set()
         if self._fatal is not None:
             # Nothing will send it: the session has failed (_fail).
-            return _resolved(AcknowledgeStatus.OTHER, f"the subscriber failed: {self._fatal}")
+            return _resolved(message, operation, f"the subscriber failed: {self._fatal}")
         return self.acker.submit(message.ack_id, operation, seconds)
 
-    def extend(self, message: Message, seconds: int) -> asyncio.Future[AckResult]:
+    def extend(self, message: Message, seconds: int) -> AckRequest:
         if self._fatal is not None or self.state is SessionState.CLOSED:
-            return _resolved(AcknowledgeStatus.OTHER, "the subscriber is closed or failed")
+            return _resolved(message, "modack", "the subscriber is closed or failed")
         self.leases.extended([message.ack_id], seconds, self.clock.now())
         return self.acker.submit(message.ack_id, "modack", seconds)
 
@@ -720,10 +722,8 @@ async def _run_one(handler: Callable[[Message], Awaitable[Any]], message: Messag
             message.nack()
 
 
-def _resolved(status: AcknowledgeStatus, info: str) -> asyncio.Future[AckResult]:
-    future: asyncio.Future[AckResult] = asyncio.get_running_loop().create_future()
-    future.set_result(AckResult(status, info))
-    return future
+def _resolved(message: Message, operation: str, info: str) -> AckRequest:
+    return AckRequest.resolved(message.ack_id, operation, AckResult(AcknowledgeStatus.OTHER, info))
 
 
 def new_client_id() -> str:
