@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from tenacity import (
@@ -94,6 +94,8 @@ class AckRequest:
     sent_at: float = 0.0
     result: AckResult | None = None
     waiters: list[asyncio.Future[AckResult]] | None = None
+    # Called synchronously with the request once its result is known.
+    callback: Callable[[AckRequest], None] | None = None
 
     @classmethod
     def resolved(cls, ack_id: str, operation: str, result: AckResult) -> AckRequest:
@@ -128,6 +130,8 @@ def _resolve(request: AckRequest, result: AckResult) -> None:
             if not waiter.done():
                 waiter.set_result(result)
         request.waiters = None
+    if request.callback is not None:
+        request.callback(request)
 
 
 @dataclass
