@@ -25,10 +25,16 @@ from typing import Any
 import pytest
 
 from eoclient._clock import FakeClock
-from eoclient.server_stub.core import Broker, NewMessage, SubscriptionConfig, TopicConfig
+from eoclient.server_stub.core import (
+    Broker,
+    DeadLetterPolicy,
+    NewMessage,
+    SubscriptionConfig,
+    TopicConfig,
+)
 from eoclient.server_stub.core import delivery as delivery_module
 
-from .core_support import PROJECT, TOPIC
+from .core_support import DLT, PROJECT, TOPIC
 
 PLAIN = f"{PROJECT}/subscriptions/plain"
 ORDERED = f"{PROJECT}/subscriptions/ordered"
@@ -67,8 +73,18 @@ def build(backlog: int) -> tuple[FakeClock, Broker]:
     broker = Broker(clock, record_history=False)
     broker._seq = map(CountingInt, itertools.count(1))  # type: ignore[assignment]
     broker.create_topic(TopicConfig(TOPIC))
+    broker.create_topic(TopicConfig(DLT))
+    # Acked messages are retained (a heap by publish time) and failures are counted
+    # toward dead lettering: neither may cost more with a bigger backlog.
     broker.create_subscription(
-        SubscriptionConfig(PLAIN, TOPIC, enable_exactly_once_delivery=True, ack_deadline_seconds=10)
+        SubscriptionConfig(
+            PLAIN,
+            TOPIC,
+            enable_exactly_once_delivery=True,
+            ack_deadline_seconds=10,
+            retain_acked_messages=True,
+            dead_letter_policy=DeadLetterPolicy(DLT, 5),
+        )
     )
     broker.create_subscription(
         SubscriptionConfig(

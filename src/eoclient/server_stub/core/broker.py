@@ -868,12 +868,19 @@ class Broker:
 
     # ============================================================ introspection
 
+    def _up_to_date(self, name: str) -> SubscriptionDelivery:
+        """The subscription's delivery state with due expiries and retention processed
+        (they are otherwise processed lazily, at the next call that needs them)."""
+        delivery = self._subscription(name).delivery
+        delivery.advance(self._clock.now())
+        return delivery
+
     def backlog(self, name: str) -> int:
         """Messages of the subscription not acknowledged yet (waiting or outstanding)."""
-        return self._subscription(name).delivery.backlog()
+        return self._up_to_date(name).backlog()
 
     def counters(self, name: str) -> Mapping[str, int]:
-        counters = self._subscription(name).delivery.counters
+        counters = self._up_to_date(name).counters
         return {
             "delivered": counters.delivered,
             "acked": counters.acked,
@@ -886,7 +893,7 @@ class Broker:
 
     def retained_acked(self, name: str) -> list[StoredMessage]:
         """Acknowledged messages the subscription keeps (retain_acked_messages), oldest first."""
-        return [m for _, m in self._subscription(name).delivery.retained.items()]
+        return [m for _, m in self._up_to_date(name).retained.items()]
 
 
 def rfc3339_millis(seconds: float) -> str:

@@ -288,9 +288,15 @@ class SubscriptionDelivery:
 
     def _enforce_retention(self, now: float) -> None:
         cutoff = now - self.retention
-        while self._by_publish and self._by_publish[0][0] <= cutoff:
-            _, seq = self._by_publish.popleft()
+        by_publish = self._by_publish
+        while by_publish:
+            published, seq = by_publish[0]
             entry = self._entries.get(seq)
+            if entry is not None and published > cutoff:
+                break
+            # Gone already (acked: usually in publish order, so the deque stays short),
+            # or too old.
+            by_publish.popleft()
             # Outstanding: left leased; dropped by _return_to_waiting if nacked or expired.
             if entry is not None and entry.state is State.WAITING:
                 self.counters.discarded += 1
