@@ -51,6 +51,7 @@ import heapq
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from eoclient.server_stub.core.model import Delivery, RetryPolicy, StoredMessage
 
@@ -112,8 +113,9 @@ class StreamFlow:
         return not 0 < self.max_bytes <= self.outstanding_bytes
 
 
-@dataclass(frozen=True)
-class AckIdParts:
+class AckIdParts(NamedTuple):
+    # A NamedTuple, not a frozen dataclass: ack ids are parsed on every ack and
+    # modack, and a tuple is several times cheaper to build.
     uid: str
     seq: int
     generation: int
@@ -121,9 +123,12 @@ class AckIdParts:
 
 def parse_ack_id(ack_id: str) -> AckIdParts | None:
     parts = ack_id.split("-")
-    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+    if len(parts) != 3:
         return None
-    return AckIdParts(parts[0], int(parts[1]), int(parts[2]))
+    uid, seq, generation = parts
+    if not (seq.isdigit() and generation.isdigit()):
+        return None
+    return AckIdParts(uid, int(seq), int(generation))
 
 
 @dataclass
