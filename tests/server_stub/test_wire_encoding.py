@@ -54,3 +54,17 @@ def test_varint_round_trips(value: int) -> None:
     # StreamingPullRequest.max_outstanding_messages is int64 field 7: tag 7 << 3 | 0.
     parsed = pubsub_pb2.StreamingPullRequest.FromString(b"\x38" + varint(value))
     assert parsed.max_outstanding_messages == value
+
+
+def test_repeated_and_alternating_publish_times_encode_correctly() -> None:
+    # The encoder remembers the last publish time it encoded; changing back and
+    # forth between times must never reuse a stale encoding.
+    times = [1_767_225_600.25, 1_767_225_600.25, 1_767_225_601.5, 1_767_225_600.25, 0.0]
+    for index, publish_time in enumerate(times):
+        message = StoredMessage(str(index + 1), b"x", {}, "", publish_time, 1)
+        encoded = encode_streaming_response(
+            [encode_received_message("a-1-1", message, 0)], encode_properties(False, False)
+        )
+        decoded = pubsub_pb2.StreamingPullResponse.FromString(encoded)
+        stamp = decoded.received_messages[0].message.publish_time
+        assert stamp.seconds + stamp.nanos / 1e9 == publish_time

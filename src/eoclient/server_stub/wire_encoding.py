@@ -22,11 +22,14 @@ from collections.abc import Iterable, Mapping
 
 from eoclient.server_stub.core.model import StoredMessage
 
-_SMALL_VARINTS = [bytes((n,)) for n in range(0x80)]
+# Lengths and small numbers dominate: one- and two-byte varints come from a table.
+_SMALL_VARINTS = [bytes((n,)) for n in range(0x80)] + [
+    bytes(((n & 0x7F) | 0x80, n >> 7)) for n in range(0x80, 0x4000)
+]
 
 
 def varint(value: int) -> bytes:
-    if value < 0x80:
+    if value < 0x4000:
         return _SMALL_VARINTS[value]
     out = bytearray()
     while value > 0x7F:
@@ -60,17 +63,31 @@ def encode_pubsub_message(message: StoredMessage) -> bytes:
         parts.append(_attributes(message.attributes))
     if message.message_id:
         parts.append(_field(b"\x1a", message.message_id.encode()))
-    seconds = int(message.publish_time)
-    nanos = int((message.publish_time - seconds) * 1e9)
+    parts.append(_publish_time_field(message.publish_time))
+    if message.ordering_key:
+        parts.append(_field(b"\x2a", message.ordering_key.encode()))
+    return b"".join(parts)
+
+
+_last_publish_time: list[tuple[float, bytes]] = [(-1.0, b"")]
+
+
+def _publish_time_field(publish_time: float) -> bytes:
+    # Messages of one publish request share their publish time, and deliveries come
+    # mostly in publish order: remembering the last encoding saves most of the work.
+    last_time, last_encoded = _last_publish_time[0]
+    if publish_time == last_time:
+        return last_encoded
+    seconds = int(publish_time)
+    nanos = int((publish_time - seconds) * 1e9)
     timestamp = b""
     if seconds:
         timestamp += b"\x08" + varint(seconds)
     if nanos:
         timestamp += b"\x10" + varint(nanos)
-    parts.append(_field(b"\x22", timestamp))
-    if message.ordering_key:
-        parts.append(_field(b"\x2a", message.ordering_key.encode()))
-    return b"".join(parts)
+    encoded = _field(b"\x22", timestamp)
+    _last_publish_time[0] = (publish_time, encoded)
+    return encoded
 
 
 def encode_received_message(ack_id: str, message: StoredMessage, delivery_attempt: int) -> bytes:
