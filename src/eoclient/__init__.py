@@ -11,6 +11,7 @@ The reference server lives in :mod:`eoclient.server_stub` (``eoclient serve``).
 """
 
 from eoclient import errors
+from eoclient.admin import AdminClient
 from eoclient.publisher import (
     BatchSettings,
     LimitExceededBehavior,
@@ -36,6 +37,7 @@ __all__ = [
     "AckResult",
     "AckRetrySettings",
     "AcknowledgeStatus",
+    "AdminClient",
     "BatchSettings",
     "FlowControl",
     "LeaseSettings",

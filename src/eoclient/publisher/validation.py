@@ -52,6 +52,7 @@ this against the protobuf runtime. Lengths are UTF-8 byte counts.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from eoclient.errors import MessageTooLargeError
@@ -148,6 +149,7 @@ def request_overhead(topic: str) -> int:
     return _length_delimited(topic_len) if topic_len else 0
 
 
+@functools.lru_cache(maxsize=1024)  # depends on the topic only; asked once per message
 def max_message_size(topic: str) -> int:
     """The largest ``encoded_message_size`` that fits alone in a request to ``topic``.
 
