@@ -415,7 +415,7 @@ class StreamingSession:
             pb = received.message
             message = Message(
                 data=pb.data,
-                attributes=dict(pb.attributes),
+                attributes=dict(pb.attributes) if pb.attributes else {},
                 message_id=pb.message_id,
                 publish_seconds=pb.publish_time.seconds,
                 publish_nanos=pb.publish_time.nanos,
