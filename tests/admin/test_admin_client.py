@@ -10,9 +10,8 @@
   difference: labels and expiration-policy updates are refused by the emulator, filters
   are stored but not validated, DetachSubscription and UpdateSnapshot are UNIMPLEMENTED
   there, and seeking an ordered subscription is UNIMPLEMENTED there.
-* The reference server answers every snapshot RPC and Seek with UNIMPLEMENTED for now:
-  those tests check that the client surfaces ``Unimplemented`` with the server's
-  message; the positive snapshot and seek tests run against the emulator only.
+* Snapshots and Seek run on both servers too (the reference server on its fake clock,
+  so times are read from the server's clock); UpdateSnapshot only on ours.
 """
 
 from __future__ import annotations
@@ -68,7 +67,6 @@ UTC = datetime.UTC
 SECOND = datetime.timedelta(seconds=1)
 HOUR = datetime.timedelta(hours=1)
 DAY = datetime.timedelta(days=1)
-REFERENCE_UNIMPLEMENTED = "is not implemented by the eoclient reference server"
 _projects = itertools.count(1)
 
 
@@ -315,6 +313,9 @@ async def test_a_shared_transport_is_left_open(reference_target: Target) -> None
             await admin.create_topic(name)
         async with AdminClient(transport=transport) as again:  # the channel still works
             assert (await again.get_topic(name)).name == name
+            assert repr(again) == "<AdminClient shared transport>"
+        with pytest.raises(ValueError, match="not both"):
+            AdminClient(reference_target.address, transport=transport)
     finally:
         await transport.close()
 
@@ -565,7 +566,6 @@ def _snapshot_calls(project: str) -> Iterator[tuple[str, Callable[[AdminClient],
     yield "CreateSnapshot", lambda a: a.create_snapshot(snapshot, subscription)
     yield "GetSnapshot", lambda a: a.get_snapshot(snapshot)
     yield "UpdateSnapshot", lambda a: a.update_snapshot(snapshot, labels={"a": "b"})
-    yield "ListSnapshots", lambda a: a.list_snapshots(project).collect()
     yield (
         "ListTopicSnapshots",
         lambda a: a.list_topic_snapshots(topic_path(project, "topic")).collect(),
@@ -577,17 +577,39 @@ def _snapshot_calls(project: str) -> Iterator[tuple[str, Callable[[AdminClient],
 
 @pytest.mark.parametrize(
     ("method", "call"),
-    list(_snapshot_calls("admin-unimplemented")),
+    list(_snapshot_calls("admin-missing")),
     ids=[f"{i}-{m}" for i, (m, _) in enumerate(_snapshot_calls("x"))],
 )
-async def test_reference_server_snapshots_are_unimplemented(
+async def test_reference_server_snapshot_calls_on_missing_resources_are_not_found(
     reference_target: Target, method: str, call: Callable[[AdminClient], Any]
 ) -> None:
-    """Until the reference server implements snapshots and seek (their positive tests
-    run against the emulator below), the client must surface its UNIMPLEMENTED."""
+    """Every snapshot RPC and Seek is implemented: on resources that do not exist the
+    client surfaces the server's NOT_FOUND."""
     async with AdminClient(reference_target.address) as admin:
-        error = await raises(Unimplemented, call(admin))
-    assert error.message.startswith(f"google.pubsub.v1 {method} {REFERENCE_UNIMPLEMENTED}")
+        error = await raises(NotFound, call(admin))
+    assert error.message.startswith("Resource not found"), method
+
+
+async def test_reference_server_updates_snapshots(reference_target: Target) -> None:
+    """UpdateSnapshot (labels, expire_time) works here; the emulator lacks it (below)."""
+    project = reference_target.project
+    async with AdminClient(reference_target.address) as admin:
+        _, subscription = await _topic_and_subscription(admin, project)
+        name = snapshot_path(project, "snap")
+        snapshot = await admin.create_snapshot(name, subscription, labels={"run": "1"})
+        assert snapshot.labels == {"run": "1"}
+        updated = await admin.update_snapshot(name, labels={"run": "2"})
+        assert updated.labels == {"run": "2"}
+        assert updated.expire_time == snapshot.expire_time
+        assert await admin.get_snapshot(name) == updated
+        assert (await admin.list_snapshots(project).collect()) == [updated]
+
+
+def _server_now(target: Target) -> datetime.datetime:
+    """Now on the server's clock (the reference server runs on a fake clock)."""
+    if target.server is not None:
+        return datetime.datetime.fromtimestamp(target.server.clock.now(), UTC)
+    return datetime.datetime.now(UTC)
 
 
 # ======================================================================= emulator
@@ -611,18 +633,17 @@ async def _pull_and_ack(wire: Wire, subscription: str, count: int) -> list[str]:
     return sorted(r.message.message_id for r in received)
 
 
-@pytest.mark.emulator
-async def test_snapshot_lifecycle(emulator_target: Target) -> None:
-    project = emulator_target.project
-    async with AdminClient(emulator_target.address) as admin:
+async def test_snapshot_lifecycle(target: Target) -> None:
+    project = target.project
+    async with AdminClient(target.address) as admin:
         topic, subscription = await _topic_and_subscription(admin, project)
         name = snapshot_path(project, "snap")
-        before = datetime.datetime.now(UTC)
+        before = _server_now(target)
         snapshot = await admin.create_snapshot(name, subscription, labels={"run": "1"})
         assert (snapshot.name, snapshot.topic) == (name, topic)
         # Measured here: the emulator drops a snapshot's labels (the request carries
         # them: test_create_snapshot_request_carries_labels).
-        assert snapshot.labels == {}
+        assert snapshot.labels == ({} if target.emulator else {"run": "1"})
         # At most 7 days after creation (wire-contract §1.2); the emulator: exactly 7 d.
         assert snapshot.expire_time is not None
         assert snapshot.expire_time.tzinfo is UTC
@@ -634,23 +655,27 @@ async def test_snapshot_lifecycle(emulator_target: Target) -> None:
         await raises(
             NotFound, admin.create_snapshot(snapshot_path(project, "other"), subscription + "x")
         )
-        # Known emulator gap (wire-contract §4.1): UpdateSnapshot is UNIMPLEMENTED.
-        error = await raises(Unimplemented, admin.update_snapshot(name, labels={"run": "2"}))
-        assert error.message == "Method google.pubsub.v1.Subscriber/UpdateSnapshot is unimplemented"
+        if target.emulator:
+            # Known emulator gap (wire-contract §4.1): UpdateSnapshot is UNIMPLEMENTED.
+            error = await raises(Unimplemented, admin.update_snapshot(name, labels={"run": "2"}))
+            assert error.message == (
+                "Method google.pubsub.v1.Subscriber/UpdateSnapshot is unimplemented"
+            )
+        else:
+            assert (await admin.update_snapshot(name, labels={"run": "2"})).labels == {"run": "2"}
         await admin.delete_snapshot(name)
         await raises(NotFound, admin.get_snapshot(name))
         assert await admin.list_snapshots(project).collect() == []
 
 
-@pytest.mark.emulator
 async def test_seek_to_a_snapshot_restores_the_backlog(
-    emulator_target: Target, wire_factory: Callable[[str], Wire]
+    target: Target, wire_factory: Callable[[str], Wire]
 ) -> None:
-    wire = wire_factory(emulator_target.address)
-    async with AdminClient(emulator_target.address) as admin:
-        topic, subscription = await _topic_and_subscription(admin, emulator_target.project)
+    wire = wire_factory(target.address)
+    async with AdminClient(target.address) as admin:
+        topic, subscription = await _topic_and_subscription(admin, target.project)
         published = sorted(await wire.publish(topic, b"one", b"two"))
-        snapshot = snapshot_path(emulator_target.project, "before-ack")
+        snapshot = snapshot_path(target.project, "before-ack")
         await admin.create_snapshot(snapshot, subscription)
         assert await _pull_and_ack(wire, subscription, 2) == published
         await wire.pull_nothing(subscription)
@@ -659,23 +684,22 @@ async def test_seek_to_a_snapshot_restores_the_backlog(
         await wire.pull_nothing(subscription)
 
 
-@pytest.mark.emulator
 async def test_seek_to_a_time_replays_retained_acked_messages(
-    emulator_target: Target, wire_factory: Callable[[str], Wire]
+    target: Target, wire_factory: Callable[[str], Wire]
 ) -> None:
-    wire = wire_factory(emulator_target.address)
-    async with AdminClient(emulator_target.address) as admin:
+    wire = wire_factory(target.address)
+    async with AdminClient(target.address) as admin:
         topic, subscription = await _topic_and_subscription(
-            admin, emulator_target.project, retain_acked_messages=True
+            admin, target.project, retain_acked_messages=True
         )
         # A second of margin either side: publish times are the JVM's clock.
-        before = datetime.datetime.now(UTC) - SECOND
+        before = _server_now(target) - SECOND
         published = sorted(await wire.publish(topic, b"one", b"two"))
         assert await _pull_and_ack(wire, subscription, 2) == published
         await wire.pull_nothing(subscription)
         await admin.seek(subscription, time=before)
         assert await _pull_and_ack(wire, subscription, 2) == published
-        await admin.seek(subscription, time=datetime.datetime.now(UTC) + SECOND)
+        await admin.seek(subscription, time=_server_now(target) + SECOND)
         await wire.pull_nothing(subscription)
 
 

@@ -216,6 +216,35 @@ async def test_detach_subscription(rest: Rest) -> None:
 # ----------------------------------------------------------- publish / pull
 
 
+async def test_snapshots_and_seek(rest: Rest, clock: FakeClock) -> None:
+    topic, sub = await rest.subscription(retainAckedMessages=True)
+    await rest.publish(topic, {"data": b64(b"one")})
+    snapshot = unique("snap").replace("/subscriptions/", "/snapshots/")
+    created = await rest.ok("PUT", f"/v1/{snapshot}", {"subscription": sub, "labels": {"a": "1"}})
+    assert (created["name"], created["topic"], created["labels"]) == (snapshot, topic, {"a": "1"})
+    assert created["expireTime"].endswith("Z")
+    assert await rest.ok("GET", f"/v1/{snapshot}") == created
+    listed = await rest.ok("GET", f"/v1/{topic}/snapshots")
+    assert listed["snapshots"] == [snapshot]
+    patched = await rest.ok(
+        "PATCH",
+        f"/v1/{snapshot}",
+        {"snapshot": {"labels": {"a": "2"}}, "updateMask": "labels"},
+    )
+    assert patched["labels"] == {"a": "2"}
+    [received] = await rest.pull(sub)
+    await rest.ok("POST", f"/v1/{sub}:acknowledge", {"ackIds": [received["ackId"]]})
+    assert await rest.pull(sub) == []
+    await rest.ok("POST", f"/v1/{sub}:seek", {"snapshot": snapshot})
+    [again] = await rest.pull(sub)
+    assert again["message"]["messageId"] == received["message"]["messageId"]
+    future = datetime.fromtimestamp(clock.now() + 60, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    await rest.ok("POST", f"/v1/{sub}:seek", {"time": future})
+    assert await rest.pull(sub) == []
+    await rest.ok("DELETE", f"/v1/{snapshot}")
+    assert (await rest.call("GET", f"/v1/{snapshot}")).status == 404
+
+
 async def test_publish_pull_ack_with_base64_data_and_attributes(
     rest: Rest, clock: FakeClock
 ) -> None:

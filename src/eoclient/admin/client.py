@@ -156,6 +156,8 @@ class AdminClient:
         transport: PubSubTransport | None = None,
         timeout: float | None = 60.0,
     ) -> None:
+        if endpoint is not None and transport is not None:
+            raise ValueError("pass endpoint= or transport=, not both")
         self._endpoint = Endpoint.resolve(endpoint)
         self._transport = transport
         self._owns_transport = transport is None
@@ -163,8 +165,8 @@ class AdminClient:
         self._closed = False
 
     def __repr__(self) -> str:
-        state = " closed" if self._closed else ""
-        return f"<AdminClient {self._endpoint.target}{state}>"
+        where = self._endpoint.target if self._owns_transport else "shared transport"
+        return f"<AdminClient {where}{' closed' if self._closed else ''}>"
 
     async def __aenter__(self) -> AdminClient:
         self._get_transport()

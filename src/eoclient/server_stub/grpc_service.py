@@ -205,7 +205,7 @@ class PubSubService:
                 P.ListTopicSubscriptionsResponse,
             ),
             "ListTopicSnapshots": (
-                self._unimplemented("ListTopicSnapshots", "snapshots"),
+                self.list_topic_snapshots,
                 P.ListTopicSnapshotsRequest,
                 P.ListTopicSnapshotsResponse,
             ),
@@ -239,31 +239,31 @@ class PubSubService:
                 E,
             ),
             "GetSnapshot": (
-                self._unimplemented("GetSnapshot", "snapshots"),
+                self.get_snapshot,
                 P.GetSnapshotRequest,
                 P.Snapshot,
             ),
             "ListSnapshots": (
-                self._unimplemented("ListSnapshots", "snapshots"),
+                self.list_snapshots,
                 P.ListSnapshotsRequest,
                 P.ListSnapshotsResponse,
             ),
             "CreateSnapshot": (
-                self._unimplemented("CreateSnapshot", "snapshots"),
+                self.create_snapshot,
                 P.CreateSnapshotRequest,
                 P.Snapshot,
             ),
             "UpdateSnapshot": (
-                self._unimplemented("UpdateSnapshot", "snapshots"),
+                self.update_snapshot,
                 P.UpdateSnapshotRequest,
                 P.Snapshot,
             ),
             "DeleteSnapshot": (
-                self._unimplemented("DeleteSnapshot", "snapshots"),
+                self.delete_snapshot,
                 P.DeleteSnapshotRequest,
                 E,
             ),
-            "Seek": (self._unimplemented("Seek", "seek"), P.SeekRequest, P.SeekResponse),
+            "Seek": (self.seek, P.SeekRequest, P.SeekResponse),
         }
         return {
             name: RpcMethod(service, name, fn, request, response)
@@ -412,6 +412,58 @@ class PubSubService:
     ) -> empty_pb2.Empty:
         self.broker.delete_subscription(request.subscription)
         return empty_pb2.Empty()
+
+    # ------------------------------------------------------ snapshots, seek
+
+    async def create_snapshot(
+        self, request: pubsub_pb2.CreateSnapshotRequest
+    ) -> pubsub_pb2.Snapshot:
+        view = self.broker.create_snapshot(request.name, request.subscription, dict(request.labels))
+        return translate.snapshot_to_pb(view)
+
+    async def get_snapshot(self, request: pubsub_pb2.GetSnapshotRequest) -> pubsub_pb2.Snapshot:
+        return translate.snapshot_to_pb(self.broker.get_snapshot(request.snapshot))
+
+    async def list_snapshots(
+        self, request: pubsub_pb2.ListSnapshotsRequest
+    ) -> pubsub_pb2.ListSnapshotsResponse:
+        page = self.broker.list_snapshots(request.project, request.page_size, request.page_token)
+        return pubsub_pb2.ListSnapshotsResponse(
+            snapshots=[translate.snapshot_to_pb(s) for s in page.items],
+            next_page_token=page.next_page_token,
+        )
+
+    async def list_topic_snapshots(
+        self, request: pubsub_pb2.ListTopicSnapshotsRequest
+    ) -> pubsub_pb2.ListTopicSnapshotsResponse:
+        page = self.broker.list_topic_snapshots(
+            request.topic, request.page_size, request.page_token
+        )
+        return pubsub_pb2.ListTopicSnapshotsResponse(
+            snapshots=list(page.items), next_page_token=page.next_page_token
+        )
+
+    async def update_snapshot(
+        self, request: pubsub_pb2.UpdateSnapshotRequest
+    ) -> pubsub_pb2.Snapshot:
+        view = self.broker.update_snapshot(
+            translate.snapshot_from_pb(request.snapshot), list(request.update_mask.paths)
+        )
+        return translate.snapshot_to_pb(view)
+
+    async def delete_snapshot(self, request: pubsub_pb2.DeleteSnapshotRequest) -> empty_pb2.Empty:
+        self.broker.delete_snapshot(request.snapshot)
+        return empty_pb2.Empty()
+
+    async def seek(self, request: pubsub_pb2.SeekRequest) -> pubsub_pb2.SeekResponse:
+        target = request.WhichOneof("target")
+        if target == "time":
+            self.broker.seek(
+                request.subscription, time=translate.seconds_of_timestamp(request.time)
+            )
+        else:
+            self.broker.seek(request.subscription, snapshot=request.snapshot)
+        return pubsub_pb2.SeekResponse()
 
     # ------------------------------------------------------------ delivery
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from google.protobuf import duration_pb2
+from google.protobuf import duration_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
 from eoclient._proto import pubsub_pb2
@@ -20,6 +20,7 @@ from eoclient.server_stub.core import (
     ExpirationPolicy,
     NewMessage,
     RetryPolicy,
+    SnapshotView,
     StoredMessage,
     SubscriptionConfig,
     SubscriptionView,
@@ -206,6 +207,34 @@ def merge_subscription_extras(old: bytes, new: bytes, paths: Sequence[str]) -> b
 def merge_topic_extras(old: bytes, new: bytes, paths: Sequence[str]) -> bytes:
     """UpdateTopic of opaque fields (schema_settings, message_storage_policy, ...)."""
     return _merge_extras(pubsub_pb2.Topic, old, new, paths)
+
+
+# ---------------------------------------------------------------- snapshots
+
+
+def seconds_of_timestamp(timestamp: timestamp_pb2.Timestamp) -> float:
+    return timestamp.seconds + timestamp.nanos / 1e9
+
+
+def _set_timestamp(target: timestamp_pb2.Timestamp, seconds: float) -> None:
+    whole = int(seconds // 1)
+    target.seconds = whole
+    target.nanos = min(round((seconds - whole) * 1e9), 999_999_999)
+
+
+def snapshot_to_pb(view: SnapshotView) -> pubsub_pb2.Snapshot:
+    snapshot = pubsub_pb2.Snapshot(name=view.name, topic=view.topic, labels=view.labels)
+    _set_timestamp(snapshot.expire_time, view.expire_time)
+    return snapshot
+
+
+def snapshot_from_pb(snapshot: pubsub_pb2.Snapshot) -> SnapshotView:
+    return SnapshotView(
+        name=snapshot.name,
+        topic=snapshot.topic,
+        expire_time=seconds_of_timestamp(snapshot.expire_time),
+        labels=dict(snapshot.labels),
+    )
 
 
 # ------------------------------------------------------------------ messages

@@ -23,6 +23,15 @@ Subscription policies (wire-contract §1.2, §1.5, §3; the details are in each 
 * retention: a subscription's messages live max(its message_retention_duration, its
   topic's message_retention_duration when set) after publish;
 * expiration: a subscription idle for its expiration_policy.ttl is deleted by ``tick``.
+
+Snapshots and seek (wire-contract §1.2): a snapshot records the subscription's
+unacknowledged messages at creation and the topic's position (the last sequence
+number published); what the topic publishes afterwards goes to a topic log
+(``_TopicLog``) that exists only while a snapshot of the topic pins it. A seek rebuilds
+the subscription's delivery state (``SubscriptionDelivery.reset``): to a time, from
+what the subscription retains (unacked and retained acked messages); to a snapshot,
+from the snapshot's messages and the log after its position. Snapshots expire 7 days
+after the oldest message they retain and are removed by ``tick`` (or on access).
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import base64
 import datetime
 import itertools
 import random
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
@@ -52,6 +62,8 @@ from eoclient.server_stub.core.model import (
     DEFAULT_EXPIRATION_TTL,
     DEFAULT_SUBSCRIPTION_RETENTION,
     DELETED_TOPIC,
+    SNAPSHOT_LIFETIME,
+    SNAPSHOT_MIN_LIFETIME,
     AckReply,
     DeadLetterPolicy,
     Delivery,
@@ -59,6 +71,7 @@ from eoclient.server_stub.core.model import (
     NewMessage,
     Page,
     RetryPolicy,
+    SnapshotView,
     StoredMessage,
     SubscriptionConfig,
     SubscriptionView,
@@ -102,6 +115,26 @@ class _Subscription:
 
 
 @dataclass
+class _Snapshot:
+    name: str
+    topic: str
+    expire_time: float
+    labels: dict[str, str]
+    backlog: dict[int, StoredMessage]  # the subscription's unacked messages at creation
+    position: int  # the last seq published when it was created
+
+    def view(self) -> SnapshotView:
+        return SnapshotView(self.name, self.topic, self.expire_time, dict(self.labels))
+
+
+@dataclass
+class _TopicLog:
+    """What a topic published since its oldest snapshot (seq order); exists while pinned."""
+
+    messages: deque[tuple[int, StoredMessage]] = field(default_factory=deque)
+
+
+@dataclass
 class AckFault:
     """An injected per-message ack/modack failure (test instrument)."""
 
@@ -140,6 +173,9 @@ class Broker:
         self._stream_ids = itertools.count(1)
         self._stream_subscription: dict[int, str] = {}
         self._ack_faults: dict[tuple[str, str], AckFault] = {}
+        self._snapshots: dict[str, _Snapshot] = {}
+        self._logs: dict[str, _TopicLog] = {}  # by topic name, while a snapshot pins it
+        self._last_seq = 0
         self.history = History(enabled=record_history)
 
     def __repr__(self) -> str:
@@ -532,7 +568,10 @@ class Broker:
                 publish_time=now,
                 size=_message_size(new),
             )
-            seq = next(self._seq)
+            seq = self._last_seq = next(self._seq)
+            log = self._logs.get(topic.config.name)
+            if log is not None:
+                log.messages.append((seq, stored))
             for subscription_name in topic.subscriptions:
                 subscription = self._subscriptions[subscription_name]
                 if subscription.filter is not None and not subscription.filter.matches(
@@ -782,6 +821,159 @@ class Broker:
             self._changed(name)
         return AckReply(tuple(confirmed), failures, exactly_once)
 
+    # ============================================================= snapshots
+
+    def create_snapshot(
+        self, name: str, subscription: str, labels: Mapping[str, str] | None = None
+    ) -> SnapshotView:
+        """Capture the subscription's unacked backlog and the topic's position.
+
+        ``name`` may be empty (gRPC): the server assigns one in the subscription's project.
+        The snapshot expires 7 days after the oldest message it retains (now when there
+        is none); refused with FAILED_PRECONDITION when that is less than an hour away.
+        """
+        now = self._clock.now()
+        self._expire_snapshots(now)
+        if not name:
+            project, _ = names.parse(subscription, "subscriptions")
+            name = f"projects/{project}/snapshots/snapshot-{self._rng.getrandbits(64):016x}"
+        names.parse(name, "snapshots")
+        if not subscription:
+            raise InvalidArgument("The snapshot's subscription must be set.")
+        if name in self._snapshots:
+            raise AlreadyExists("Snapshot already exists")
+        source = self._subscription(subscription)
+        source.delivery.advance(now)
+        backlog = dict(source.delivery.unacked())
+        oldest = min((m.publish_time for m in backlog.values()), default=now)
+        expire_time = oldest + SNAPSHOT_LIFETIME
+        if expire_time - now < SNAPSHOT_MIN_LIFETIME:
+            age = now - oldest
+            raise FailedPrecondition(
+                f"The snapshot cannot be created: the oldest unacknowledged message of "
+                f"{subscription} was published {age / 3600:.1f} h ago, so the snapshot would "
+                "expire within an hour (a snapshot expires 7 days after the oldest message it "
+                "retains)."
+            )
+        topic = source.config.topic
+        snapshot = _Snapshot(name, topic, expire_time, dict(labels or {}), backlog, self._last_seq)
+        self._snapshots[name] = snapshot
+        self._logs.setdefault(topic, _TopicLog())
+        return snapshot.view()
+
+    def _expire_snapshots(self, now: float) -> None:
+        expired = [n for n, s in self._snapshots.items() if s.expire_time <= now]
+        for name in expired:
+            self._drop_snapshot(name)
+
+    def _drop_snapshot(self, name: str) -> None:
+        """Forget the snapshot and unpin what only it kept in its topic's log."""
+        topic = self._snapshots.pop(name).topic
+        log = self._logs.get(topic)
+        if log is None:
+            return
+        positions = [s.position for s in self._snapshots.values() if s.topic == topic]
+        if not positions:
+            del self._logs[topic]
+            return
+        floor = min(positions)
+        while log.messages and log.messages[0][0] <= floor:
+            log.messages.popleft()
+
+    def _snapshot(self, name: str) -> _Snapshot:
+        names.parse(name, "snapshots")
+        self._expire_snapshots(self._clock.now())
+        snapshot = self._snapshots.get(name)
+        if snapshot is None:
+            raise NotFound(f"Resource not found (resource={names.short_id(name)}).")
+        return snapshot
+
+    def get_snapshot(self, name: str) -> SnapshotView:
+        return self._snapshot(name).view()
+
+    def list_snapshots(self, project: str, page_size: int, page_token: str) -> Page[SnapshotView]:
+        project_id = names.parse_project(project)
+        self._expire_snapshots(self._clock.now())
+        prefix = f"projects/{project_id}/snapshots/"
+        matching = sorted(n for n in self._snapshots if n.startswith(prefix))
+        page, token = _paginate(matching, page_size, page_token)
+        return Page(tuple(self._snapshots[n].view() for n in page), token)
+
+    def list_topic_snapshots(self, topic: str, page_size: int, page_token: str) -> Page[str]:
+        self._topic(topic)
+        self._expire_snapshots(self._clock.now())
+        matching = sorted(n for n, s in self._snapshots.items() if s.topic == topic)
+        page, token = _paginate(matching, page_size, page_token)
+        return Page(tuple(page), token)
+
+    def update_snapshot(self, snapshot: SnapshotView, paths: Sequence[str]) -> SnapshotView:
+        """Apply ``labels`` and/or ``expire_time`` (field-mask paths) from ``snapshot``."""
+        record = self._snapshot(snapshot.name)
+        if not paths:
+            raise InvalidArgument("The update_mask in the UpdateSnapshotRequest must be set.")
+        labels, expire_time = record.labels, record.expire_time
+        for path in paths:
+            if path == "labels":
+                labels = dict(snapshot.labels)
+            elif path == "expire_time":
+                if snapshot.expire_time <= self._clock.now():
+                    raise InvalidArgument(
+                        "Invalid update_mask provided in the UpdateSnapshotRequest: the "
+                        "expire_time must be in the future."
+                    )
+                expire_time = snapshot.expire_time
+            else:
+                raise InvalidArgument(
+                    f"Invalid update_mask provided in the UpdateSnapshotRequest: {path!r} is "
+                    "not an updatable Snapshot field (labels, expire_time)."
+                )
+        record.labels, record.expire_time = labels, expire_time
+        return record.view()
+
+    def delete_snapshot(self, name: str) -> None:
+        self._snapshot(name)
+        self._drop_snapshot(name)
+
+    # ================================================================== seek
+
+    def seek(self, name: str, *, time: float | None = None, snapshot: str | None = None) -> None:
+        """Seek to a time (retained messages published before it acked, the others
+        unacked; a future time purges) or to a snapshot (its ack state).
+
+        Every ack id issued before is invalid afterwards, and every message left
+        unacked is delivered again.
+        """
+        subscription = self._subscription(name)
+        now = self._clock.now()
+        delivery = subscription.delivery
+        delivery.advance(now)
+        current = delivery.unacked() + delivery.retained.items()
+        if snapshot:
+            record = self._snapshot(snapshot)
+            if record.topic != subscription.config.topic:
+                raise FailedPrecondition(
+                    f"The snapshot {snapshot} retains messages of topic {record.topic}, but "
+                    f"the subscription {name} is attached to topic "
+                    f"{subscription.config.topic}: they must be the same topic."
+                )
+            target = dict(record.backlog)
+            log = self._logs.get(record.topic)
+            for seq, message in log.messages if log is not None else ():
+                if seq > record.position and (
+                    subscription.filter is None or subscription.filter.matches(message.attributes)
+                ):
+                    target[seq] = message
+            unacked = list(target.items())
+            acked = [(seq, m) for seq, m in current if seq not in target]
+        elif time is not None:
+            unacked = [(seq, m) for seq, m in current if m.publish_time >= time]
+            acked = [(seq, m) for seq, m in current if m.publish_time < time]
+        else:
+            raise InvalidArgument("The seek target must be set: a time or a snapshot.")
+        delivery.reset(f"{self._rng.getrandbits(48):012x}", unacked, acked, now)
+        subscription.last_activity = now
+        self._changed(name)
+
     # ============================================================ fault injection
 
     def inject_ack_failure(
@@ -830,6 +1022,7 @@ class Broker:
                     self._changed(name)
         for name in idle:
             self._remove_subscription(name)
+        self._expire_snapshots(now)
 
     def _expires_at(self, subscription: _Subscription, now: float) -> float:
         """When the subscription's expiration policy deletes it (inf: never).
@@ -858,6 +1051,7 @@ class Broker:
             expires = self._expires_at(subscription, now)
             if expires != float("inf"):
                 times.append(expires)
+        times.extend(snapshot.expire_time for snapshot in self._snapshots.values())
         return min(times) if times else None
 
     def has_deliverable(self, name: str) -> bool:

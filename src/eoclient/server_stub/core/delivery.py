@@ -42,6 +42,11 @@ Policies applied here (the broker sets them from the subscription's config):
   nack or expiry instead of going back to waiting.
 * Retained acknowledged messages (``retain_acked``): kept in ``RetainedAcked`` with
   their publish time until retention drops them, for seek to replay.
+
+Seek (``reset``) rebuilds the whole state from the messages the seek leaves unacked
+and the ones it leaves acked, under a new uid: every ack id issued before it stops
+resolving (PERMANENT_FAILURE_INVALID_ACK_ID with exactly-once; ignored otherwise, its
+uid still counts as well formed) and every message made unacked is delivered again.
 """
 
 from __future__ import annotations
@@ -220,6 +225,7 @@ class SubscriptionDelivery:
         self._leases: list[tuple[float, int, int]] = []
         self._keys: dict[str, _KeySequence] = {}
         self._streams: dict[int, StreamFlow] = {}
+        self._former_uids: set[str] = set()  # before each seek: ids still well formed
 
     def __repr__(self) -> str:
         waiting = sum(1 for e in self._entries.values() if e.state is State.WAITING)
@@ -500,7 +506,7 @@ class SubscriptionDelivery:
 
     def is_wellformed(self, ack_id: str) -> bool:
         parts = parse_ack_id(ack_id)
-        return parts is not None and parts.uid == self.uid
+        return parts is not None and (parts.uid == self.uid or parts.uid in self._former_uids)
 
     def first_unacked_before(self, entry: _Entry) -> bool:
         """Ordering + exactly-once: is an earlier message of entry's key still unacked?"""
@@ -595,6 +601,44 @@ class SubscriptionDelivery:
 
     def backlog(self) -> int:
         return len(self._entries)
+
+    def unacked(self) -> list[tuple[int, StoredMessage]]:
+        """(seq, message) of every unacknowledged message (waiting or outstanding)."""
+        return [(seq, entry.message) for seq, entry in self._entries.items()]
+
+    def reset(
+        self,
+        uid: str,
+        unacked: list[tuple[int, StoredMessage]],
+        acked: list[tuple[int, StoredMessage]],
+        now: float,
+    ) -> None:
+        """Seek: ``unacked`` become waiting (deliverable now, in publish order), ``acked``
+        are acknowledged (kept for replay if ``retain_acked``); nothing else remains.
+
+        A new ``uid`` invalidates every ack id issued so far. O(n log n) for n messages.
+        """
+        self._former_uids.add(self.uid)
+        self.uid = uid
+        self._now_hint = now
+        self._entries.clear()
+        self._by_publish.clear()
+        self._ready.clear()
+        self._delayed.clear()
+        self._leases.clear()
+        self._keys.clear()
+        for stream in self._streams.values():
+            stream.outstanding_messages = 0
+            stream.outstanding_bytes = 0
+        self.retained.clear()
+        cutoff = now - self.retention
+        if self.retain_acked:
+            for seq, message in acked:
+                if message.publish_time > cutoff:
+                    self.retained.add(seq, message)
+        for seq, message in sorted(unacked, key=lambda item: item[0]):
+            if message.publish_time > cutoff:
+                self.add(seq, message, now, now)
 
     def set_retain_acked(self, retain: bool) -> None:
         self.retain_acked = retain

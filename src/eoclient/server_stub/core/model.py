@@ -23,6 +23,8 @@ DEFAULT_MAX_DELIVERY_ATTEMPTS = 5
 DEFAULT_MINIMUM_BACKOFF = 10.0
 DEFAULT_MAXIMUM_BACKOFF = 600.0
 DELETED_TOPIC = "_deleted-topic_"
+SNAPSHOT_LIFETIME = 7 * 24 * 3600.0  # from the oldest message a snapshot retains
+SNAPSHOT_MIN_LIFETIME = 3600.0  # CreateSnapshot refuses one that would expire sooner
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,16 @@ class SubscriptionView:
     config: SubscriptionConfig
     state_active: bool = True
     topic_message_retention_duration: float | None = None
+
+
+@dataclass(frozen=True)
+class SnapshotView:
+    """A snapshot as GetSnapshot reports it (``expire_time`` in seconds since the epoch)."""
+
+    name: str
+    topic: str
+    expire_time: float
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
