@@ -54,6 +54,7 @@ from eoclient.server_stub.core.delivery import (
     Forwarder,
     StreamFlow,
     SubscriptionDelivery,
+    parse_ack_id,
 )
 from eoclient.server_stub.core.history import History
 from eoclient.server_stub.core.model import (
@@ -753,9 +754,10 @@ class Broker:
         delivery.advance(now)
         subscription.last_activity = now
         exactly_once = subscription.config.enable_exactly_once_delivery
+        parsed = [parse_ack_id(ack_id) for ack_id in ack_ids]
         if not exactly_once:
-            for ack_id in ack_ids:
-                if not delivery.is_wellformed(ack_id):
+            for ack_id, parts in zip(ack_ids, parsed, strict=True):
+                if not delivery.wellformed_parts(parts):
                     # The real service rejects ids it never issued, even without
                     # exactly-once (the emulator: "Invalid ack id (ack_id=bogus)").
                     raise InvalidArgument(
@@ -764,8 +766,8 @@ class Broker:
         confirmed: list[str] = []
         failures: dict[str, str] = {}
         changed = False
-        for ack_id in ack_ids:
-            entry = delivery.resolve(ack_id)
+        for ack_id, parts in zip(ack_ids, parsed, strict=True):
+            entry = delivery.resolve_parts(parts)
             fault = self._take_fault(name, entry.message.message_id if entry else "", operation)
             if fault:
                 failures[ack_id] = fault
@@ -787,7 +789,7 @@ class Broker:
                 # Without exactly-once an ack of an older delivery still settles the
                 # message (acks are best effort, an expired id may be honoured);
                 # modacks of stale ids are ignored.
-                stale = delivery.lookup_any_generation(ack_id) if operation == "ack" else None
+                stale = delivery.lookup_parts(parts) if operation == "ack" else None
                 self.history.answered(name, stale, ack_id, operation, seconds, now, "")
                 if stale is not None:
                     delivery.ack(stale)

@@ -479,7 +479,10 @@ class SubscriptionDelivery:
 
     def resolve(self, ack_id: str) -> _Entry | None:
         """The entry an ack id currently leases, or None (malformed, stale, expired, acked)."""
-        parts = parse_ack_id(ack_id)
+        return self.resolve_parts(parse_ack_id(ack_id))
+
+    def resolve_parts(self, parts: AckIdParts | None) -> _Entry | None:
+        """``resolve`` for an id already parsed (acks parse each id once)."""
         if parts is None or parts.uid != self.uid:
             return None
         entry = self._entries.get(parts.seq)
@@ -494,7 +497,9 @@ class SubscriptionDelivery:
 
     def lookup_any_generation(self, ack_id: str) -> _Entry | None:
         """The unacked entry an ack id names, whatever delivery it came from."""
-        parts = parse_ack_id(ack_id)
+        return self.lookup_parts(parse_ack_id(ack_id))
+
+    def lookup_parts(self, parts: AckIdParts | None) -> _Entry | None:
         if parts is None or parts.uid != self.uid:
             return None
         entry = self._entries.get(parts.seq)
@@ -505,7 +510,9 @@ class SubscriptionDelivery:
         return entry
 
     def is_wellformed(self, ack_id: str) -> bool:
-        parts = parse_ack_id(ack_id)
+        return self.wellformed_parts(parse_ack_id(ack_id))
+
+    def wellformed_parts(self, parts: AckIdParts | None) -> bool:
         return parts is not None and (parts.uid == self.uid or parts.uid in self._former_uids)
 
     def first_unacked_before(self, entry: _Entry) -> bool:
