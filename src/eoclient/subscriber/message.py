@@ -90,17 +90,22 @@ class Message:
 
     async def ack_with_response(self) -> AcknowledgeStatus:
         """Acknowledge and return the outcome (SUCCESS guarantees no redelivery on EOD)."""
-        return (await _result_of(self._settle("ack"))).status
+        request = self._settle("ack")
+        # Inlined rather than a shared helper coroutine: this is the exactly-once hot path.
+        return (request.result or await request.wait()).status
 
     async def nack_with_response(self) -> AcknowledgeStatus:
-        return (await _result_of(self._settle("nack"))).status
+        request = self._settle("nack")
+        return (request.result or await request.wait()).status
 
     async def modify_ack_deadline_with_response(self, seconds: int) -> AcknowledgeStatus:
-        return (await _result_of(self._extend(seconds))).status
+        request = self._extend(seconds)
+        return (request.result or await request.wait()).status
 
     async def ack_result(self) -> AckResult:
         """Like ``ack_with_response`` but with the server's reason for a failure."""
-        return await _result_of(self._settle("ack"))
+        request = self._settle("ack")
+        return request.result or await request.wait()
 
     def _extend(self, seconds: int) -> AckRequest:
         if not 0 <= seconds <= 600:
@@ -113,9 +118,3 @@ class Message:
         if self._sink is None:
             raise RuntimeError("this message was not received through eoclient")
         return self._sink.extend(self, seconds)
-
-
-async def _result_of(request: AckRequest) -> AckResult:
-    if request.result is not None:
-        return request.result
-    return await request.wait()
