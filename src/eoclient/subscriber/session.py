@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+import math
 import random
 import uuid
 from collections import deque
@@ -41,7 +42,7 @@ from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
 from eoclient.subscriber.acker import Acker, AckMode, AckRequest
 from eoclient.subscriber.flow_control import FlowGate
 from eoclient.subscriber.histogram import LatencyHistogram, bounded_deadline
-from eoclient.subscriber.leases import LeaseTable
+from eoclient.subscriber.leases import LeaseActions, LeaseTable
 from eoclient.subscriber.message import Message
 from eoclient.subscriber.ordering import OrderingGate
 from eoclient.subscriber.settings import (
@@ -72,6 +73,9 @@ ACK_BATCH_LATENCY = 0.0
 # (pipelining with the server's flow control), large enough that the extra loop
 # turn (~5 µs) costs well under 0.1 µs a message.
 YIELD_EVERY_MESSAGES = 100
+# How often requests awaiting a stream confirmation are checked for being late
+# (acker.PROBE_TIMEOUT is 2 s, so a check every 0.5 s notices within a quarter).
+OVERDUE_CHECK_INTERVAL = 0.5
 # After shutdown starts, pending acks get this long to be sent and answered.
 FLUSH_TIMEOUT = 10.0
 # After the client half-closes its stream at shutdown, the server gets this long to
@@ -147,6 +151,8 @@ class StreamingSession:
         self._settled_event = asyncio.Event()
         self._closed_event = asyncio.Event()
         self._handed_since_yield = 0
+        self._lease_check_at = math.inf  # see _due_leases
+        self._overdue_check_at = 0.0
         self._fatal: BaseException | None = None
         self._fatal_reported = False
         self._group: asyncio.TaskGroup | None = None
@@ -279,6 +285,11 @@ class StreamingSession:
         self._out.clear()
 
     async def _hard_stop(self) -> None:
+        if not self._shutdown_nacked:
+            # Cancelled before the graceful path got there: settle what the application
+            # holds, or it would stay counted and leased, and an ack of it arriving
+            # while the tasks wind down would wait for a result nobody sends.
+            self._nack_outstanding()
         self.acker.fail_all("the subscriber was closed before the server answered")
         call = self._call
         self._call = None
@@ -457,6 +468,8 @@ class StreamingSession:
         self._received += len(arrived)
         receipts = [self.acker.submit(m.ack_id, "modack", deadline) for m in arrived]
         self.leases.extended([m.ack_id for m in arrived], deadline, now)
+        if arrived:
+            self._lease_check_soon(now, min(deadline, stream_deadline))
         if self.acker.exactly_once:
             # Hand out only messages whose receipt modack succeeded: an invalid id
             # means the lease is already lost (client-anchors §1.5).
@@ -537,7 +550,9 @@ class StreamingSession:
     def extend(self, message: Message, seconds: int) -> AckRequest:
         if self._fatal is not None or self.state is SessionState.CLOSED:
             return _resolved(message, "modack", "the subscriber is closed or failed")
-        self.leases.extended([message.ack_id], seconds, self.clock.now())
+        now = self.clock.now()
+        self.leases.extended([message.ack_id], seconds, now)
+        self._lease_check_soon(now, seconds)
         return self.acker.submit(message.ack_id, "modack", seconds)
 
     def _forget(self, message: Message) -> None:
@@ -583,14 +598,31 @@ class StreamingSession:
         except Exception as unexpected:
             self._fail(unexpected)
 
+    def _due_leases(self, now: float) -> LeaseActions:
+        """``LeaseTable.due``, but only when something can be due.
+
+        ``due`` and ``next_wakeup`` scan the whole table; the sender wakes for every
+        batch of acks, so it asks them only once ``_lease_check_at`` has come. That
+        time is a lower bound of the next renewal: new leases and shorter modacks
+        pull it earlier (``_lease_check_soon``).
+        """
+        if now < self._lease_check_at:
+            return LeaseActions()
+        actions = self.leases.due(now, self._lease_deadline())
+        wakeup = self.leases.next_wakeup(now)
+        self._lease_check_at = math.inf if wakeup is None else wakeup
+        return actions
+
+    def _lease_check_soon(self, now: float, lease_seconds: float) -> None:
+        # A lease of d seconds is renewed at least d/2 after it starts (leases.py:
+        # renewal_margin is at most half the lease), so now + d/2 is never late.
+        self._lease_check_at = min(self._lease_check_at, now + lease_seconds / 2)
+
     async def _wait_for_work(self) -> None:
         now = self.clock.now()
-        wakeups = [self._last_write + self.stream_settings.keepalive_interval]
-        lease_wakeup = self.leases.next_wakeup(now)
-        if lease_wakeup is not None:
-            wakeups.append(lease_wakeup)
+        wakeups = [self._last_write + self.stream_settings.keepalive_interval, self._lease_check_at]
         if self.acker.awaiting:
-            wakeups.append(now + 0.5)  # look for overdue confirmations
+            wakeups.append(self._overdue_check_at)
         delay = max(0.0, min(wakeups) - now)
         if not self.acker.pending and not self._half_close_due():
             self.acker.wake.clear()
@@ -602,7 +634,7 @@ class StreamingSession:
 
     async def _send_once(self) -> None:
         now = self.clock.now()
-        actions = self.leases.due(now, self._lease_deadline())
+        actions = self._due_leases(now)
         for released in actions.released:
             message = self._out.pop(released.ack_id, None) or self._held.pop(released.ack_id, None)
             for admitted in self.flow.release(released.ack_id):
@@ -613,7 +645,9 @@ class StreamingSession:
                 logger.info("message %s held past max_lease; released", message.message_id)
         for ack_id in actions.extend:
             self.acker.submit(ack_id, "modack", actions.deadline_seconds)
-        self._requeue(self.acker.overdue(now))
+        if now >= self._overdue_check_at:
+            self._overdue_check_at = now + OVERDUE_CHECK_INTERVAL
+            self._requeue(self.acker.overdue(now))
         batch = self.acker.take_pending()
         call = self._call
         if self._half_close:
