@@ -6,11 +6,11 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from eoclient._clock import Clock
+from eoclient._clock import Clock, MonotonicClock
 from eoclient._transport import Endpoint, PubSubTransport, create_channel
 from eoclient.errors import ClosedError
 from eoclient.subscriber.acker import Acker, AckRequest
-from eoclient.subscriber.message import Message
+from eoclient.subscriber.message import Message, message_from_wire
 from eoclient.subscriber.session import StreamingSession, new_client_id, run_handler
 from eoclient.subscriber.settings import (
     AckRetrySettings,
@@ -122,24 +122,8 @@ class SubscriberClient:
                 stream_capable=False,
             )
         )
-        messages = []
-        for received in response.received_messages:
-            pb = received.message
-            messages.append(
-                Message(
-                    data=pb.data,
-                    attributes=dict(pb.attributes),
-                    message_id=pb.message_id,
-                    publish_seconds=pb.publish_time.seconds,
-                    publish_nanos=pb.publish_time.nanos,
-                    ordering_key=pb.ordering_key,
-                    delivery_attempt=received.delivery_attempt,
-                    ack_id=received.ack_id,
-                    size=pb.ByteSize(),
-                    _sink=sink,
-                )
-            )
-        return messages
+        now = (self._clock or MonotonicClock()).now()
+        return [message_from_wire(received, sink, now) for received in response.received_messages]
 
 
 class _UnarySink:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
 from eoclient.subscriber.acker import AckRequest
+
+if TYPE_CHECKING:
+    from eoclient._proto.pubsub_pb2 import ReceivedMessage
 
 
 class _AckSink(Protocol):
@@ -118,3 +121,21 @@ class Message:
         if self._sink is None:
             raise RuntimeError("this message was not received through eoclient")
         return self._sink.extend(self, seconds)
+
+
+def message_from_wire(received: ReceivedMessage, sink: _AckSink, received_at: float) -> Message:
+    """The application's view of one ``google.pubsub.v1.ReceivedMessage``."""
+    pb = received.message
+    return Message(
+        data=pb.data,
+        attributes=dict(pb.attributes) if pb.attributes else {},
+        message_id=pb.message_id,
+        publish_seconds=pb.publish_time.seconds,
+        publish_nanos=pb.publish_time.nanos,
+        ordering_key=pb.ordering_key,
+        delivery_attempt=received.delivery_attempt,
+        ack_id=received.ack_id,
+        size=pb.ByteSize(),
+        received_at=received_at,
+        _sink=sink,
+    )

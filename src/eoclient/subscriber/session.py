@@ -43,7 +43,7 @@ from eoclient.subscriber.acker import Acker, AckMode, AckRequest
 from eoclient.subscriber.flow_control import FlowGate
 from eoclient.subscriber.histogram import LatencyHistogram, bounded_deadline
 from eoclient.subscriber.leases import LeaseActions, LeaseTable
-from eoclient.subscriber.message import Message
+from eoclient.subscriber.message import Message, message_from_wire
 from eoclient.subscriber.ordering import OrderingGate
 from eoclient.subscriber.settings import (
     AckRetrySettings,
@@ -441,20 +441,7 @@ class StreamingSession:
         deadline = int(self._lease_deadline())
         arrived: list[Message] = []
         for received in response.received_messages:
-            pb = received.message
-            message = Message(
-                data=pb.data,
-                attributes=dict(pb.attributes) if pb.attributes else {},
-                message_id=pb.message_id,
-                publish_seconds=pb.publish_time.seconds,
-                publish_nanos=pb.publish_time.nanos,
-                ordering_key=pb.ordering_key,
-                delivery_attempt=received.delivery_attempt,
-                ack_id=received.ack_id,
-                size=pb.ByteSize(),
-                received_at=now,
-                _sink=self,
-            )
+            message = message_from_wire(received, self, now)
             if received.ack_id in self.leases:
                 continue  # a duplicate delivery of a lease we hold
             self.leases.add(
