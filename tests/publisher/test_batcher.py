@@ -240,3 +240,25 @@ def test_batches_respect_limits_preserve_order_and_lose_nothing(
         received.setdefault(batch.ordering_key, []).extend(batch.handles)
     assert received == {key: handles for key, handles in sent.items() if handles}
     assert batcher.pending_messages == 0
+
+
+def test_a_held_key_is_not_due_and_does_not_set_the_deadline() -> None:
+    batcher: Batcher[str, int] = Batcher(BatchSettings(max_messages=10, max_latency=1.0))
+    batcher.add("t", "k", "a", 1, 1, now=0.0)
+    batcher.add("t", "", "b", 2, 1, now=0.5)
+    batcher.hold("t", "k")
+    assert batcher.next_deadline() == 1.5
+    assert [b.ordering_key for b in batcher.due(1.2)] == []
+    assert [b.ordering_key for b in batcher.due(2.0)] == [""]
+    assert batcher.next_deadline() is None
+    batcher.release("t", "k")
+    assert batcher.next_deadline() == 1.0
+    assert [b.messages for b in batcher.due(2.0)] == [("a",)]
+
+
+def test_a_held_batch_still_closes_when_full() -> None:
+    batcher: Batcher[str, int] = Batcher(BatchSettings(max_messages=2, max_latency=0))
+    batcher.hold("t", "k")
+    assert batcher.add("t", "k", "a", 1, 1, now=0.0) == []
+    full = batcher.add("t", "k", "b", 2, 1, now=0.0)
+    assert [b.messages for b in full] == [("a", "b")]

@@ -524,3 +524,24 @@ async def test_cancelling_aclose_propagates_and_still_cleans_up(srv: ReferenceSe
         with pytest.raises(ClosedError):
             future.result()
     assert live_tasks() - before == set()
+
+
+async def test_an_ordering_keys_next_batch_keeps_filling_while_one_is_in_flight(
+    srv: ReferenceServer, spy: Spy
+) -> None:
+    # max_latency=0 would close every one-message batch at once; while the key has a
+    # batch in flight the next one is held open instead, so it leaves full-ish.
+    topic, _ = new_topic(srv)
+    async with client_for(
+        srv,
+        spy,
+        enable_message_ordering=True,
+        batch=BatchSettings(max_messages=100, max_latency=0),
+    ) as client:
+        futures = []
+        for i in range(200):
+            futures.append(client.publish_nowait(topic, f"m{i}".encode(), ordering_key="k"))
+            await asyncio.sleep(0)
+        await asyncio.gather(*futures)
+    assert spy.data_of_key("k") == [f"m{i}".encode() for i in range(200)]
+    assert len(spy.requests) <= 20, f"{len(spy.requests)} Publish calls for 200 messages"

@@ -98,12 +98,14 @@ class Batcher(Generic[M, H]):
 
     ``now`` is the shell's monotonic clock in seconds and must never decrease between
     calls. Thanks to that, open batches are kept in the order they were opened, which
-    is also the order of their deadlines, so :meth:`next_deadline` is O(1) and
-    :meth:`due` touches only the batches it returns.
+    is also the order of their deadlines, so :meth:`next_deadline` is O(1) (plus the
+    held keys it skips) and :meth:`due` touches only the batches it returns (and the
+    held ones).
     """
 
     __slots__ = (
         "_byte_limit",
+        "_held",
         "_last_now",
         "_max_message_size",
         "_open",
@@ -121,6 +123,9 @@ class Batcher(Generic[M, H]):
         self._overheads: dict[str, int] = {}  # topic -> request_overhead(topic)
         self._max_message_size: dict[str, int] = {}  # topic -> max_message_size(topic)
         self._last_now = -float("inf")
+        # Keys whose open batch keeps filling past max_latency: a batch of the key is
+        # in flight, so this one could not be sent yet anyway (see hold()).
+        self._held: set[tuple[str, str]] = set()
 
     def __repr__(self) -> str:
         pending = sum(len(batch.messages) for batch in self._open.values())
@@ -191,26 +196,47 @@ class Batcher(Generic[M, H]):
         return ready
 
     def next_deadline(self) -> float | None:
-        """When the oldest open batch becomes due; ``None`` if none ever will.
+        """When the oldest open batch that is not held becomes due; ``None`` if none will.
 
-        ``None`` when no batch is open, or ``max_latency`` is ``math.inf``.
+        ``None`` when no such batch is open, or ``max_latency`` is ``math.inf``.
         """
-        for batch in self._open.values():
+        for key, batch in self._open.items():
+            if key in self._held:
+                continue
             deadline = batch.opened_at + self._settings.max_latency
             return None if deadline == float("inf") else deadline
         return None
 
+    def hold(self, topic: str, ordering_key: str) -> None:
+        """Let the key's open batch keep filling past ``max_latency`` (until ``release``).
+
+        For ordering keys: while a batch of the key is in flight the next one cannot
+        be sent, so closing it at ``max_latency`` would only queue a half-full batch;
+        the official publisher likewise fills the waiting batch (client-anchors §2).
+        A held batch still closes when it is full.
+        """
+        self._held.add((topic, ordering_key))
+
+    def release(self, topic: str, ordering_key: str) -> None:
+        """End ``hold``: the key's open batch is due again by its ``max_latency``."""
+        self._held.discard((topic, ordering_key))
+
     def due(self, now: float) -> list[Batch[M, H]]:
-        """Close and return every batch whose ``max_latency`` has passed, oldest first."""
+        """Close and return every batch whose ``max_latency`` has passed, oldest first.
+
+        Held batches (``hold``) are skipped; the others are in deadline order, so the
+        scan stops at the first one not due.
+        """
         self._advance(now)
-        ready: list[Batch[M, H]] = []
         latency = self._settings.max_latency
-        while self._open:
-            key, batch = next(iter(self._open.items()))
+        due_keys: list[tuple[str, str]] = []
+        for key, batch in self._open.items():
+            if key in self._held:
+                continue
             if batch.opened_at + latency > now:
                 break
-            ready.append(self._close(key))
-        return ready
+            due_keys.append(key)
+        return [self._close(key) for key in due_keys]
 
     def close(self, topic: str, ordering_key: str) -> Batch[M, H] | None:
         """Close the open batch of one key now, whatever its state; ``None`` if none.

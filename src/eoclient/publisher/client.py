@@ -475,6 +475,10 @@ class PublisherClient:
         for batch in actions.fail:
             self._settle(batch, error=OrderingKeyPausedError(batch.topic, batch.ordering_key))
         for batch in actions.send:
+            if batch.ordering_key:
+                # The key's next batch cannot leave before this one is done: let it
+                # fill instead of closing it half-full at max_latency.
+                self._batcher.hold(batch.topic, batch.ordering_key)
             self._spawn(self._send(batch), f"eoclient-publish {batch.topic}")
 
     async def _send(self, batch: _Batch) -> None:
@@ -543,6 +547,10 @@ class PublisherClient:
     ) -> None:
         """A sent batch is done for good: sequence, resolve, maybe pause its key."""
         actions = self._sequencer.on_batch_done(batch.topic, batch.ordering_key, error is None)
+        if batch.ordering_key and not actions.send:
+            # Nothing of the key in flight any more: its open batch is due as usual.
+            self._batcher.release(batch.topic, batch.ordering_key)
+            self._wake.set()
         paused: list[_Batch] = []
         if error is not None and batch.ordering_key:
             key = (batch.topic, batch.ordering_key)
