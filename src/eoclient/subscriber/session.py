@@ -266,6 +266,10 @@ class StreamingSession:
         receiver = self._receive_task
         if receiver is None or receiver.done():
             return
+        if self._call is None:
+            # Between streams (reconnect backoff, or the next one still opening):
+            # nothing to half-close; _hard_stop cancels the receiver.
+            return
         self._half_close = True
         self.acker.wake.set()
         await asyncio.wait({receiver}, timeout=STREAM_CLOSE_TIMEOUT)
