@@ -144,12 +144,6 @@ class AckFault:
     operations: frozenset[str]
 
 
-@dataclass(frozen=True)
-class _Resolved:
-    ack_id: str
-    failure: str  # "" when the id resolved to a live lease
-
-
 Operation = Literal["ack", "modack"]
 
 
