@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -39,6 +40,8 @@ class SubscriberClient:
         self._clock = clock
         # Stable across reconnects so the server can keep affinity (client-anchors §1.8).
         self.client_id = new_client_id()
+        # Sessions not yet garbage: aclose() closes the ones still open before the channel.
+        self._sessions: weakref.WeakSet[StreamingSession] = weakref.WeakSet()
 
     def __repr__(self) -> str:
         return f"<SubscriberClient {self._endpoint.target}{' closed' if self._closed else ''}>"
@@ -51,8 +54,13 @@ class SubscriberClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the channel. Idempotent."""
+        """Close every session still open (per its shutdown options), then the channel.
+
+        Idempotent.
+        """
         self._closed = True
+        for session in list(self._sessions):
+            await session.aclose()
         transport, self._transport = self._transport, None
         if transport is not None:
             await transport.close()
@@ -76,7 +84,7 @@ class SubscriberClient:
         rng: random.Random | None = None,
     ) -> StreamingSession:
         """A StreamingPull session; use it with ``async with`` and ``async for``."""
-        return StreamingSession(
+        session = StreamingSession(
             self._get_transport(),
             subscription,
             flow_control=flow_control or FlowControl(),
@@ -88,6 +96,8 @@ class SubscriberClient:
             clock=self._clock,
             rng=rng,
         )
+        self._sessions.add(session)
+        return session
 
     async def run(
         self,
