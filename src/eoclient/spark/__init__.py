@@ -1,0 +1,64 @@
+"""PySpark connector: an exactly-once streaming source and a sink (``pip install eoclient[spark]``).
+
+Built on PySpark's pure-Python Data Source API (PySpark >= 4.2); nothing beyond the ``pyspark``
+wheel is needed. ::
+
+    from eoclient.spark import local_session
+
+    spark = local_session()                      # registers the "eoclient" format
+    events = (
+        spark.readStream.format("eoclient")
+        .option("subscription", "projects/p/subscriptions/s")
+        .option("journalPath", "/data/q1/journal")   # next to the query's checkpoint
+        .load()
+    )
+    events.writeStream.format("parquet").option("checkpointLocation", "/data/q1/ckpt") ...
+
+    df.write.format("eoclient").option("topic", "projects/p/topics/t").mode("append").save()
+
+Source options (names are case-insensitive; values are strings):
+
+* ``subscription`` (required): the full subscription name.
+* ``journalPath`` (required): the journal directory. It belongs to ONE checkpoint: keep it next
+  to ``checkpointLocation`` and delete both together.
+* ``endpoint``: ``host:port`` of the server; default ``PUBSUB_EMULATOR_HOST``.
+* ``maxMessagesPerTrigger`` (default 10000): rows per micro-batch (``ReadMaxRows``).
+* ``numPartitions`` (default 2): read tasks per micro-batch.
+* ``pullTimeoutSeconds`` (default 2): how long one ``latestOffset`` pulls at most.
+* ``leaseSeconds`` (default 60): the deadline the lease thread keeps extending to.
+* ``restartGraceSeconds`` (default: the subscription's ack deadline + 2): after a restart, an
+  ``availableNow`` run keeps pulling this long before it concludes the subscription is empty,
+  so messages leased by the crashed run come back in the same run.
+* ``allowAtLeastOnce`` (default false): accept a subscription WITHOUT exactly-once delivery.
+  The result is then **at-least-once**: an acked message can still be redelivered after its
+  batch was pruned from the journal, and it is emitted again.
+* ``dedupe`` (default true): ``false`` emits redeliveries again. Only for the crash tests'
+  negative control; never in a pipeline.
+* ``faultPoints`` / ``faultDir``: crash-test instrumentation (``eoclient.spark._faults``).
+
+Guarantee (with an exactly-once subscription and a batch-idempotent sink such as the file
+sink, or ``foreachBatch`` keyed by batch id): every message reaches the sink exactly once,
+across driver crashes and restarts from the checkpoint. Not supported: async progress tracking
+(``asyncProgressTrackingEnabled``), which breaks the "latestOffset(start) follows the commit of
+start" ordering the early ack relies on.
+
+Sink options: ``topic`` (required), ``endpoint``, and ``idAttribute``: if set, every message
+gets that attribute with a deterministic key (``<queryId>:<batchId>:<partition>:<row>`` when
+streaming), so consumers can drop the duplicates a retried task may publish: the sink is
+at-least-once (Pub/Sub publish is not transactional).
+"""
+
+from __future__ import annotations
+
+try:
+    import pyarrow  # noqa: F401
+    import pyspark  # noqa: F401
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "eoclient.spark needs the spark extra: pip install 'eoclient[spark]'"
+    ) from error
+
+from eoclient.spark.datasource import SCHEMA, EoclientDataSource
+from eoclient.spark.session import local_session, register
+
+__all__ = ["SCHEMA", "EoclientDataSource", "local_session", "register"]

@@ -1,0 +1,36 @@
+"""``EoclientDataSource``: the ``eoclient`` format (source: see ``source``, sink: ``sink``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql.datasource import DataSource
+
+from eoclient.spark.sink import EoclientBatchWriter, EoclientStreamWriter
+from eoclient.spark.source import EoclientStreamReader
+
+# The source's rows (publish_time in UTC, microseconds).
+SCHEMA = (
+    "message_id string, data binary, attributes map<string,string>, ordering_key string, "
+    "publish_time timestamp, delivery_attempt int"
+)
+
+
+class EoclientDataSource(DataSource):
+    """``spark.readStream.format("eoclient")`` and ``df.write[Stream].format("eoclient")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "eoclient"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema: Any) -> EoclientStreamReader:
+        return EoclientStreamReader(self.options)
+
+    def writer(self, schema: Any, overwrite: bool) -> EoclientBatchWriter:
+        return EoclientBatchWriter(self.options)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> EoclientStreamWriter:
+        return EoclientStreamWriter(self.options)

@@ -1,0 +1,372 @@
+"""The streaming source: subscription → DataFrame, exactly once into a file sink.
+
+Design (spark-notes §4, option A: driver pull + offset-keyed journal + ack after commit +
+message_id dedup). Every method but ``read`` runs in Spark's one long-lived source-runner
+process, on the same reader object; there a :class:`_Driver` owns a background asyncio loop,
+the SDK clients and all in-memory state.
+
+* ``latestOffset(start, limit)``: (1) acks every batch ending at or before ``start`` (Spark
+  calls it only after ``commits/<that batch>`` is durable: the *early ack*, needed because
+  ``commit`` lags one batch and never comes for the last batch of an ``availableNow`` run);
+  (2) if a journal file starting at ``start`` exists (a crash after the journal write, before
+  Spark's offset WAL), returns its end; (3) otherwise pulls up to ``limit`` messages, drops
+  message ids already journaled (keeping the redelivery's newer ack id) or awaiting an ack
+  (acking them now), writes the batch atomically to ``batch-<start>-<end>.arrow`` and returns
+  ``{"journal": <epoch>, "seq": end}``.
+* ``partitions`` / ``read`` serve row slices of the journal, so a replay is identical.
+* ``commit(end)``: acks ``seq < end`` with ``ack_with_response``. SUCCESS → never redelivered.
+  Anything else (an expired or superseded ack id, a crash that lost the handle) → the id goes
+  to the durable ``pending`` set: a redelivery is acked and not emitted. Then journal files
+  ``<= end`` are pruned.
+* a lease task on the loop extends a journaled, unacked message to ``leaseSeconds`` whenever
+  less than a third of its deadline is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from eoclient.admin import AdminClient
+from eoclient.spark._faults import fault_point
+from eoclient.spark._journal import JOURNAL_SCHEMA, ROW_SCHEMA, Journal, read_table
+from eoclient.spark._loop import LoopThread
+from eoclient.subscriber import AcknowledgeStatus, Message, SubscriberClient
+
+# Rows an executor gets per Arrow batch; bounds a read task's memory at ~this x message size.
+READ_CHUNK_ROWS = 8192
+# One Pull asks for at most this many messages (the service caps a Pull at 1000).
+PULL_MAX = 1000
+# How often the lease task looks for leases to extend (seconds).
+LEASE_TICK = 1.0
+# Pending ids (committed, ack unconfirmed) are forgotten after this long: the default
+# message retention (7 days), after which the service will not redeliver them either.
+PENDING_TTL_SECONDS = 7 * 24 * 3600.0
+
+
+def _option(options: Mapping[str, str], name: str, default: str | None = None) -> str:
+    value = options.get(name.lower(), default)
+    if value is None:
+        raise ValueError(f'the eoclient source needs .option("{name}", ...)')
+    return value
+
+
+def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
+    return _option(options, name, str(default)).strip().lower() in ("true", "1", "yes")
+
+
+class SourceSettings:
+    """The source's options, parsed once (picklable: plain values only)."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.subscription = _option(options, "subscription")
+        self.journal_path = _option(options, "journalPath")
+        self.endpoint = options.get("endpoint") or None
+        self.max_rows = int(_option(options, "maxMessagesPerTrigger", "10000"))
+        self.num_partitions = int(_option(options, "numPartitions", "2"))
+        self.pull_timeout = float(_option(options, "pullTimeoutSeconds", "2"))
+        self.lease_seconds = int(_option(options, "leaseSeconds", "60"))
+        grace = options.get("restartgraceseconds")
+        self.restart_grace = float(grace) if grace else None
+        self.allow_at_least_once = _flag(options, "allowAtLeastOnce", False)
+        # Only for the negative control of the crash tests: emit redeliveries again.
+        self.dedupe = _flag(options, "dedupe", True)
+        # Crash-test instrumentation (eoclient.spark._faults).
+        self.fault_points = options.get("faultpoints") or None
+        self.fault_dir = options.get("faultdir") or None
+        if self.max_rows < 1 or self.num_partitions < 1:
+            raise ValueError("maxMessagesPerTrigger and numPartitions must be >= 1")
+        if not 10 <= self.lease_seconds <= 600:
+            raise ValueError("leaseSeconds must be in 10..600")
+
+
+class _Driver:
+    """The source-runner side. Every coroutine runs on ``loop``; state is touched only there."""
+
+    def __init__(self, settings: SourceSettings) -> None:
+        self.settings = settings
+        self.journal = Journal(settings.journal_path)
+        restarted = any(self.journal.directory.iterdir())
+        self.epoch = self.journal.epoch()
+        self.loop = LoopThread("eoclient-spark-source")
+        self.client: SubscriberClient | None = None
+        # Journaled and not yet settled: message id → seq, and its newest delivery (None when
+        # an earlier run pulled it: that ack id is unknown, a redelivery brings a new one).
+        self.seq_of: dict[str, int] = {}
+        self.handle: dict[str, Message | None] = {}
+        # When the lease of each live handle runs out (monotonic; an estimate from below).
+        self.expires: dict[str, float] = {}
+        self.ack_deadline = 10.0
+        state = self.journal.load_state()
+        self.pending: dict[str, float] = dict(state.get("pending", {}))
+        for f in self.journal.files():
+            ids = read_table(str(f.path)).column("message_id").to_pylist()
+            for offset, message_id in enumerate(ids):
+                self.seq_of[message_id] = f.start + offset
+                self.handle[message_id] = None
+        self.available_now = False
+        self.cutoff: datetime.datetime | None = None
+        self.grace_until = 0.0
+        self._restarted = restarted
+        self._lease_task: asyncio.Task[None] | None = None
+        self.loop.run(self._start())
+
+    async def _start(self) -> None:
+        self.client = SubscriberClient(self.settings.endpoint)
+        async with AdminClient(self.settings.endpoint) as admin:
+            subscription = await admin.get_subscription(self.settings.subscription)
+        if not subscription.enable_exactly_once_delivery and not self.settings.allow_at_least_once:
+            raise ValueError(
+                f"{self.settings.subscription} does not have exactly-once delivery: the "
+                "eoclient source is exactly-once only on such subscriptions. Enable it, or set "
+                '.option("allowAtLeastOnce", "true") to accept at-least-once results.'
+            )
+        self.ack_deadline = float(subscription.ack_deadline_seconds or 10)
+        grace = self.settings.restart_grace
+        if grace is None:
+            grace = self.ack_deadline + 2.0
+        if self._restarted:
+            self.grace_until = time.monotonic() + grace
+        self._lease_task = asyncio.get_running_loop().create_task(self._extend_leases())
+
+    # ------------------------------------------------------------------- leases
+
+    async def _extend_leases(self) -> None:
+        """Extend a lease once less than a third of the ack deadline is left: a batch that
+        Spark commits quickly is acked with no modack at all (each one is an RPC)."""
+        margin = max(2.0, self.ack_deadline / 3)
+        while True:
+            await asyncio.sleep(LEASE_TICK)
+            now = time.monotonic()
+            for message_id, expires in list(self.expires.items()):
+                message = self.handle.get(message_id)
+                if message is not None and expires - now < margin:
+                    with contextlib.suppress(Exception):
+                        message.modify_ack_deadline(self.settings.lease_seconds)
+                    self.expires[message_id] = now + self.settings.lease_seconds
+
+    # ---------------------------------------------------------------- settling
+
+    def due(self, upto: int) -> int:
+        """How many journaled messages ``settle(upto)`` would ack (runs on any thread: reads)."""
+        return sum(1 for seq in list(self.seq_of.values()) if seq < upto)
+
+    async def settle(self, upto: int) -> None:
+        """Ack every journaled message with ``seq < upto`` (its batch is committed)."""
+        ids = [message_id for message_id, seq in self.seq_of.items() if seq < upto]
+        if ids:
+            handles = [self.handle[message_id] for message_id in ids]
+            statuses = await asyncio.gather(
+                *(_ack(message) for message in handles if message is not None)
+            )
+            results = iter(statuses)
+            now = time.time()
+            for message_id, message in zip(ids, handles, strict=True):
+                if message is None or next(results) is not AcknowledgeStatus.SUCCESS:
+                    self.pending[message_id] = now
+                del self.seq_of[message_id]
+                del self.handle[message_id]
+                self.expires.pop(message_id, None)
+            self._save_state()
+        self.journal.prune(upto)
+
+    def _save_state(self) -> None:
+        horizon = time.time() - PENDING_TTL_SECONDS
+        self.pending = {k: t for k, t in self.pending.items() if t >= horizon}
+        self.journal.save_state({"pending": self.pending})
+
+    # ------------------------------------------------------------------ pulling
+
+    async def pull_batch(self, start: int, max_rows: int) -> int:
+        """Pull, dedupe and journal up to ``max_rows`` messages; the new end (or ``start``)."""
+        assert self.client is not None
+        batch: dict[str, Message] = {}
+        redelivered_pending: list[Message] = []
+        pulled_at = time.monotonic()
+        deadline = pulled_at + self.settings.pull_timeout
+        while len(batch) < max_rows:
+            received = await self.client.pull(
+                self.settings.subscription, min(PULL_MAX, max_rows - len(batch))
+            )
+            for message in received:
+                self._admit(message, batch, redelivered_pending)
+            now = time.monotonic()
+            if not received:
+                in_grace = self.available_now and now < self.grace_until
+                if batch or not in_grace:
+                    break
+            elif now >= deadline:
+                break
+        if redelivered_pending:
+            statuses = await asyncio.gather(*(_ack(m) for m in redelivered_pending))
+            for message, status in zip(redelivered_pending, statuses, strict=True):
+                if status is AcknowledgeStatus.SUCCESS:
+                    self.pending.pop(message.message_id, None)
+            self._save_state()
+        if not batch:
+            return start
+        messages = list(batch.values())
+        end = start + len(messages)
+        self.journal.write(start, _to_table(messages, start))
+        for seq, message in enumerate(messages, start):
+            self.seq_of[message.message_id] = seq
+            self.handle[message.message_id] = message
+            self.expires[message.message_id] = pulled_at + self.ack_deadline
+        return end
+
+    def _admit(
+        self, message: Message, batch: dict[str, Message], redelivered_pending: list[Message]
+    ) -> None:
+        message_id = message.message_id
+        if self.settings.dedupe:
+            if message_id in self.pending:
+                redelivered_pending.append(message)  # committed earlier: ack, don't emit
+                return
+            if message_id in self.seq_of:
+                self.handle[message_id] = message  # journaled: keep the newest ack id
+                self.expires[message_id] = time.monotonic() + self.ack_deadline
+                return
+        if message_id in batch:
+            batch[message_id] = message
+            return
+        if self.cutoff is not None and message.publish_time > self.cutoff:
+            message.nack()  # availableNow: published after the run started
+            return
+        batch[message_id] = message
+
+
+async def _ack(message: Message) -> AcknowledgeStatus:
+    try:
+        return await message.ack_with_response()
+    except Exception:  # a broken channel: treat as unconfirmed (pending)
+        return AcknowledgeStatus.OTHER
+
+
+def _to_table(messages: Sequence[Message], start: int) -> pa.Table:
+    return pa.Table.from_pydict(
+        {
+            "message_id": [m.message_id for m in messages],
+            "data": [bytes(m.data) for m in messages],
+            "attributes": [list(m.attributes.items()) for m in messages],
+            "ordering_key": [m.ordering_key for m in messages],
+            "publish_time": [
+                m.publish_seconds * 1_000_000 + m.publish_nanos // 1000 for m in messages
+            ],
+            "delivery_attempt": [m.delivery_attempt for m in messages],
+            "seq": list(range(start, start + len(messages))),
+        },
+        schema=JOURNAL_SCHEMA,
+    )
+
+
+class EoclientStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """See the module docstring. Constructed in the source runner and in planner processes;
+    pickled to executors for ``read`` (where ``__init__`` does not run), so it opens nothing
+    until a driver-side method is first called."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.settings = SourceSettings(options)
+        self._driver: _Driver | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"settings": self.settings, "_driver": None}
+
+    def _get_driver(self) -> _Driver:
+        if self._driver is None:
+            self._driver = _Driver(self.settings)
+        return self._driver
+
+    def _seq(self, offset: Mapping[str, Any], driver: _Driver) -> int:
+        if offset.get("journal") != driver.epoch:
+            raise RuntimeError(
+                f"offset {dict(offset)} is not from the journal in {driver.journal.directory} "
+                f"(epoch {driver.epoch}): journalPath must stay with its checkpoint"
+            )
+        return int(offset["seq"])
+
+    # ------------------------------------------------------------- Spark's API
+
+    def initialOffset(self) -> dict[str, Any]:
+        # Called twice in a fresh run: the epoch is persisted, so both answers agree.
+        return {"journal": self._get_driver().epoch, "seq": 0}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.settings.max_rows)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        driver = self._get_driver()
+        driver.available_now = True
+        driver.cutoff = datetime.datetime.now(datetime.UTC)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        driver = self._get_driver()
+        start_seq = self._seq(start, driver)
+        # Spark calls this only once the batch ending at `start` is in its commit log.
+        self._settle(driver, start_seq)
+        existing = driver.journal.starting_at(start_seq)
+        if existing is not None:  # journaled before a crash, before Spark's offset WAL
+            return {"journal": driver.epoch, "seq": existing.end}
+        max_rows = self.settings.max_rows
+        if isinstance(limit, ReadMaxRows):
+            max_rows = limit.max_rows
+        elif isinstance(limit, ReadAllAvailable):
+            max_rows = self.settings.max_rows
+        end = driver.loop.run(driver.pull_batch(start_seq, max_rows))
+        if end != start_seq:
+            fault_point("after_journal", self.settings.fault_points, self.settings.fault_dir)
+        return {"journal": driver.epoch, "seq": end}
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return None
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        driver = self._get_driver()
+        start_seq, end_seq = self._seq(start, driver), self._seq(end, driver)
+        if start_seq >= end_seq:
+            return []
+        parts: list[InputPartition] = []
+        for f in driver.journal.covering(start_seq, end_seq):
+            low, high = max(start_seq, f.start), min(end_seq, f.end)
+            rows = high - low
+            size = -(-rows // self.settings.num_partitions)
+            for offset in range(low - f.start, high - f.start, size):
+                length = min(size, high - f.start - offset)
+                parts.append(InputPartition((str(f.path), offset, length)))
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        path, offset, length = partition.value
+        fault_point("read", self.settings.fault_points, self.settings.fault_dir)
+        table = read_table(path).slice(offset, length).select(ROW_SCHEMA.names)
+        yield from table.cast(ROW_SCHEMA).to_batches(max_chunksize=READ_CHUNK_ROWS)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        driver = self._get_driver()
+        self._settle(driver, self._seq(end, driver))
+
+    def _settle(self, driver: _Driver, upto: int) -> None:
+        if driver.due(upto):
+            fault_point("before_ack", self.settings.fault_points, self.settings.fault_dir)
+        driver.loop.run(driver.settle(upto))
+
+    def stop(self) -> None:
+        # Rarely called (the JVM usually kills this process): nothing relies on it.
+        driver, self._driver = self._driver, None
+        if driver is not None:
+            if driver.client is not None:
+                with contextlib.suppress(Exception):
+                    driver.loop.run(driver.client.aclose(), timeout=5.0)
+            driver.loop.close()
