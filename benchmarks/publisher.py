@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _server import start_server  # benchmarks/ is on sys.path when run as a script
+
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD = b"x" * 100
 YIELD_EVERY = 100  # eoclient: messages between two yields to the event loop
@@ -183,20 +185,6 @@ def run_scenario(
     return result
 
 
-def _start_server() -> tuple[subprocess.Popen[str], str]:
-    server = subprocess.Popen(
-        [sys.executable, "-m", "eoclient.cli", "serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert server.stdout is not None
-    for line in server.stdout:
-        if line.startswith("export PUBSUB_EMULATOR_HOST="):
-            return server, line.strip().split("=", 1)[1]
-    server.wait(timeout=10)
-    raise RuntimeError("eoclient serve exited before printing its address")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     sub = parser.add_subparsers(dest="command")
@@ -231,7 +219,7 @@ def main() -> int:
         profile_main(options)
         return 0
 
-    server, address = _start_server()
+    server, address = start_server()
     try:
         if options.profile:
             run_scenario(

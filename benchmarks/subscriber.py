@@ -30,6 +30,8 @@ import threading
 import time
 from pathlib import Path
 
+from _server import start_server  # benchmarks/ is on sys.path when run as a script
+
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD = b"x" * 100
 PUBLISH_BATCH = 1000
@@ -213,18 +215,8 @@ def main() -> int:
         consume_main(options)
         return 0
 
-    server = subprocess.Popen(
-        [sys.executable, "-m", "eoclient.cli", "serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    server, address = start_server()
     try:
-        address = ""
-        assert server.stdout is not None
-        for line in server.stdout:
-            if line.startswith("export PUBSUB_EMULATOR_HOST="):
-                address = line.strip().split("=", 1)[1]
-                break
         rows = []
         for index, (client, eod) in enumerate(
             [("eoclient", False), ("official", False), ("eoclient", True), ("official", True)]
