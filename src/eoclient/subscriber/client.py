@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from eoclient._clock import Clock, MonotonicClock
 from eoclient._transport import Endpoint, PubSubTransport, create_channel
 from eoclient.errors import ClosedError
+from eoclient.subscriber.ack_results import AckResult
 from eoclient.subscriber.acker import Acker, AckRequest
 from eoclient.subscriber.message import Message, message_from_wire
 from eoclient.subscriber.session import StreamingSession, new_client_id, run_handler
 from eoclient.subscriber.settings import (
+    MAX_ACK_DEADLINE,
     AckRetrySettings,
     FlowControl,
     LeaseSettings,
     ShutdownOptions,
     StreamSettings,
 )
+
+# aclose() gives settlements of pulled messages still in flight this long to finish
+# (as the streaming session's FLUSH_TIMEOUT).
+SETTLE_TIMEOUT = 10.0
 
 
 class SubscriberClient:
@@ -42,6 +49,11 @@ class SubscriberClient:
         self.client_id = new_client_id()
         # Sessions not yet garbage: aclose() closes the ones still open before the channel.
         self._sessions: weakref.WeakSet[StreamingSession] = weakref.WeakSet()
+        # pull(): one unary sink per subscription and retry settings, and the unary
+        # settlement tasks still running (referenced here: an unreferenced task may be
+        # garbage-collected mid-flight; aclose() waits for them).
+        self._unary_sinks: dict[tuple[str, AckRetrySettings], _UnarySink] = {}
+        self._settling: set[asyncio.Task[None]] = set()
 
     def __repr__(self) -> str:
         return f"<SubscriberClient {self._endpoint.target}{' closed' if self._closed else ''}>"
@@ -61,6 +73,15 @@ class SubscriberClient:
         self._closed = True
         for session in list(self._sessions):
             await session.aclose()
+        for sink in self._unary_sinks.values():
+            sink.flush()  # settled in this turn of the loop, not yet sent
+        if self._settling:
+            # Settlements of pulled messages still in flight finish first (bounded).
+            _, late = await asyncio.wait(set(self._settling), timeout=SETTLE_TIMEOUT)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late)
         transport, self._transport = self._transport, None
         if transport is not None:
             await transport.close()
@@ -120,45 +141,119 @@ class SubscriberClient:
         *,
         ack_retry: AckRetrySettings | None = None,
     ) -> list[Message]:
-        """One unary Pull. The messages are not leased: settle them before the deadline."""
+        """One unary Pull. The messages are not leased: settle them before the deadline.
+
+        Their acks, nacks and modacks go by unary call; all those made in one turn of the
+        event loop (a loop over the messages, or a ``gather`` of ``ack_with_response()``)
+        share one call per operation (2,500 ids a call), not one call each.
+        """
         transport = self._get_transport()
         response = await transport.pull(subscription, max_messages)
-        sink = _UnarySink(
-            Acker(
-                subscription,
-                transport,
-                ack_retry or AckRetrySettings(),
-                exactly_once=True,
-                stream_capable=False,
-            )
-        )
+        sink = self._unary_sink(subscription, ack_retry or AckRetrySettings())
         now = (self._clock or MonotonicClock()).now()
         return [message_from_wire(received, sink, now) for received in response.received_messages]
 
+    async def acknowledge(
+        self,
+        subscription: str,
+        ack_ids: Iterable[str],
+        *,
+        ack_retry: AckRetrySettings | None = None,
+    ) -> dict[str, AckResult]:
+        """Acknowledge deliveries by ack id; the result of each distinct id.
+
+        For ack ids kept from earlier (a journal, another process): on an exactly-once
+        subscription SUCCESS means the message will not be delivered again, and
+        INVALID_ACK_ID that the delivery is no longer current (expired, superseded by a
+        redelivery, or already acked). Transient failures are retried per ``ack_retry``.
+        Without exactly-once the server does not check ids: every id reports SUCCESS.
+        """
+        return await self._settle_by_id(subscription, ack_ids, "ack", 0, ack_retry)
+
+    async def modify_ack_deadline(
+        self,
+        subscription: str,
+        ack_ids: Iterable[str],
+        seconds: int,
+        *,
+        ack_retry: AckRetrySettings | None = None,
+    ) -> dict[str, AckResult]:
+        """Set the deadline of deliveries, by ack id, to ``seconds`` from now (0..600).
+
+        ``0`` releases them for redelivery now (a nack). The result of each distinct id,
+        as for :meth:`acknowledge`.
+        """
+        if not 0 <= seconds <= MAX_ACK_DEADLINE:
+            raise ValueError(
+                f"modify_ack_deadline: seconds must be in 0..{MAX_ACK_DEADLINE}, got {seconds}"
+            )
+        operation = "nack" if seconds == 0 else "modack"
+        return await self._settle_by_id(subscription, ack_ids, operation, seconds, ack_retry)
+
+    async def _settle_by_id(
+        self,
+        subscription: str,
+        ack_ids: Iterable[str],
+        operation: str,
+        seconds: int,
+        ack_retry: AckRetrySettings | None,
+    ) -> dict[str, AckResult]:
+        self._get_transport()  # a closed client refuses (ClosedError)
+        requests = [AckRequest(ack_id, operation, seconds) for ack_id in dict.fromkeys(ack_ids)]
+        if requests:
+            acker = self._unary_sink(subscription, ack_retry or AckRetrySettings()).acker
+            await acker.send_unary(requests)
+        results: dict[str, AckResult] = {}
+        for request in requests:
+            assert request.result is not None  # send_unary resolves every request
+            results[request.ack_id] = request.result
+        return results
+
+    def _unary_sink(self, subscription: str, ack_retry: AckRetrySettings) -> _UnarySink:
+        key = (subscription, ack_retry)
+        sink = self._unary_sinks.get(key)
+        if sink is None:
+            acker = Acker(
+                subscription,
+                self._get_transport(),
+                ack_retry,
+                exactly_once=True,
+                stream_capable=False,
+            )
+            sink = self._unary_sinks[key] = _UnarySink(acker, self._settling)
+        return sink
+
 
 class _UnarySink:
-    """Settles pulled messages by unary calls, one call per settlement."""
+    """Settles pulled messages by unary calls, one batch per event-loop turn.
 
-    def __init__(self, acker: Acker) -> None:
+    The first settlement of a turn schedules a flush with ``call_soon``; everything
+    settled before the flush runs (the rest of that turn) goes in the same
+    ``send_unary`` batch, which makes one call per operation and deadline.
+    """
+
+    def __init__(self, acker: Acker, tasks: set[asyncio.Task[None]]) -> None:
         self.acker = acker
+        self._tasks = tasks
+        self._batch: list[AckRequest] = []
 
-    def settle(self, message: Message, operation: str, seconds: int) -> Any:
-        return self._send(message.ack_id, operation, seconds)
+    def settle(self, message: Message, operation: str, seconds: int) -> AckRequest:
+        return self._queue(AckRequest(message.ack_id, operation, seconds))
 
-    def extend(self, message: Message, seconds: int) -> Any:
-        return self._send(message.ack_id, "modack", seconds)
+    def extend(self, message: Message, seconds: int) -> AckRequest:
+        return self._queue(AckRequest(message.ack_id, "modack", seconds))
 
-    def _send(self, ack_id: str, operation: str, seconds: int) -> Any:
-        import asyncio
-
-        loop = asyncio.get_running_loop()
-        request = AckRequest(ack_id, operation, seconds)
-        task = loop.create_task(self.acker.send_unary([request]))
-        _PENDING.add(task)
-        task.add_done_callback(_PENDING.discard)
+    def _queue(self, request: AckRequest) -> AckRequest:
+        if not self._batch:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._batch.append(request)
         return request
 
-
-# Unary settlements of pulled messages run as tasks referenced here until done
-# (an unreferenced task may be garbage-collected mid-flight).
-_PENDING: set[Any] = set()
+    def flush(self) -> None:
+        """Send what was settled since the last flush (the scheduled one, or aclose)."""
+        batch, self._batch = self._batch, []
+        if not batch:
+            return
+        task = asyncio.get_running_loop().create_task(self.acker.send_unary(batch))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
