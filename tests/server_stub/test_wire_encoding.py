@@ -1,4 +1,4 @@
-"""The hand-written StreamingPull encoding parses exactly like the protobuf-built one."""
+"""The hand-written StreamingPull and Pull encodings parse exactly like the protobuf-built ones."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from eoclient.server_stub import translate
 from eoclient.server_stub.core.model import Delivery, StoredMessage
 from eoclient.server_stub.wire_encoding import (
     encode_properties,
+    encode_pull_response,
     encode_received_message,
     encode_streaming_response,
     varint,
@@ -47,6 +48,19 @@ def test_encoding_matches_protobuf(
     expected.subscription_properties.exactly_once_delivery_enabled = exactly_once
     expected.subscription_properties.message_ordering_enabled = ordering
     assert pubsub_pb2.StreamingPullResponse.FromString(encoded) == expected
+
+
+@given(
+    deliveries=st.lists(
+        st.tuples(st.text(min_size=1, max_size=40), _messages, st.integers(0, 200)), max_size=5
+    )
+)
+def test_pull_encoding_matches_protobuf(deliveries: list[tuple[str, StoredMessage, int]]) -> None:
+    encoded = encode_pull_response(encode_received_message(a, m, n) for a, m, n in deliveries)
+    expected = pubsub_pb2.PullResponse(
+        received_messages=[translate.received_message(Delivery(a, m, n)) for a, m, n in deliveries]
+    )
+    assert pubsub_pb2.PullResponse.FromString(encoded) == expected
 
 
 @given(st.integers(min_value=0, max_value=2**63 - 1))

@@ -31,7 +31,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from eoclient._proto import pubsub_pb2
 from eoclient.errors import InvalidArgument, RpcError, Unimplemented, rpc_error_class
 from eoclient.server_stub import translate, wire_encoding
-from eoclient.server_stub.core import AckReply, Broker
+from eoclient.server_stub.core import AckReply, Broker, Delivery
 from eoclient.server_stub.faults import InjectedStatus, RpcFaults
 
 logger = logging.getLogger("eoclient.server_stub.grpc")
@@ -176,11 +176,17 @@ class PubSubService:
 
     # ------------------------------------------------------------ plumbing
 
-    async def call(self, method: str, request: Message) -> Message:
+    async def call(
+        self,
+        method: str,
+        request: Message,
+        handler: Callable[[Any], Awaitable[Any]] | None = None,
+    ) -> Any:
         """Run the unary RPC ``method`` (e.g. ``"Publish"``) for either door.
 
         Injected faults for ``method`` come first; failures raise ``RpcError`` (an
-        ``ExactlyOnceAckFailure`` for exactly-once ack failures).
+        ``ExactlyOnceAckFailure`` for exactly-once ack failures). ``handler`` replaces
+        the method's own for one door (the gRPC door's pre-encoded Pull).
         """
         rpc = self.methods.get(method)
         if rpc is None:
@@ -188,7 +194,7 @@ class PubSubService:
         injected = self.faults.take(method)
         if injected is not None:
             raise rpc_error_class(injected.code)(injected.message)
-        return await rpc.handler(request)
+        return await (handler or rpc.handler)(request)
 
     def _method_table(self) -> dict[str, RpcMethod]:
         P = pubsub_pb2
@@ -284,6 +290,11 @@ class PubSubService:
                 if rpc.service == service
             }
             if service == "Subscriber":
+                methods["Pull"] = grpc.unary_unary_rpc_method_handler(
+                    self._grpc_handler("Pull", self.pull_encoded),
+                    request_deserializer=pubsub_pb2.PullRequest.FromString,
+                    response_serializer=_serialize_streaming_response,
+                )
                 methods["StreamingPull"] = grpc.stream_stream_rpc_method_handler(
                     self.streaming_pull,
                     request_deserializer=pubsub_pb2.StreamingPullRequest.FromString,
@@ -294,10 +305,12 @@ class PubSubService:
             )
         return handlers
 
-    def _grpc_handler(self, method: str) -> GrpcHandler:
+    def _grpc_handler(
+        self, method: str, door_handler: Callable[[Any], Awaitable[Any]] | None = None
+    ) -> GrpcHandler:
         async def handler(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             try:
-                return await self.call(method, request)
+                return await self.call(method, request, door_handler)
             except ExactlyOnceAckFailure as error:
                 # The Status repeats the call's code and message exactly (wire-contract §1.6).
                 await context.abort(
@@ -468,6 +481,21 @@ class PubSubService:
     # ------------------------------------------------------------ delivery
 
     async def pull(self, request: pubsub_pb2.PullRequest) -> pubsub_pb2.PullResponse:
+        deliveries = await self._pull_deliveries(request)
+        return pubsub_pb2.PullResponse(
+            received_messages=[translate.received_message(d) for d in deliveries]
+        )
+
+    async def pull_encoded(self, request: pubsub_pb2.PullRequest) -> bytes:
+        """``pull`` for the gRPC door: the PullResponse encoded straight to bytes, as
+        StreamingPull deliveries are (wire_encoding; the REST door needs the protobuf)."""
+        deliveries = await self._pull_deliveries(request)
+        return wire_encoding.encode_pull_response(
+            wire_encoding.encode_received_message(d.ack_id, d.message, d.delivery_attempt)
+            for d in deliveries
+        )
+
+    async def _pull_deliveries(self, request: pubsub_pb2.PullRequest) -> list[Delivery]:
         deliveries = self.broker.pull(request.subscription, request.max_messages)
         if not deliveries and not request.return_immediately:
             event = asyncio.Event()
@@ -481,9 +509,7 @@ class PubSubService:
                 if not waiters:
                     self._pull_waiters.pop(request.subscription, None)
             deliveries = self.broker.pull(request.subscription, request.max_messages)
-        return pubsub_pb2.PullResponse(
-            received_messages=[translate.received_message(d) for d in deliveries]
-        )
+        return deliveries
 
     async def acknowledge(self, request: pubsub_pb2.AcknowledgeRequest) -> empty_pb2.Empty:
         reply = self.broker.acknowledge(request.subscription, list(request.ack_ids))
@@ -703,8 +729,9 @@ class _StreamSession:
         return True
 
 
-def _serialize_streaming_response(response: pubsub_pb2.StreamingPullResponse | bytes) -> bytes:
-    # Deliveries arrive already encoded (wire_encoding); confirmations are protobufs.
+def _serialize_streaming_response(response: Message | bytes) -> bytes:
+    # Deliveries (StreamingPull's and Pull's) arrive already encoded (wire_encoding);
+    # confirmations are protobufs.
     if isinstance(response, bytes):
         return response
     return response.SerializeToString()

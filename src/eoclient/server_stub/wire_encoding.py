@@ -11,7 +11,8 @@ Encoding rules (protobuf wire format): a field is ``tag = number << 3 | wire typ
 fields with default values are omitted. Field numbers: google.pubsub.v1
 PubsubMessage {1 data, 2 attributes (map entries {1 key, 2 value}), 3 message_id,
 4 publish_time (Timestamp {1 seconds, 2 nanos}), 5 ordering_key}; ReceivedMessage
-{1 ack_id, 2 message, 3 delivery_attempt}; StreamingPullResponse {1
+{1 ack_id, 2 message, 3 delivery_attempt}; PullResponse {1 received_messages};
+StreamingPullResponse {1
 received_messages, 4 subscription_properties {1 exactly_once_delivery_enabled,
 2 message_ordering_enabled}}.
 """
@@ -100,6 +101,11 @@ def encode_received_message(ack_id: str, message: StoredMessage, delivery_attemp
 def encode_properties(exactly_once: bool, ordering: bool) -> bytes:
     body = (b"\x08\x01" if exactly_once else b"") + (b"\x10\x01" if ordering else b"")
     return _field(b"\x22", body)
+
+
+def encode_pull_response(received: Iterable[bytes]) -> bytes:
+    """A PullResponse (field 1, received_messages) from encoded ReceivedMessages."""
+    return b"".join(_field(b"\x0a", item) for item in received)
 
 
 def encode_streaming_response(received: Iterable[bytes], properties: bytes) -> bytes:
