@@ -21,6 +21,7 @@ def _rows(start: int, count: int) -> object:
             "publish_time": [1_700_000_000_000_000] * count,
             "delivery_attempt": [1] * count,
             "seq": list(range(start, start + count)),
+            "ack_id": [f"ack-{i}" for i in range(start, start + count)],
         },
         schema=JOURNAL_SCHEMA,
     )

@@ -136,6 +136,8 @@ def run_stream(spark: Any, subscription: str, work: Path, **options: str) -> Non
         .start()
     )
     query.awaitTermination(120)
+    if query.exception() is not None:
+        raise query.exception()
 
 
 class Driver:

@@ -20,8 +20,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.ipc
 
-# The rows of the DataFrame (the order and types Spark expects: to_arrow_schema(SCHEMA)) and
-# the dense sequence number that offsets count.
+# The rows of the DataFrame (the order and types Spark expects: to_arrow_schema(SCHEMA)), the
+# dense sequence number that offsets count, and the ack id of the delivery that was journaled
+# (after a restart, the journaled messages are acked and leased with it, no redelivery needed).
 ROW_FIELDS = [
     pa.field("message_id", pa.string()),
     pa.field("data", pa.binary()),
@@ -30,7 +31,9 @@ ROW_FIELDS = [
     pa.field("publish_time", pa.timestamp("us", tz="UTC")),
     pa.field("delivery_attempt", pa.int32()),
 ]
-JOURNAL_SCHEMA = pa.schema([*ROW_FIELDS, pa.field("seq", pa.int64())])
+JOURNAL_SCHEMA = pa.schema(
+    [*ROW_FIELDS, pa.field("seq", pa.int64()), pa.field("ack_id", pa.string())]
+)
 ROW_SCHEMA = pa.schema(ROW_FIELDS)
 
 _BATCH = re.compile(r"^batch-(\d{20})-(\d{20})\.arrow$")
