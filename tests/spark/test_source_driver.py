@@ -1,0 +1,224 @@
+"""The source's driver side without Spark: pulling, journaling, settling and restarts.
+
+``_Driver`` is what the source runner process holds (it owns a loop thread and the SDK
+client); here it runs against the reference server in-process, whose history shows every
+delivery, ack and modack. Only pyarrow is needed, so these run in seconds where the Spark
+tests take minutes. Driver calls block on the driver's own loop, so the test's loop (which
+serves the reference server) hands them to a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+pytest.importorskip("pyarrow", reason="the spark extra is not installed")
+pytest.importorskip("pyspark", reason="the spark extra is not installed")
+
+from eoclient.server_stub.core import NewMessage, SubscriptionConfig, TopicConfig
+from eoclient.server_stub.server import ReferenceServer, run_server
+from eoclient.spark._journal import read_table
+from eoclient.spark.source import SourceSettings, _Driver
+
+T = TypeVar("T")
+_names = itertools.count(1)
+
+
+class Scene:
+    """A topic and an exactly-once subscription on ``srv``, and drivers on one journal."""
+
+    def __init__(self, srv: ReferenceServer, journal: Path) -> None:
+        n = next(_names)
+        self.srv = srv
+        self.topic = f"projects/spark-driver/topics/t-{n}"
+        self.subscription = f"projects/spark-driver/subscriptions/s-{n}"
+        self.journal = journal
+        self.drivers: list[_Driver] = []
+        srv.broker.create_topic(TopicConfig(self.topic))
+        srv.broker.create_subscription(
+            SubscriptionConfig(
+                self.subscription,
+                self.topic,
+                ack_deadline_seconds=10,
+                enable_exactly_once_delivery=True,
+            )
+        )
+
+    def publish(self, count: int) -> list[str]:
+        ids: list[str] = []
+        for start in range(0, count, 1000):
+            ids += self.srv.broker.publish(
+                self.topic,
+                [
+                    NewMessage(data=f"e-{i}".encode())
+                    for i in range(start, min(count, start + 1000))
+                ],
+            )
+        return ids
+
+    async def driver(self, **options: str) -> _Driver:
+        settings = SourceSettings(
+            {
+                "subscription": self.subscription,
+                "journalpath": str(self.journal),
+                "endpoint": self.srv.address,
+                **{key.lower(): value for key, value in options.items()},
+            }
+        )
+        driver = await asyncio.to_thread(_Driver, settings)
+        self.drivers.append(driver)
+        return driver
+
+    async def run(self, driver: _Driver, call: Callable[[], Any]) -> Any:
+        """Run ``call()`` (a driver coroutine) on the driver's loop, from a thread."""
+        return await asyncio.to_thread(lambda: driver.loop.run(call()))
+
+    def kill(self, driver: _Driver) -> None:
+        """As if its process died: its loop stops mid-flight, nothing is closed or flushed."""
+        driver.loop.close()
+        self.drivers.remove(driver)
+
+    def journaled_ids(self) -> list[str]:
+        ids: list[str] = []
+        for path in sorted(self.journal.glob("batch-*.arrow")):
+            ids += read_table(str(path)).column("message_id").to_pylist()
+        return ids
+
+    def deliveries(self, message_id: str) -> int:
+        return len(self.srv.history(self.subscription, message_id).deliveries)
+
+    def successful_acks(self, message_id: str) -> int:
+        return len(self.srv.history(self.subscription, message_id).successful_acks)
+
+
+@pytest.fixture
+async def scene(tmp_path: Path) -> AsyncIterator[Scene]:
+    async with run_server() as srv:
+        scene = Scene(srv, tmp_path / "journal")
+        try:
+            yield scene
+        finally:
+            for driver in scene.drivers:
+                await asyncio.to_thread(driver.loop.close)
+
+
+def _only(values: Iterator[T] | list[T]) -> T:
+    (value,) = list(values)
+    return value
+
+
+async def test_a_batch_is_journaled_with_ack_ids_then_acked_once_committed(scene: Scene) -> None:
+    ids = scene.publish(2500)
+    driver = await scene.driver()
+
+    end = await scene.run(driver, lambda: driver.pull_batch(0, 1500))
+
+    assert end == 1500  # never more than max_rows, though 2,500 were there
+    journal = read_table(str(_only(scene.journal.glob("batch-*.arrow"))))
+    assert journal.column("seq").to_pylist() == list(range(1500))
+    first = journal.to_pylist()[0]
+    history = scene.srv.history(scene.subscription, first["message_id"])
+    assert first["ack_id"] == history.deliveries[-1].ack_id
+    assert first["data"] == f"e-{ids.index(first['message_id'])}".encode()
+
+    await scene.run(driver, lambda: driver.settle(1500))
+
+    assert scene.srv.broker.backlog(scene.subscription) == 1000
+    assert not list(scene.journal.glob("batch-*.arrow"))  # pruned once acked
+    journaled = set(journal.column("message_id").to_pylist())
+    assert all(scene.successful_acks(m) == 1 for m in journaled)
+    assert driver.pending == {}
+
+
+async def test_messages_arriving_while_two_pulls_wait_are_all_taken(scene: Scene) -> None:
+    # 2,000 rows make two calls of 1,000 in flight. Both wait on the empty subscription;
+    # the publish wakes both: one gets the messages, the other comes back empty, in either
+    # order. Nothing may be dropped (or left leased in a cancelled call).
+    driver = await scene.driver(pullTimeoutSeconds="5")
+    start = 0
+    for _ in range(6):
+        pulling = asyncio.create_task(
+            scene.run(driver, lambda start=start: driver.pull_batch(start, 2000))
+        )
+        await asyncio.sleep(0.2)
+        scene.publish(5)
+        end = await pulling
+        assert end - start == 5
+        start = end
+
+
+async def test_a_restarted_driver_leases_and_acks_with_the_journaled_ack_ids(
+    scene: Scene,
+) -> None:
+    scene.publish(30)
+    crashed = await scene.driver()
+    end = await scene.run(crashed, lambda: crashed.pull_batch(0, 30))
+    assert end == 30
+    scene.kill(crashed)  # journaled, not yet committed: nothing acked
+
+    restarted = await scene.driver(leaseSeconds="30")
+    journaled = scene.journaled_ids()
+    assert sorted(restarted.ack_id_of) == sorted(journaled)
+
+    # The lease task extends the journaled deliveries at its first tick...
+    def extended(message_id: str) -> bool:
+        modacks = scene.srv.history(scene.subscription, message_id).modacks
+        return any(m.seconds == 30 and not m.failure for m in modacks)
+
+    for _ in range(100):
+        if all(extended(m) for m in journaled):
+            break
+        await asyncio.sleep(0.1)
+    else:
+        pytest.fail("the restarted driver did not extend the journaled leases within 10 s")
+    # ... and once Spark has committed the batch they are acked with them: SUCCESS at once,
+    # no waiting for a redelivery.
+    await scene.run(restarted, lambda: restarted.settle(30))
+    assert restarted.pending == {}
+    assert scene.srv.broker.backlog(scene.subscription) == 0
+    for message_id in journaled:
+        assert scene.deliveries(message_id) == 1
+        assert scene.successful_acks(message_id) == 1
+
+
+async def test_an_unconfirmed_ack_is_pending_and_its_redelivery_acked_not_emitted(
+    scene: Scene,
+) -> None:
+    scene.publish(3)
+    driver = await scene.driver()
+    assert await scene.run(driver, lambda: driver.pull_batch(0, 10)) == 3
+    lost = scene.journaled_ids()[1]
+    # The server releases that delivery (as when a lease runs out): its ack id is dead.
+    scene.srv.broker.modify_ack_deadline(scene.subscription, [driver.ack_id_of[lost]], 0)
+
+    await scene.run(driver, lambda: driver.settle(3))
+    assert list(driver.pending) == [lost]
+    assert scene.successful_acks(lost) == 0
+
+    # The redelivery is acked and not journaled again: the batch is empty.
+    assert await scene.run(driver, lambda: driver.pull_batch(3, 10)) == 3
+    assert driver.pending == {}
+    assert scene.deliveries(lost) == 2
+    assert scene.successful_acks(lost) == 1
+    assert scene.srv.broker.backlog(scene.subscription) == 0
+
+
+async def test_available_now_releases_messages_published_after_it_began(scene: Scene) -> None:
+    before = scene.publish(4)
+    driver = await scene.driver()
+    # As prepareForTriggerAvailableNow sets it, with every message "published after".
+    driver.available_now = True
+    driver.cutoff = 0
+    assert await scene.run(driver, lambda: driver.pull_batch(0, 10)) == 0
+    assert driver.seq_of == {}
+    # Released at once (modack 0), not held until their deadline.
+    for message_id in before:
+        modacks = scene.srv.history(scene.subscription, message_id).modacks
+        assert [m.seconds for m in modacks] == [0]
+    driver.cutoff = None
+    assert await scene.run(driver, lambda: driver.pull_batch(0, 10)) == 4
