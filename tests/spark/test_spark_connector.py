@@ -12,12 +12,13 @@ import asyncio
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -148,11 +149,22 @@ class Driver:
         self.faults = work / "faults"
         self.faults.mkdir(parents=True, exist_ok=True)
 
-    def run(self, *options: str, crash_at: str = "", timeout: float = 90.0) -> str:
-        """Run until done ("done") or until the fault point fires and it is killed ("killed")."""
+    def run(
+        self,
+        *options: str,
+        crash_at: str = "",
+        pause_at: str = "",
+        on_pause: Callable[[], None] | None = None,
+        kill_when: Path | None = None,
+        timeout: float = 90.0,
+    ) -> str:
+        """Run until done ("done"), or until the fault point ``crash_at`` fires or the file
+        ``kill_when`` appears, and then kill it ("killed"). At the fault point ``pause_at``
+        the driver waits while ``on_pause()`` runs, then goes on."""
         env = dict(os.environ)
         env.pop("PUBSUB_EMULATOR_HOST", None)
         log = (self.work / f"driver-{time.monotonic_ns()}.log").open("wb")
+        points = ",".join(filter(None, [crash_at, f"{pause_at}:pause" if pause_at else ""]))
         process = subprocess.Popen(
             [
                 sys.executable,
@@ -162,17 +174,23 @@ class Driver:
                 str(self.work),
                 *options,
                 f"faultDir={self.faults}",
-                f"faultPoints={crash_at}",
+                f"faultPoints={points}",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-        marker = self.faults / crash_at.split(":")[0] if crash_at else None
+        marker = self.faults / crash_at.split(":")[0] if crash_at else kill_when
+        paused = self.faults / f"{pause_at.split(':')[0]}.paused" if pause_at else None
         deadline = time.monotonic() + timeout
         try:
             while time.monotonic() < deadline:
+                if paused is not None and paused.exists():
+                    if on_pause is not None:
+                        on_pause()
+                    paused.with_suffix(".resume").touch()
+                    paused = None
                 if marker is not None and marker.exists():
                     os.killpg(process.pid, signal.SIGKILL)  # the whole driver: JVM + runner
                     process.wait(10)
@@ -181,7 +199,7 @@ class Driver:
                     text = Path(log.name).read_text(errors="replace")
                     assert process.returncode == 0, text[-3000:]
                     return "done"
-                time.sleep(0.1)
+                time.sleep(0.05)
             raise AssertionError(f"driver still running after {timeout} s")
         finally:
             log.close()
@@ -277,7 +295,7 @@ def test_sink_publishes_batch_and_stream_rows(spark: Any, served: str, tmp_path:
     assert all(key.count(":") == 3 for key in keys)
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 def test_driver_killed_at_four_points_restarts_exactly_once(
     spark: Any, served: str, tmp_path: Path
 ) -> None:
@@ -285,22 +303,35 @@ def test_driver_killed_at_four_points_restarts_exactly_once(
     published = publish(served, topic, 1500)
     driver = Driver(served, subscription, tmp_path)
     options = ("maxMessagesPerTrigger=500", "leaseSeconds=10", "restartGraceSeconds=0")
+    commits = tmp_path / "checkpoint" / "commits"
 
     # Killed once batch 1 is journaled (Spark has not written offsets/1 yet): the restart
     # must emit that journal file as batch 1, not pull other messages.
     assert driver.run(*options, crash_at="after_journal:2") == "killed"
     # Killed while an executor reads batch 1 (offsets/1 written, the sink's files partial).
     assert driver.run(*options, crash_at="read:1") == "killed"
-    # Killed when batch 1 is committed but not acked: its messages must not be emitted
-    # again when the lost acks let the server redeliver them.
-    assert driver.run(*options, crash_at="before_ack:1") == "killed"
-    # ... and as if it had been killed after the sink committed batch 1 but before Spark's
-    # commits/1: Spark re-runs batch 1, the file sink must skip it (spark-notes §3.3).
-    commits = tmp_path / "checkpoint" / "commits"
+    # Killed after the file sink committed batch 1, before Spark's commits/1. A FIFO in
+    # place of commits/1 holds Spark there: before writing a commit it reads the file, and
+    # opening a FIFO with no writer blocks. It is made while batch 1 is read (Spark would
+    # block on it at start-up too, reading its commit log); the sink's log entry for batch
+    # 1 appearing means Spark is at, or about to block on, the FIFO.
+    assert (
+        driver.run(
+            *options,
+            pause_at="read:1",
+            on_pause=lambda: os.mkfifo(commits / "1"),
+            kill_when=tmp_path / "out" / "_spark_metadata" / "1",
+        )
+        == "killed"
+    )
+    assert stat.S_ISFIFO((commits / "1").stat().st_mode), "Spark wrote commits/1: not held"
     (commits / "1").unlink()
-    (commits / ".1.crc").unlink(missing_ok=True)
-    assert driver.run(*options) == "done"
+    # Restarted, Spark re-runs batch 1 and the file sink skips it (spark-notes §3.3). Killed
+    # then once batch 1 is committed but not acked: its messages must not be emitted again
+    # when the lost acks let the server redeliver them.
+    assert driver.run(*options, crash_at="before_ack:1") == "killed"
     assert (commits / "1").exists()
+    assert driver.run(*options) == "done"
 
     assert exactly_once_errors(sink_ids(spark, tmp_path / "out"), published) == []
 

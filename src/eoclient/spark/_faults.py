@@ -2,11 +2,13 @@
 
 The source options ``faultPoints="after_journal:2,before_ack:1"`` and ``faultDir=<dir>`` make
 the source stop at the 2nd journal write / the 1st ack of the process (points: ``after_journal``,
-``before_ack``, ``read``): it writes
-``<dir>/<point>`` and then hangs, so the test can ``kill -9`` the driver at exactly that point.
-Each point fires once per fault dir (its marker file exists after), so a restarted driver runs
-through. (Options, not environment variables: Spark's Python source runner does not see the
-driver's environment.)
+``before_ack``, ``read``): it writes ``<dir>/<point>`` and then hangs, so the test can
+``kill -9`` the driver at exactly that point. ``read:1:pause`` instead writes
+``<dir>/<point>.paused`` and waits there until the test creates ``<dir>/<point>.resume``, then
+goes on: the test can change the world (the checkpoint) at a known moment. Each point fires
+once per fault dir and mode (its marker file exists after), so a restarted driver runs
+through. (Options, not environment variables: Spark's
+Python source runner does not see the driver's environment.)
 """
 
 from __future__ import annotations
@@ -22,14 +24,23 @@ _seen: Counter[str] = Counter()
 def fault_point(name: str, spec: str | None, directory: str | None) -> None:
     if not spec or not directory:
         return
-    wanted = dict(item.split(":") for item in spec.split(",") if item)
+    wanted = {
+        point: (int(count), mode[0] if mode else "hang")
+        for point, count, *mode in (item.split(":") for item in spec.split(",") if item)
+    }
     if name not in wanted:
         return
+    count, mode = wanted[name]
     _seen[name] += 1
-    marker = Path(directory) / name
-    if _seen[name] != int(wanted[name]) or marker.exists():
+    marker = Path(directory) / (name if mode == "hang" else f"{name}.paused")
+    if _seen[name] != count or marker.exists():
         return
     marker.write_text(str(os.getpid()))
+    if mode == "pause":
+        resume = Path(directory) / f"{name}.resume"
+        while not resume.exists():
+            time.sleep(0.05)
+        return
     # Hang until the test kills the driver. An executor worker is not in the driver's process
     # group (pyspark.daemon calls setpgid): it exits once its parent is gone.
     parent = os.getppid()
