@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,10 +18,18 @@ from eoclient.server_stub.core import NewMessage, SubscriptionConfig, TopicConfi
 from eoclient.server_stub.server import ReferenceServer, run_server
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-SCRIPTS = sorted(EXAMPLES.glob("*.py"))
+# Spark examples take 30-60 s here (session start-up, a cold first micro-batch): each has a
+# test of its own below, with its own time limits; the others all run in the quick test.
+SPARK_SCRIPTS = [EXAMPLES / "spark_pipeline.py"]
+SCRIPTS = [p for p in sorted(EXAMPLES.glob("*.py")) if p not in SPARK_SCRIPTS]
 SUMMARY = re.compile(
     r"summary: received=(?P<received>\d+) SUCCESS=(?P<success>\d+) other=(?P<other>\d+)"
     r".* duplicates=(?P<duplicates>\d+) throughput=\d+ msg/s"
+)
+SPARK_SUMMARY = re.compile(
+    r"summary: events=(?P<events>\d+) readings=(?P<readings>\d+) windows=(?P<windows>\d+) "
+    r"open=(?P<open>\d+) parquet_rows=(?P<parquet_rows>\d+) published=(?P<published>\d+) "
+    r"matches=(?P<matches>\w+)"
 )
 
 
@@ -31,8 +40,24 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _spark_env() -> dict[str, str]:
+    env = _env()
+    # Spark's Python workers inherit this variable, and pyspark leaves some of its own
+    # sockets to the garbage collector: the socket files of each worker forked by
+    # pyspark/daemon.py (collected after every task), and now and then a worker's socket to
+    # the JVM at exit. A ResourceWarning is raised in a finalizer, where "error" cannot fail
+    # anything: it only prints an "Exception ignored" traceback to stderr, dozens per run.
+    # Those two messages are muted; every other warning is still an error.
+    env["PYTHONWARNINGS"] = (
+        "error,ignore:unclosed file <_io.Buffered:ResourceWarning"
+        ",ignore:unclosed <socket.socket:ResourceWarning"
+    )
+    return env
+
+
 def test_there_are_examples() -> None:
     assert EXAMPLES / "consumer_service.py" in SCRIPTS
+    assert all(script.exists() for script in SPARK_SCRIPTS)
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
@@ -66,6 +91,56 @@ def test_consumer_service_demo_summary() -> None:
     assert found["other"] == "0"
     assert found["duplicates"] == "0"
     assert result.stderr == ""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_spark_pipeline_demo_matches_plain_python() -> None:
+    """The demo's Parquet output and published aggregates both equal an independent
+    computation over the published events (the example exits 1 otherwise)."""
+    pytest.importorskip(
+        "pyspark", reason="the spark extra is not installed (pip install -e '.[spark]')"
+    )
+    if shutil.which("java") is None:  # pragma: no cover - Java 17 is installed here
+        pytest.skip("Spark needs java on PATH")
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "spark_pipeline.py"), "--demo"],
+        capture_output=True,
+        text=True,
+        timeout=240,  # 35-50 s here; more while other Spark jobs share the two cores
+        env=_spark_env(),
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    found = SPARK_SUMMARY.search(result.stdout)
+    assert found, output
+    counts = {name: int(value) for name, value in found.groupdict().items() if value.isdigit()}
+    assert found["matches"] == "yes", output
+    # 600 readings and 2 messages that are not, over 6 sensors and 7 one-minute windows:
+    # the last window of each sensor is still open when the run ends.
+    assert counts == {
+        "events": 602,
+        "readings": 600,
+        "windows": 36,
+        "open": 6,
+        "parquet_rows": 36,
+        "published": 36,
+    }, output
+
+
+def test_spark_pipeline_needs_its_arguments() -> None:
+    pytest.importorskip("pyspark")
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "spark_pipeline.py"), "--subscription", "s"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=_env(),
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "--topic, --output, --checkpoint required" in result.stderr
 
 
 def test_consumer_service_needs_a_subscription() -> None:
