@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -222,3 +223,56 @@ async def test_available_now_releases_messages_published_after_it_began(scene: S
         assert [m.seconds for m in modacks] == [0]
     driver.cutoff = None
     assert await scene.run(driver, lambda: driver.pull_batch(0, 10)) == 4
+
+
+async def test_the_committed_batch_is_acked_while_the_next_is_pulled(scene: Scene) -> None:
+    scene.publish(3000)
+    driver = await scene.driver()
+    assert await scene.run(driver, lambda: driver.pull_batch(0, 1500)) == 1500
+    first = set(scene.journaled_ids())
+
+    # latestOffset(1500): batch [0, 1500) is committed; the next one is pulled meanwhile.
+    assert await scene.run(driver, lambda: driver.settle_and_pull(1500, 1500)) == 3000
+
+    second = set(scene.journaled_ids())
+    assert first.isdisjoint(second)
+    assert len(second) == 1500
+    assert all(scene.successful_acks(m) == 1 for m in first)
+    assert not any(scene.successful_acks(m) for m in second)
+    assert sorted(driver.seq_of.values()) == list(range(1500, 3000))
+
+
+async def test_after_a_clean_run_a_new_one_does_not_wait_for_redeliveries(scene: Scene) -> None:
+    scene.publish(10)
+    first = await scene.driver()
+    assert await scene.run(first, lambda: first.pull_batch(0, 100)) == 10
+    await scene.run(first, lambda: first.settle(10))
+    scene.kill(first)
+
+    second = await scene.driver()
+    assert second.grace_until <= time.monotonic()
+
+
+async def test_after_a_run_died_mid_pull_a_new_one_waits_for_its_leases(scene: Scene) -> None:
+    # The subscription is empty: the pull waits (the reference server holds an empty Pull
+    # for a second) and the driver dies meanwhile.
+    crashed = await scene.driver(pullTimeoutSeconds="5")
+    # Not awaited: its loop stops under it, so it never completes (as in a killed process).
+    asyncio.run_coroutine_threadsafe(crashed.pull_batch(0, 100), crashed.loop.loop)
+    for _ in range(100):
+        if crashed.pulling_since is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert crashed.pulling_since is not None
+    scene.kill(crashed)
+    before = time.monotonic()
+
+    restarted = await scene.driver(pullTimeoutSeconds="5")
+    # That pull's start + pullTimeoutSeconds (5) + the ack deadline (10) + 2 s margin.
+    assert before + 14 < restarted.grace_until < time.monotonic() + 17.5
+
+    # A run that dies during the wait hands it on, though it pulled (and saved state) since.
+    assert await scene.run(restarted, lambda: restarted.pull_batch(0, 100)) == 0
+    scene.kill(restarted)
+    third = await scene.driver(pullTimeoutSeconds="5")
+    assert before + 14 < third.grace_until < time.monotonic() + 17.5

@@ -26,9 +26,11 @@ Source options (names are case-insensitive; values are strings):
 * ``numPartitions`` (default 2): read tasks per micro-batch.
 * ``pullTimeoutSeconds`` (default 2): how long one ``latestOffset`` pulls at most.
 * ``leaseSeconds`` (default 60): the deadline the lease thread keeps extending to.
-* ``restartGraceSeconds`` (default: the subscription's ack deadline + 2): after a restart, an
-  ``availableNow`` run keeps pulling this long before it concludes the subscription is empty,
-  so messages leased by the crashed run come back in the same run.
+* ``restartGraceSeconds``: how long an ``availableNow`` run keeps pulling an empty
+  subscription before it concludes there is nothing left. By default 0, except after a run
+  that died in the middle of a pull: then until the messages that pull had leased come
+  back (that pull's start + ``pullTimeoutSeconds`` + the subscription's ack deadline + 2 s),
+  so they are taken in the same run. Set, it applies to every run after the first.
 * ``allowAtLeastOnce`` (default false): accept a subscription WITHOUT exactly-once delivery.
   The result is then **at-least-once**: an acked message can still be redelivered after its
   batch was pruned from the journal, and it is emitted again.

@@ -9,15 +9,14 @@ the SDK clients and all in-memory state.
   calls it only after ``commits/<that batch>`` is durable: the *early ack*, needed because
   ``commit`` lags one batch and never comes for the last batch of an ``availableNow`` run);
   (2) if a journal file starting at ``start`` exists (a crash after the journal write, before
-  Spark's offset WAL), returns its end; (3) otherwise pulls up to ``limit`` messages, drops
-  message ids already journaled (keeping the redelivery's newer ack id) or awaiting an ack
-  (acking them now), writes the batch atomically to ``batch-<start>-<end>.arrow`` and returns
-  ``{"journal": <epoch>, "seq": end}``.
+  Spark's offset WAL), returns its end; (3) otherwise pulls up to ``limit`` messages (while
+  the acks of (1) are under way), drops message ids already journaled (keeping the
+  redelivery's newer ack id) or awaiting an ack (acking them now), writes the batch
+  atomically to ``batch-<start>-<end>.arrow`` and returns ``{"journal": <epoch>, "seq": end}``.
 * ``partitions`` / ``read`` serve row slices of the journal, so a replay is identical.
-* ``commit(end)``: acks ``seq < end`` with ``ack_with_response``. SUCCESS → never redelivered.
-  Anything else (an expired or superseded ack id, a crash that lost the handle) → the id goes
-  to the durable ``pending`` set: a redelivery is acked and not emitted. Then journal files
-  ``<= end`` are pruned.
+* ``commit(end)``: acks ``seq < end``. SUCCESS → never redelivered. Anything else (an expired
+  or superseded ack id, a broken channel) → the id goes to the durable ``pending`` set: a
+  redelivery is acked and not emitted. Then journal files ``<= end`` are pruned.
 * a lease task on the loop extends a journaled, unacked message to ``leaseSeconds`` whenever
   less than a third of its deadline is left.
 
@@ -115,7 +114,6 @@ class _Driver:
     def __init__(self, settings: SourceSettings) -> None:
         self.settings = settings
         self.journal = Journal(settings.journal_path)
-        restarted = any(self.journal.directory.iterdir())
         self.epoch = self.journal.epoch()
         self.loop = LoopThread("eoclient-spark-source")
         self.client: SubscriberClient | None = None
@@ -129,6 +127,13 @@ class _Driver:
         self.ack_deadline = 10.0
         state = self.journal.load_state()
         self.pending: dict[str, float] = dict(state.get("pending", {}))
+        # Wall-clock time when a pull began whose messages are not yet all journaled (or
+        # released); None between pulls.
+        self.pulling_since: float | None = None
+        # Wall-clock time until which messages that an earlier run pulled but never journaled
+        # (it died mid-pull) may still be leased to it; they come back after it. Persisted, and
+        # kept until it passes, so a run that dies during the wait hands it on.
+        self.unjournaled_leased_until: float = float(state.get("unjournaled_leased_until") or 0)
         for f in self.journal.files():
             table = read_table(str(f.path))
             message_ids = table.column("message_id").to_pylist()
@@ -143,7 +148,6 @@ class _Driver:
         # availableNow: messages published after this (ns since the epoch) wait for a later run.
         self.cutoff: int | None = None
         self.grace_until = 0.0
-        self._restarted = restarted
         self._lease_task: asyncio.Task[None] | None = None
         self.loop.run(self._start())
 
@@ -160,9 +164,10 @@ class _Driver:
         self.ack_deadline = float(subscription.ack_deadline_seconds or 10)
         grace = self.settings.restart_grace
         if grace is None:
-            grace = self.ack_deadline + 2.0
-        if self._restarted:
-            self.grace_until = time.monotonic() + grace
+            grace = max(0.0, self.unjournaled_leased_until - time.time())
+        elif self.unjournaled_leased_until == 0 and not self.journal.has_history():
+            grace = 0.0  # a first run: nothing of an earlier run to wait for
+        self.grace_until = time.monotonic() + grace
         self._lease_task = asyncio.get_running_loop().create_task(self._extend_leases())
 
     # ------------------------------------------------------------------- leases
@@ -244,34 +249,59 @@ class _Driver:
         self.journal.prune(upto)
 
     def _save_state(self) -> None:
-        horizon = time.time() - PENDING_TTL_SECONDS
+        now = time.time()
+        horizon = now - PENDING_TTL_SECONDS
         self.pending = {k: t for k, t in self.pending.items() if t >= horizon}
-        self.journal.save_state({"pending": self.pending})
+        leased_until = self.unjournaled_leased_until if self.unjournaled_leased_until > now else 0.0
+        if self.pulling_since is not None:
+            # What this pull takes comes back, if this run dies before journaling it, one ack
+            # deadline after the pull ends: it lasts pull_timeout, plus the rest of a Pull in
+            # flight then (the reference server holds an empty one for a second); 2 s margin.
+            ends = self.pulling_since + self.settings.pull_timeout + self.ack_deadline + 2.0
+            leased_until = max(leased_until, ends)
+        self.journal.save_state(
+            {"pending": self.pending, "unjournaled_leased_until": leased_until or None}
+        )
 
     # ------------------------------------------------------------------ pulling
+
+    async def settle_and_pull(self, start: int, max_rows: int) -> int:
+        """``settle(start)`` and ``pull_batch(start, max_rows)`` at once; the new end.
+
+        The two overlap: the server applies the acks while this process converts pulled
+        messages. They share state safely: settle decides its ids before its first await,
+        and a redelivery of one of them meanwhile only updates its ack id (if the ack then
+        fails, the id goes pending and its next redelivery is acked).
+        """
+        _, end = await asyncio.gather(self.settle(start), self.pull_batch(start, max_rows))
+        return end
 
     async def pull_batch(self, start: int, max_rows: int) -> int:
         """Pull, dedupe and journal up to ``max_rows`` messages; the new end (or ``start``)."""
         pulled = _Pulled()
         pulled_at = time.monotonic()
+        self.pulling_since = time.time()
+        self._save_state()
         await self._pull_into(pulled, max_rows, pulled_at + self.settings.pull_timeout)
         if pulled.redelivered_pending:
             statuses = await self._acknowledge(pulled.redelivered_pending)
             for ack_id, message_id in pulled.redelivered_pending.items():
                 if statuses.get(ack_id) is AcknowledgeStatus.SUCCESS:
                     self.pending.pop(message_id, None)
-            self._save_state()
         if pulled.after_cutoff:
             # Published after this availableNow run began: back to the subscription now.
             with contextlib.suppress(Exception):
                 await self._client().modify_ack_deadline(
                     self.settings.subscription, pulled.after_cutoff, 0
                 )
+        if pulled.batch:
+            messages = list(pulled.batch.values())
+            self.journal.write(start, _to_table(messages, start))
+        self.pulling_since = None
+        self._save_state()
         if not pulled.batch:
             return start
-        messages = list(pulled.batch.values())
         end = start + len(messages)
-        self.journal.write(start, _to_table(messages, start))
         for seq, message in enumerate(messages, start):
             self.seq_of[message.message_id] = seq
             self.ack_id_of[message.message_id] = message.ack_id
@@ -417,17 +447,20 @@ class EoclientStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         driver = self._get_driver()
         start_seq = self._seq(start, driver)
-        # Spark calls this only once the batch ending at `start` is in its commit log.
-        self._settle(driver, start_seq)
         existing = driver.journal.starting_at(start_seq)
         if existing is not None:  # journaled before a crash, before Spark's offset WAL
+            self._settle(driver, start_seq)
             return {"journal": driver.epoch, "seq": existing.end}
         max_rows = self.settings.max_rows
         if isinstance(limit, ReadMaxRows):
             max_rows = limit.max_rows
         elif isinstance(limit, ReadAllAvailable):
             max_rows = self.settings.max_rows
-        end = driver.loop.run(driver.pull_batch(start_seq, max_rows))
+        # Spark calls this only once the batch ending at `start` is in its commit log: its
+        # acks go out while the next batch is pulled.
+        if driver.due(start_seq):
+            fault_point("before_ack", self.settings.fault_points, self.settings.fault_dir)
+        end = driver.loop.run(driver.settle_and_pull(start_seq, max_rows))
         if end != start_seq:
             fault_point("after_journal", self.settings.fault_points, self.settings.fault_dir)
         return {"journal": driver.epoch, "seq": end}
