@@ -262,10 +262,16 @@ def test_refuses_a_subscription_without_exactly_once(
 @pytest.mark.timeout(120)
 def test_sink_publishes_batch_and_stream_rows(spark: Any, served: str, tmp_path: Path) -> None:
     topic, subscription = make_subscription(served)
-    rows = [(f"row-{i}", {"n": str(i)}, f"k{i % 2}") for i in range(50)]
+    rows = [(f"row-{i}", {"n": str(i), "unset": None}, f"k{i % 2}") for i in range(50)]
     frame = spark.createDataFrame(
         rows, "data string, attributes map<string,string>, ordering_key string"
     )
+
+    # A schema that does not fit is refused before anything is published.
+    with pytest.raises(Exception, match="needs a 'data' column"):
+        frame.withColumnRenamed("data", "payload").write.format("eoclient").option(
+            "topic", topic
+        ).option("endpoint", served).mode("append").save()
 
     frame.write.format("eoclient").option("topic", topic).option("endpoint", served).mode(
         "append"
@@ -289,6 +295,7 @@ def test_sink_publishes_batch_and_stream_rows(spark: Any, served: str, tmp_path:
     assert Counter(m.data for m in received) == Counter({f"row-{i}".encode(): 2 for i in range(50)})
     for message in received:
         assert message.attributes["n"] == message.data.decode().removeprefix("row-")
+        assert "unset" not in message.attributes  # a null value: no such attribute
         assert message.ordering_key == f"k{int(message.attributes['n']) % 2}"
     keys = [m.attributes["spark_key"] for m in received if "spark_key" in m.attributes]
     assert len(keys) == len(set(keys)) == 50  # <queryId>:<batchId>:<partition>:<row>

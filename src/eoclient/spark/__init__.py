@@ -44,6 +44,9 @@ across driver crashes and restarts from the checkpoint. Not supported: async pro
 (``asyncProgressTrackingEnabled``), which breaks the "latestOffset(start) follows the commit of
 start" ordering the early ack relies on.
 
+Sink rows: a ``data`` column (string or binary), optional ``attributes`` (map<string,string>;
+a null value drops that attribute) and ``ordering_key`` (string); other columns are ignored,
+and a schema that does not fit fails when the write starts, naming the column.
 Sink options: ``topic`` (required), ``endpoint``, and ``idAttribute``: if set, every message
 gets that attribute with a deterministic key (``<queryId>:<batchId>:<partition>:<row>`` when
 streaming), so consumers can drop the duplicates a retried task may publish: the sink is

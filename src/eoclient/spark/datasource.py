@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import StructType
 
 from eoclient.spark.sink import EoclientBatchWriter, EoclientStreamWriter
 from eoclient.spark.source import EoclientStreamReader
@@ -29,8 +30,8 @@ class EoclientDataSource(DataSource):
     def streamReader(self, schema: Any) -> EoclientStreamReader:
         return EoclientStreamReader(self.options)
 
-    def writer(self, schema: Any, overwrite: bool) -> EoclientBatchWriter:
-        return EoclientBatchWriter(self.options)
+    def writer(self, schema: StructType, overwrite: bool) -> EoclientBatchWriter:
+        return EoclientBatchWriter(self.options, schema)
 
-    def streamWriter(self, schema: Any, overwrite: bool) -> EoclientStreamWriter:
-        return EoclientStreamWriter(self.options)
+    def streamWriter(self, schema: StructType, overwrite: bool) -> EoclientStreamWriter:
+        return EoclientStreamWriter(self.options, schema)

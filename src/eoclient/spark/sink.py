@@ -1,7 +1,10 @@
 """The sink: DataFrame rows → messages on a topic, published by the asyncio PublisherClient.
 
 Rows need a ``data`` column (binary or string: a string is UTF-8 encoded); optional columns
-``attributes`` (map<string,string>) and ``ordering_key`` (string) are used when present.
+``attributes`` (map<string,string>; a null value drops that attribute, as Pub/Sub has no null
+attribute) and ``ordering_key`` (string) are used when present; other columns are ignored, as
+Spark's Kafka sink ignores its extra ones. A schema that does not fit fails at ``start()`` /
+``save()``, before anything is published.
 Every write task runs its own event loop (``asyncio.run``) and client, publishes its rows and
 returns a commit message with the count once every publish is confirmed; a failed publish
 fails the task (Spark retries it). Publishing is not transactional, so the sink is
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
 from eoclient.publisher import PublisherClient
 
@@ -39,6 +43,43 @@ class SinkSettings:
         self.id_attribute = options.get("idattribute") or None
 
 
+def check_sink_schema(schema: StructType) -> None:
+    """Raise ``ValueError`` naming the column unless the rows can be published."""
+    columns = {field.name: field.dataType for field in schema.fields}
+    data = columns.get("data")
+    if data is None:
+        raise ValueError(
+            "the eoclient sink needs a 'data' column (string or binary) holding each "
+            f"message's payload; the rows have {sorted(columns)}"
+        )
+    if not isinstance(data, StringType | BinaryType):
+        raise ValueError(
+            f"the eoclient sink's 'data' column must be string or binary, not "
+            f"{data.simpleString()}; cast it, e.g. to_json(...) or .cast('string')"
+        )
+    attributes = columns.get("attributes")
+    if attributes is not None and not (
+        isinstance(attributes, MapType)
+        and isinstance(attributes.keyType, StringType)
+        and isinstance(attributes.valueType, StringType)
+    ):
+        raise ValueError(
+            "the eoclient sink's 'attributes' column must be map<string,string>, not "
+            f"{attributes.simpleString()}"
+        )
+    ordering_key = columns.get("ordering_key")
+    if ordering_key is not None and not isinstance(ordering_key, StringType):
+        raise ValueError(
+            "the eoclient sink's 'ordering_key' column must be string, not "
+            f"{ordering_key.simpleString()}"
+        )
+
+
+def message_attributes(value: Mapping[Any, Any] | None) -> dict[str, str]:
+    """A row's ``attributes`` map as message attributes (null values dropped)."""
+    return {str(k): str(v) for k, v in (value or {}).items() if v is not None}
+
+
 def _data(value: Any) -> bytes:
     if value is None:
         return b""
@@ -53,7 +94,7 @@ async def _publish(settings: SinkSettings, rows: Iterator[Any], key_prefix: str)
         window: list[asyncio.Future[str]] = []
         for index, row in enumerate(rows):
             fields = row.asDict() if hasattr(row, "asDict") else dict(row)
-            attributes = {str(k): str(v) for k, v in (fields.get("attributes") or {}).items()}
+            attributes = message_attributes(fields.get("attributes"))
             if settings.id_attribute:
                 attributes[settings.id_attribute] = f"{key_prefix}:{index}"
             window.append(
@@ -87,7 +128,8 @@ def _task_ids() -> tuple[int, str, str]:
 
 
 class EoclientBatchWriter(DataSourceWriter):
-    def __init__(self, options: Mapping[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        check_sink_schema(schema)
         self.settings = SinkSettings(options)
 
     def write(self, iterator: Iterator[Any]) -> PublishedCommit:
@@ -97,7 +139,8 @@ class EoclientBatchWriter(DataSourceWriter):
 
 
 class EoclientStreamWriter(DataSourceStreamWriter):
-    def __init__(self, options: Mapping[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        check_sink_schema(schema)
         self.settings = SinkSettings(options)
 
     def write(self, iterator: Iterator[Any]) -> PublishedCommit:
