@@ -276,3 +276,89 @@ async def test_after_a_run_died_mid_pull_a_new_one_waits_for_its_leases(scene: S
     scene.kill(restarted)
     third = await scene.driver(pullTimeoutSeconds="5")
     assert before + 14 < third.grace_until < time.monotonic() + 17.5
+
+
+async def _pulled_ahead(scene: Scene, driver: _Driver) -> set[str]:
+    """Wait for the driver's pull ahead to finish; the message ids it holds."""
+    ahead = driver._ahead
+    assert ahead is not None, "the driver is not pulling ahead"
+    await scene.run(driver, lambda: asyncio.wait({ahead.task}))
+    return set(ahead.pulled.batch)
+
+
+async def test_after_a_full_quick_batch_the_next_is_pulled_while_spark_runs_it(
+    scene: Scene,
+) -> None:
+    scene.publish(3500)
+    driver = await scene.driver()
+    assert await scene.run(driver, lambda: driver.settle_and_pull(0, 1000)) == 1000
+    assert driver._ahead is None  # how long Spark takes over a batch is not known yet
+    assert await scene.run(driver, lambda: driver.settle_and_pull(1000, 1000)) == 2000
+
+    ahead = await _pulled_ahead(scene, driver)
+    assert len(ahead) == 1000
+    assert ahead.isdisjoint(scene.journaled_ids())  # leased, not journaled
+
+    # The next latestOffset journals exactly those, delivered once.
+    assert await scene.run(driver, lambda: driver.settle_and_pull(2000, 1000)) == 3000
+    assert set(scene.journaled_ids()) == ahead  # batches before 2000 are acked and pruned
+    assert all(scene.deliveries(m) == 1 for m in ahead)
+    # The last 500 make a batch that is not full: nothing more is pulled ahead.
+    assert await scene.run(driver, lambda: driver.settle_and_pull(3000, 1000)) == 3500
+    assert driver._ahead is None
+
+
+async def test_no_pulling_ahead_when_spark_takes_long_over_a_batch(scene: Scene) -> None:
+    scene.publish(3000)
+    driver = await scene.driver()
+    assert await scene.run(driver, lambda: driver.settle_and_pull(0, 1000)) == 1000
+    assert driver._returned_at is not None
+    # As if Spark had spent a whole ack deadline on the batch: pulled-ahead messages would
+    # lose their leases before being journaled.
+    driver._returned_at -= driver.ack_deadline
+    assert await scene.run(driver, lambda: driver.settle_and_pull(1000, 1000)) == 2000
+    assert driver._ahead is None
+
+
+async def _pulling_ahead(scene: Scene, **options: str) -> tuple[_Driver, set[str]]:
+    """A driver that has journaled two full batches of 1,000 and pulled the next ahead."""
+    scene.publish(3000)
+    driver = await scene.driver(**options)
+    await scene.run(driver, lambda: driver.settle_and_pull(0, 1000))
+    await scene.run(driver, lambda: driver.settle_and_pull(1000, 1000))
+    return driver, await _pulled_ahead(scene, driver)
+
+
+async def test_a_crash_while_pulled_ahead_makes_the_next_run_wait_for_those_leases(
+    scene: Scene,
+) -> None:
+    crashed, _ = await _pulling_ahead(scene)
+    before = time.monotonic()
+    scene.kill(crashed)
+
+    restarted = await scene.driver()
+    # The pull ahead's start + pullTimeoutSeconds (2) + the ack deadline (10) + 2 s margin.
+    assert before + 10 < restarted.grace_until < time.monotonic() + 14.5
+
+
+async def test_a_stopping_source_gives_back_what_it_pulled_ahead(scene: Scene) -> None:
+    driver, ahead = await _pulling_ahead(scene)
+
+    await scene.run(driver, driver.release_pulled_ahead)
+
+    for message_id in ahead:
+        modacks = scene.srv.history(scene.subscription, message_id).modacks
+        assert [m.seconds for m in modacks] == [0]
+    # Back at once, not after their deadline.
+    assert await scene.run(driver, lambda: driver.pull_batch(2000, 1000)) == 3000
+    assert set(scene.journaled_ids()) >= ahead
+
+
+async def test_pulled_ahead_beyond_a_smaller_limit_is_given_back(scene: Scene) -> None:
+    driver, ahead = await _pulling_ahead(scene)
+
+    assert await scene.run(driver, lambda: driver.settle_and_pull(2000, 400)) == 2400
+    journaled = set(scene.journaled_ids())
+    assert len(journaled) == 400
+    assert journaled <= ahead  # released, then pulled again
+    assert all(scene.deliveries(m) == 2 for m in journaled)

@@ -13,6 +13,10 @@ the SDK clients and all in-memory state.
   the acks of (1) are under way), drops message ids already journaled (keeping the
   redelivery's newer ack id) or awaiting an ack (acking them now), writes the batch
   atomically to ``batch-<start>-<end>.arrow`` and returns ``{"journal": <epoch>, "seq": end}``.
+  Then, if that batch was full and Spark's batches run well within the ack deadline, it
+  starts *pulling ahead*: the next batch's messages are pulled in the background while Spark
+  runs this one, and the next ``latestOffset`` journals them (they are leased but not
+  journaled meanwhile: a crash lets them come back after their deadline, like a crash mid-pull).
 * ``partitions`` / ``read`` serve row slices of the journal, so a replay is identical.
 * ``commit(end)``: acks ``seq < end``. SUCCESS → never redelivered. Anything else (an expired
   or superseded ack id, a broken channel) → the id goes to the durable ``pending`` set: a
@@ -57,6 +61,11 @@ PULL_MAX = 1000
 # Pull calls kept in flight at once: with two, the server encodes the next response while
 # this process converts the last (measured here: 35k → see docs/benchmarks.md).
 PULLS_IN_FLIGHT = 2
+# Pull ahead only while Spark asks for the next batch within this share of the ack deadline
+# after the last: pulled-ahead messages are not leased beyond the deadline of their delivery
+# (a query that stops would hold them), so they must be journaled, and so leased, well
+# before it passes. A batch that takes longer just costs their redelivery (dropped by id).
+PULL_AHEAD_WITHIN = 0.5
 # How often the lease task looks for leases to extend (seconds).
 LEASE_TICK = 1.0
 # Pending ids (committed, ack unconfirmed) are forgotten after this long: the default
@@ -149,6 +158,10 @@ class _Driver:
         self.cutoff: int | None = None
         self.grace_until = 0.0
         self._lease_task: asyncio.Task[None] | None = None
+        # The next batch being pulled while Spark runs this one (settle_and_pull).
+        self._ahead: _PullAhead | None = None
+        # When settle_and_pull last returned (monotonic): how long Spark takes per batch.
+        self._returned_at: float | None = None
         self.loop.run(self._start())
 
     async def _start(self) -> None:
@@ -273,16 +286,63 @@ class _Driver:
         and a redelivery of one of them meanwhile only updates its ack id (if the ack then
         fails, the id goes pending and its next redelivery is acked).
         """
+        called_at = time.monotonic()
         _, end = await asyncio.gather(self.settle(start), self.pull_batch(start, max_rows))
+        spark_seconds = None if self._returned_at is None else called_at - self._returned_at
+        if (
+            end - start == max_rows
+            and spark_seconds is not None
+            and spark_seconds < self.ack_deadline * PULL_AHEAD_WITHIN
+        ):
+            self.pull_ahead(max_rows)
+        self._returned_at = time.monotonic()
         return end
+
+    def pull_ahead(self, max_rows: int) -> None:
+        """Start pulling the next batch (up to ``max_rows``) in the background; the next
+        ``pull_batch`` takes what it got and journals it."""
+        pulled = _Pulled(time.monotonic())
+        self.pulling_since = time.time()
+        self._save_state()  # a crash from now on leaves unjournaled messages leased
+        deadline = pulled.began + self.settings.pull_timeout
+        task = asyncio.get_running_loop().create_task(self._pull_into(pulled, max_rows, deadline))
+        self._ahead = _PullAhead(pulled, task, max_rows)
+
+    async def release_pulled_ahead(self) -> None:
+        """Give the messages pulled ahead back to the subscription (the source stops)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return
+        with contextlib.suppress(Exception):
+            await ahead.task
+        pulled = ahead.pulled
+        ack_ids = [m.ack_id for m in pulled.batch.values()]
+        ack_ids += [*pulled.redelivered_pending, *pulled.after_cutoff]
+        if ack_ids:
+            with contextlib.suppress(Exception):
+                await self._client().modify_ack_deadline(self.settings.subscription, ack_ids, 0)
+        self.pulling_since = None
+        self._save_state()
 
     async def pull_batch(self, start: int, max_rows: int) -> int:
         """Pull, dedupe and journal up to ``max_rows`` messages; the new end (or ``start``)."""
-        pulled = _Pulled()
-        pulled_at = time.monotonic()
+        called_at = time.monotonic()
+        ahead = self._ahead
+        if ahead is not None and ahead.max_rows > max_rows:
+            await self.release_pulled_ahead()  # more than now allowed (the limit shrank)
+            ahead = None
+        if ahead is not None:
+            self._ahead = None
+            pulled = ahead.pulled
+            try:
+                await ahead.task
+            except Exception as error:  # what it got is kept; the pull below goes on
+                logger.warning("pulling ahead failed, pulling again: %s", error)
+        else:
+            pulled = _Pulled(called_at)
         self.pulling_since = time.time()
         self._save_state()
-        await self._pull_into(pulled, max_rows, pulled_at + self.settings.pull_timeout)
+        await self._pull_into(pulled, max_rows, called_at + self.settings.pull_timeout)
         if pulled.redelivered_pending:
             statuses = await self._acknowledge(pulled.redelivered_pending)
             for ack_id, message_id in pulled.redelivered_pending.items():
@@ -305,7 +365,7 @@ class _Driver:
         for seq, message in enumerate(messages, start):
             self.seq_of[message.message_id] = seq
             self.ack_id_of[message.message_id] = message.ack_id
-            self.lease_until[message.message_id] = pulled_at + self.ack_deadline
+            self.lease_until[message.message_id] = pulled.began + self.ack_deadline
         return end
 
     async def _pull_into(self, pulled: _Pulled, max_rows: int, deadline: float) -> None:
@@ -379,12 +439,24 @@ class _Pulled:
     """What one ``pull_batch`` collected: the new batch (message id → newest delivery),
     redeliveries of pending ids (ack id → message id) and deliveries to release."""
 
-    __slots__ = ("after_cutoff", "batch", "redelivered_pending")
+    __slots__ = ("after_cutoff", "batch", "began", "redelivered_pending")
 
-    def __init__(self) -> None:
+    def __init__(self, began: float) -> None:
+        self.began = began  # monotonic: no delivery in it is older
         self.batch: dict[str, Message] = {}
         self.redelivered_pending: dict[str, str] = {}
         self.after_cutoff: list[str] = []
+
+
+class _PullAhead:
+    """A background pull of the next batch: what it collected so far, and the task."""
+
+    __slots__ = ("max_rows", "pulled", "task")
+
+    def __init__(self, pulled: _Pulled, task: asyncio.Task[None], max_rows: int) -> None:
+        self.pulled = pulled
+        self.task = task
+        self.max_rows = max_rows
 
 
 def _to_table(messages: Sequence[Message], start: int) -> pa.Table:
@@ -503,6 +575,8 @@ class EoclientStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         driver, self._driver = self._driver, None
         if driver is not None:
             if driver.client is not None:
+                with contextlib.suppress(Exception):
+                    driver.loop.run(driver.release_pulled_ahead(), timeout=5.0)
                 with contextlib.suppress(Exception):
                     driver.loop.run(driver.client.aclose(), timeout=5.0)
             driver.loop.close()
