@@ -3,8 +3,8 @@
 Rows need a ``data`` column (binary or string: a string is UTF-8 encoded); optional columns
 ``attributes`` (map<string,string>; a null value drops that attribute, as Pub/Sub has no null
 attribute) and ``ordering_key`` (string) are used when present; other columns are ignored, as
-Spark's Kafka sink ignores its extra ones. A schema that does not fit fails at ``start()`` /
-``save()``, before anything is published.
+Spark's Kafka sink ignores its extra ones. A schema that does not fit fails the write (a
+batch ``save()``, or a streaming query before its first batch is published) naming the column.
 Every write task runs its own event loop (``asyncio.run``) and client, publishes its rows and
 returns a commit message with the count once every publish is confirmed; a failed publish
 fails the task (Spark retries it). Publishing is not transactional, so the sink is

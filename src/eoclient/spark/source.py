@@ -285,6 +285,9 @@ class _Driver:
         messages. They share state safely: settle decides its ids before its first await,
         and a redelivery of one of them meanwhile only updates its ack id (if the ack then
         fails, the id goes pending and its next redelivery is acked).
+
+        Then, after a full batch, when Spark came back for this one quickly (within
+        ``PULL_AHEAD_WITHIN`` of the ack deadline), the next batch is pulled ahead.
         """
         called_at = time.monotonic()
         _, end = await asyncio.gather(self.settle(start), self.pull_batch(start, max_rows))
