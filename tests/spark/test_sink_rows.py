@@ -64,3 +64,8 @@ def test_an_unpublishable_schema_is_refused_naming_the_column(
 def test_a_null_attribute_value_drops_that_attribute() -> None:
     assert message_attributes({"a": "1", "b": None}) == {"a": "1"}
     assert message_attributes(None) == {}
+
+
+def test_an_attribute_named_like_the_ordering_key_parameter_is_refused() -> None:
+    with pytest.raises(ValueError, match="attribute named 'ordering_key'"):
+        message_attributes({"ordering_key": "k"})

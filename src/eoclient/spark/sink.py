@@ -76,8 +76,18 @@ def check_sink_schema(schema: StructType) -> None:
 
 
 def message_attributes(value: Mapping[Any, Any] | None) -> dict[str, str]:
-    """A row's ``attributes`` map as message attributes (null values dropped)."""
-    return {str(k): str(v) for k, v in (value or {}).items() if v is not None}
+    """A row's ``attributes`` map as message attributes (null values dropped).
+
+    Raises ``ValueError`` for an attribute named ``ordering_key``: ``PublisherClient.publish``
+    takes attributes as keywords, where that name is the ordering key itself.
+    """
+    attributes = {str(k): str(v) for k, v in (value or {}).items() if v is not None}
+    if "ordering_key" in attributes:
+        raise ValueError(
+            "the eoclient sink cannot publish an attribute named 'ordering_key' (the name of "
+            "the ordering key parameter); rename it, or use the ordering_key column for the key"
+        )
+    return attributes
 
 
 def _data(value: Any) -> bytes:
