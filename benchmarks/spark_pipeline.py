@@ -33,45 +33,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _server import start_server  # benchmarks/ is on sys.path when run as a script
+# benchmarks/ is on sys.path when run as a script
+from _server import PAYLOAD, fill_subscription, start_server
 
 ROOT = Path(__file__).resolve().parent.parent
-PAYLOAD = b"x" * 100
-PUBLISH_BATCH = 1000
 TOPIC = "projects/bench/topics/spark-events"
 SUBSCRIPTION = "projects/bench/subscriptions/spark-events"
-
-
-async def _prepare(address: str, count: int) -> list[str]:
-    from eoclient._proto import pubsub_pb2
-    from eoclient._transport import Endpoint, PubSubTransport, create_channel
-
-    transport = PubSubTransport(create_channel(Endpoint.resolve(address)))
-    try:
-        await transport.call(
-            "Publisher", "CreateTopic", pubsub_pb2.Topic(name=TOPIC), pubsub_pb2.Topic
-        )
-        await transport.call(
-            "Subscriber",
-            "CreateSubscription",
-            pubsub_pb2.Subscription(
-                name=SUBSCRIPTION,
-                topic=TOPIC,
-                enable_exactly_once_delivery=True,
-                ack_deadline_seconds=60,
-            ),
-            pubsub_pb2.Subscription,
-        )
-        ids: list[str] = []
-        for start in range(0, count, PUBLISH_BATCH):
-            batch = [
-                pubsub_pb2.PubsubMessage(data=PAYLOAD, attributes={"key": str(i % 16)})
-                for i in range(start, min(count, start + PUBLISH_BATCH))
-            ]
-            ids.extend(await transport.publish(TOPIC, batch))
-        return ids
-    finally:
-        await transport.close()
 
 
 def _progress_summary(progress: list[dict[str, Any]]) -> dict[str, float]:
@@ -168,7 +135,17 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="eoclient-spark-bench-"))
     try:
         started = time.perf_counter()
-        ids = asyncio.run(_prepare(address, options.messages))
+        ids = asyncio.run(
+            fill_subscription(
+                address,
+                TOPIC,
+                SUBSCRIPTION,
+                options.messages,
+                attributes=lambda i: {"key": str(i % 16)},
+                enable_exactly_once_delivery=True,
+                ack_deadline_seconds=60,
+            )
+        )
         print(f"published {len(ids)} in {time.perf_counter() - started:.1f} s", flush=True)
         spark = local_session("eoclient-benchmark")
         spark.sparkContext.setLogLevel("ERROR")

@@ -30,11 +30,10 @@ import threading
 import time
 from pathlib import Path
 
-from _server import start_server  # benchmarks/ is on sys.path when run as a script
+# benchmarks/ is on sys.path when run as a script
+from _server import fill_subscription, start_server
 
 ROOT = Path(__file__).resolve().parent.parent
-PAYLOAD = b"x" * 100
-PUBLISH_BATCH = 1000
 
 
 def _usage() -> dict[str, float]:
@@ -141,35 +140,13 @@ def consume_main(options: argparse.Namespace) -> None:
 # ---------------------------------------------------------------- orchestration
 
 
-async def _prepare(address: str, topic: str, subscription: str, count: int, eod: bool) -> None:
-    from eoclient._proto import pubsub_pb2
-    from eoclient._transport import Endpoint, PubSubTransport, create_channel
-
-    transport = PubSubTransport(create_channel(Endpoint.resolve(address)))
-    try:
-        await transport.call(
-            "Publisher", "CreateTopic", pubsub_pb2.Topic(name=topic), pubsub_pb2.Topic
-        )
-        await transport.call(
-            "Subscriber",
-            "CreateSubscription",
-            pubsub_pb2.Subscription(
-                name=subscription, topic=topic, enable_exactly_once_delivery=eod
-            ),
-            pubsub_pb2.Subscription,
-        )
-        batch = [pubsub_pb2.PubsubMessage(data=PAYLOAD)] * PUBLISH_BATCH
-        for start in range(0, count, PUBLISH_BATCH):
-            await transport.publish(topic, batch[: min(PUBLISH_BATCH, count - start)])
-    finally:
-        await transport.close()
-
-
 def run_scenario(address: str, client: str, eod: bool, count: int, index: int) -> dict[str, float]:
     mode = "eod" if eod else "plain"
     topic = f"projects/bench/topics/t-{index}-{client}-{mode}"
     subscription = f"projects/bench/subscriptions/s-{index}-{client}-{mode}"
-    asyncio.run(_prepare(address, topic, subscription, count, eod))
+    asyncio.run(
+        fill_subscription(address, topic, subscription, count, enable_exactly_once_delivery=eod)
+    )
     command = [
         sys.executable,
         __file__,
