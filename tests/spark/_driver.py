@@ -4,7 +4,8 @@
 
 Streams SUBSCRIPTION into a Parquet file sink at WORKDIR/out with availableNow, checkpoint
 WORKDIR/checkpoint and journal WORKDIR/journal; prints "done" when the run ends. Crash points
-are source options (faultPoints, faultDir: see eoclient.spark._faults).
+are source options (faultPoints, faultDir: see eoclient.spark._faults). ``start_query`` is
+that query, which the in-process tests start too.
 """
 
 from __future__ import annotations
@@ -12,6 +13,27 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
+
+
+def start_query(spark: Any, subscription: str, work: Path, options: dict[str, str]) -> Any:
+    """SUBSCRIPTION → Parquet at WORK/out, availableNow, checkpoint WORK/checkpoint, journal
+    WORK/journal, plus source ``options``: the query of every Spark connector test."""
+    reader = (
+        spark.readStream.format("eoclient")
+        .option("subscription", subscription)
+        .option("journalPath", str(work / "journal"))
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return (
+        reader.load()
+        .writeStream.format("parquet")
+        .option("path", str(work / "out"))
+        .option("checkpointLocation", str(work / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
 
 
 def main(argv: list[str]) -> None:
@@ -22,22 +44,7 @@ def main(argv: list[str]) -> None:
 
     spark = local_session("eoclient-crash-driver")
     spark.sparkContext.setLogLevel("ERROR")
-    work = Path(workdir)
-    reader = (
-        spark.readStream.format("eoclient")
-        .option("subscription", subscription)
-        .option("journalPath", str(work / "journal"))
-    )
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    query = (
-        reader.load()
-        .writeStream.format("parquet")
-        .option("path", str(work / "out"))
-        .option("checkpointLocation", str(work / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = start_query(spark, subscription, Path(workdir), options)
     query.awaitTermination()
     print("done", flush=True)
     spark.stop()

@@ -28,6 +28,8 @@ from eoclient.admin import AdminClient
 from eoclient.publisher import PublisherClient
 from eoclient.subscriber import SubscriberClient
 
+from ._driver import start_query
+
 pytest.importorskip(
     "pyspark", reason="the spark extra is not installed (pip install -e '.[spark]')"
 )
@@ -121,21 +123,7 @@ def exactly_once_errors(found: Counter[str], published: list[str]) -> list[str]:
 
 
 def run_stream(spark: Any, subscription: str, work: Path, **options: str) -> None:
-    reader = (
-        spark.readStream.format("eoclient")
-        .option("subscription", subscription)
-        .option("journalPath", str(work / "journal"))
-    )
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    query = (
-        reader.load()
-        .writeStream.format("parquet")
-        .option("path", str(work / "out"))
-        .option("checkpointLocation", str(work / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = start_query(spark, subscription, work, options)
     query.awaitTermination(120)
     if query.exception() is not None:
         raise query.exception()
