@@ -55,6 +55,19 @@ def _spark_env() -> dict[str, str]:
     return env
 
 
+def _run_example(
+    script: Path, *args: str, timeout: float = 30, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env if env is not None else _env(),
+        check=False,
+    )
+
+
 def test_there_are_examples() -> None:
     assert EXAMPLES / "consumer_service.py" in SCRIPTS
     assert all(script.exists() for script in SPARK_SCRIPTS)
@@ -62,27 +75,13 @@ def test_there_are_examples() -> None:
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
 def test_example_runs_its_demo(script: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, str(script), "--demo"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env=_env(),
-        check=False,
-    )
+    result = _run_example(script, "--demo")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "summary:" in result.stdout, result.stdout + result.stderr
 
 
 def test_consumer_service_demo_summary() -> None:
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLES / "consumer_service.py"), "--demo", "--messages", "50"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env=_env(),
-        check=False,
-    )
+    result = _run_example(EXAMPLES / "consumer_service.py", "--demo", "--messages", "50")
     assert result.returncode == 0, result.stdout + result.stderr
     found = SUMMARY.search(result.stdout)
     assert found, result.stdout
@@ -103,13 +102,11 @@ def test_spark_pipeline_demo_matches_plain_python() -> None:
     )
     if shutil.which("java") is None:  # pragma: no cover - Java 17 is installed here
         pytest.skip("Spark needs java on PATH")
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLES / "spark_pipeline.py"), "--demo"],
-        capture_output=True,
-        text=True,
+    result = _run_example(
+        EXAMPLES / "spark_pipeline.py",
+        "--demo",
         timeout=240,  # 35-50 s here; more while other Spark jobs share the two cores
         env=_spark_env(),
-        check=False,
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
@@ -131,27 +128,13 @@ def test_spark_pipeline_demo_matches_plain_python() -> None:
 
 def test_spark_pipeline_needs_its_arguments() -> None:
     pytest.importorskip("pyspark")
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLES / "spark_pipeline.py"), "--subscription", "s"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env=_env(),
-        check=False,
-    )
+    result = _run_example(EXAMPLES / "spark_pipeline.py", "--subscription", "s")
     assert result.returncode == 2
     assert "--topic, --output, --checkpoint required" in result.stderr
 
 
 def test_consumer_service_needs_a_subscription() -> None:
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLES / "consumer_service.py")],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env=_env(),
-        check=False,
-    )
+    result = _run_example(EXAMPLES / "consumer_service.py")
     assert result.returncode == 2
     assert "--subscription is required" in result.stderr
 
