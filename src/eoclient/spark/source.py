@@ -136,8 +136,8 @@ class _Driver:
         self.ack_deadline = 10.0
         state = self.journal.load_state()
         self.pending: dict[str, float] = dict(state.get("pending", {}))
-        # Wall-clock time when a pull began whose messages are not yet all journaled (or
-        # released); None between pulls.
+        # Wall-clock start of the pull (or pull ahead) whose messages are not all journaled
+        # or released yet; None when there is none.
         self.pulling_since: float | None = None
         # Wall-clock time until which messages that an earlier run pulled but never journaled
         # (it died mid-pull) may still be leased to it; they come back after it. Persisted, and
@@ -321,11 +321,16 @@ class _Driver:
         pulled = ahead.pulled
         ack_ids = [m.ack_id for m in pulled.batch.values()]
         ack_ids += [*pulled.redelivered_pending, *pulled.after_cutoff]
+        await self._release(ack_ids)
+        self.pulling_since = None
+        self._save_state()
+
+    async def _release(self, ack_ids: list[str]) -> None:
+        """Give deliveries back for redelivery now (modack 0). Best effort: one that is not
+        released comes back when its deadline passes."""
         if ack_ids:
             with contextlib.suppress(Exception):
                 await self._client().modify_ack_deadline(self.settings.subscription, ack_ids, 0)
-        self.pulling_since = None
-        self._save_state()
 
     async def pull_batch(self, start: int, max_rows: int) -> int:
         """Pull, dedupe and journal up to ``max_rows`` messages; the new end (or ``start``)."""
@@ -351,12 +356,8 @@ class _Driver:
             for ack_id, message_id in pulled.redelivered_pending.items():
                 if statuses.get(ack_id) is AcknowledgeStatus.SUCCESS:
                     self.pending.pop(message_id, None)
-        if pulled.after_cutoff:
-            # Published after this availableNow run began: back to the subscription now.
-            with contextlib.suppress(Exception):
-                await self._client().modify_ack_deadline(
-                    self.settings.subscription, pulled.after_cutoff, 0
-                )
+        # Published after this availableNow run began: back to the subscription now.
+        await self._release(pulled.after_cutoff)
         if pulled.batch:
             messages = list(pulled.batch.values())
             self.journal.write(start, _to_table(messages, start))
