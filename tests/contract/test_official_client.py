@@ -174,6 +174,27 @@ def test_admin_round_trip(
         publisher.get_topic(topic=topic)
 
 
+def test_31_day_retention_without_an_expiration_policy(
+    publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient
+) -> None:
+    # "ttl must be longer than message_retention_duration" binds a policy the caller
+    # sets, not the 31-day default (wire-contract §7).
+    month = {"seconds": 31 * 24 * 3600}
+    _, subscription = make_topic_and_subscription(
+        publisher, subscriber, message_retention_duration=month
+    )
+    created = subscriber.get_subscription(subscription=subscription)
+    assert created.message_retention_duration.total_seconds() == 31 * 24 * 3600
+    assert created.expiration_policy.ttl.total_seconds() == 31 * 24 * 3600
+    with pytest.raises(api_exceptions.InvalidArgument, match="must be longer than"):
+        make_topic_and_subscription(
+            publisher,
+            subscriber,
+            message_retention_duration=month,
+            expiration_policy={"ttl": month},
+        )
+
+
 # ------------------------------------------------------------ publish / pull
 
 

@@ -594,3 +594,37 @@ def test_delete_subscription_removes_it_from_its_topic(env: Env) -> None:
         env.broker.get_subscription(SUB)
     with pytest.raises(NotFound):
         env.broker.delete_subscription(SUB)
+
+
+def test_31_day_retention_without_an_expiration_policy_is_accepted(env: Env) -> None:
+    # The ttl > retention rule applies to a policy the caller sets, not to the 31-day
+    # default (wire-contract §7).
+    env.subscribe(message_retention_duration=31 * DAY)
+    view = env.broker.get_subscription(SUB)
+    assert view.config.message_retention_duration == 31 * DAY
+    assert view.config.expiration_policy == ExpirationPolicy(31 * DAY)
+
+
+def test_31_day_retention_with_an_explicit_31_day_policy_is_refused(env: Env) -> None:
+    with pytest.raises(InvalidArgument, match="must be longer than"):
+        env.subscribe(
+            message_retention_duration=31 * DAY, expiration_policy=ExpirationPolicy(31 * DAY)
+        )
+
+
+def test_updating_retention_to_31_days_keeps_the_default_policy_valid(env: Env) -> None:
+    env.subscribe()
+    env.broker.update_subscription(
+        SubscriptionConfig(SUB, TOPIC, message_retention_duration=31 * DAY),
+        ["message_retention_duration"],
+    )
+    assert env.broker.get_subscription(SUB).config.message_retention_duration == 31 * DAY
+
+
+def test_updating_retention_past_an_explicit_policy_is_refused(env: Env) -> None:
+    env.subscribe(message_retention_duration=DAY, expiration_policy=ExpirationPolicy(3 * DAY))
+    with pytest.raises(InvalidArgument, match="must be longer than"):
+        env.broker.update_subscription(
+            SubscriptionConfig(SUB, TOPIC, message_retention_duration=4 * DAY),
+            ["message_retention_duration"],
+        )

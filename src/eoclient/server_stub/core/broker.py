@@ -302,7 +302,9 @@ class Broker:
         if not config.topic:
             raise InvalidArgument("The subscription's topic must be set.")
         names.parse(config.topic, "topics")
-        config = self._validated_subscription(config)
+        config = self._validated_subscription(
+            config, explicit_expiration=config.expiration_policy is not None
+        )
         if config.name in self._subscriptions:
             raise AlreadyExists("Subscription already exists")
         topic = self._topics.get(config.topic)
@@ -356,8 +358,16 @@ class Broker:
             retention = max(retention, topic.config.message_retention_duration)
         return retention
 
-    def _validated_subscription(self, config: SubscriptionConfig) -> SubscriptionConfig:
-        """Validate ranges and apply the real service's defaults (wire-contract §1.2)."""
+    def _validated_subscription(
+        self, config: SubscriptionConfig, *, explicit_expiration: bool
+    ) -> SubscriptionConfig:
+        """Validate ranges and apply the real service's defaults (wire-contract §1.2).
+
+        "expiration_policy.ttl must be longer than message_retention_duration" applies to
+        a policy the caller sets (``explicit_expiration``), not to the filled-in 31-day
+        default: a subscription with 31-day retention and no policy is valid
+        (wire-contract §7).
+        """
         if config.ack_deadline_seconds == 0:
             deadline = (
                 DEFAULT_EXACTLY_ONCE_ACK_DEADLINE
@@ -374,7 +384,7 @@ class Broker:
         if config.expiration_policy is None:
             config = replace(config, expiration_policy=ExpirationPolicy(DEFAULT_EXPIRATION_TTL))
         assert config.expiration_policy is not None
-        validation.expiration(config.expiration_policy, retention)
+        validation.expiration(config.expiration_policy, retention if explicit_expiration else None)
         validation.filter_length(config.filter)
         filters.parse(config.filter)  # InvalidArgument naming the column of the error
         if config.dead_letter_policy is not None:
@@ -483,7 +493,15 @@ class Broker:
             if top == "expiration_policy" and value is None:
                 value = ExpirationPolicy(DEFAULT_EXPIRATION_TTL)
             updated = replace(updated, **{top: value})
-        updated = self._validated_subscription(updated)
+        # The policy counts as the caller's when this request sets one, or when the stored
+        # one is not the filled-in default (an earlier request set it).
+        sets_expiration = config.expiration_policy is not None and any(
+            path.partition(".")[0] == "expiration_policy" for path in paths
+        )
+        explicit_expiration = sets_expiration or updated.expiration_policy != ExpirationPolicy(
+            DEFAULT_EXPIRATION_TTL
+        )
+        updated = self._validated_subscription(updated, explicit_expiration=explicit_expiration)
         if updated.dead_letter_policy is not None:
             self._topic(updated.dead_letter_policy.dead_letter_topic)
         subscription.config = updated

@@ -80,7 +80,9 @@ def retention(field: str, value: float) -> None:
         )
 
 
-def expiration(policy: ExpirationPolicy, retention_seconds: float) -> None:
+def expiration(policy: ExpirationPolicy, retention_seconds: float | None) -> None:
+    """The ttl's minimum, and, when ``retention_seconds`` is given (a policy the caller
+    set), that it is longer than the retention."""
     if policy.ttl is None:
         return
     if policy.ttl < MIN_EXPIRATION_TTL:
@@ -89,7 +91,7 @@ def expiration(policy: ExpirationPolicy, retention_seconds: float) -> None:
             f"{_seconds(policy.ttl)} in the request, but the minimum value is "
             f"{_seconds(MIN_EXPIRATION_TTL)}."
         )
-    if policy.ttl <= retention_seconds:
+    if retention_seconds is not None and policy.ttl <= retention_seconds:
         raise InvalidArgument(
             f"The value for expiration_policy.ttl ({_seconds(policy.ttl)}) must be longer than "
             f"message_retention_duration ({_seconds(retention_seconds)})."
