@@ -14,7 +14,7 @@ from eoclient.server_stub.core import (
     SubscriptionConfig,
     TopicConfig,
 )
-from eoclient.server_stub.core.delivery import StreamFlow
+from eoclient.server_stub.core.stream_flow import StreamFlow
 
 PROJECT = "projects/p1"
 TOPIC = "projects/p1/topics/topic-a"
@@ -62,7 +62,7 @@ class Env:
         """The stream's flow-control counters (no public accessor: read the core's state)."""
         name = self.broker.stream_subscription(stream_id)
         assert name is not None
-        flow = self.broker._subscriptions[name].delivery.stream(stream_id)
+        flow = self.broker._resources.subscriptions[name].delivery.stream(stream_id)
         assert flow is not None
         return flow
 

@@ -194,7 +194,7 @@ class BrokerMachine(RuleBasedStateMachine):
 
     def check_streams(self) -> None:
         """Right after a broker call (which processes due expiries): counts match the model."""
-        delivery = self.broker._subscriptions[SUB].delivery
+        delivery = self.broker._resources.subscriptions[SUB].delivery
         for stream_id in self.streams:
             flow = delivery.stream(stream_id)
             assert flow is not None
@@ -375,7 +375,7 @@ class BrokerMachine(RuleBasedStateMachine):
     def stream_counts_never_negative(self) -> None:
         if not hasattr(self, "broker"):
             return
-        delivery = self.broker._subscriptions[SUB].delivery
+        delivery = self.broker._resources.subscriptions[SUB].delivery
         for stream_id in self.streams:
             flow = delivery.stream(stream_id)
             assert flow is not None
