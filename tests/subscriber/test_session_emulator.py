@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from eoclient import AcknowledgeStatus, Message, SubscriberClient
+from eoclient import AcknowledgeStatus, AckRetrySettings, Message, SubscriberClient
 from eoclient._proto import pubsub_pb2
 from eoclient._transport import Endpoint, PubSubTransport, create_channel
 
@@ -101,3 +101,27 @@ async def test_plain_subscription_on_the_emulator(emulator: str, admin: PubSubTr
         assert stream.statistics().ack_mode == "stream"
     assert sorted(m.message_id for m in messages) == sorted(ids)
     assert statuses == [AcknowledgeStatus.SUCCESS] * N
+
+
+async def test_many_superseded_acks_in_one_unary_call_each_report_invalid(
+    emulator: str, admin: PubSubTransport
+) -> None:
+    # The streaming path of issue 17: on the emulator, exactly-once acks go by unary
+    # call; one that fails for hundreds of ids carries an ErrorInfo trailer far over
+    # gRPC's default 16 KiB metadata limit. Each id must come back INVALID_ACK_ID (the
+    # whole answer read), not OTHER after the retry deadline. (Over the 16 KiB default
+    # the emulator resets the stream, INTERNAL "RST_STREAM with error code 1", which is
+    # retried as transient: the short deadline makes that fail fast.)
+    count = 600
+    topic, subscription = await create(admin, exactly_once=True)
+    await publish(admin, topic, count)
+    async with SubscriberClient(emulator) as client:
+        retry = AckRetrySettings(initial_backoff=0.1, max_backoff=0.5, deadline=5.0)
+        async with client.subscribe(subscription, ack_retry=retry) as stream:
+            messages = await take(stream, count, timeout=20)
+            # Another client releases every delivery: the stream's ack ids are superseded.
+            ack_ids = [m.ack_id for m in messages]
+            for start in range(0, count, 200):
+                await admin.modify_ack_deadline(subscription, ack_ids[start : start + 200], 0)
+            results = await asyncio.gather(*(m.ack_result() for m in messages))
+    assert {r.status for r in results} == {AcknowledgeStatus.INVALID_ACK_ID}

@@ -244,15 +244,37 @@ class _Driver:
         return {ack_id: result.status for ack_id, result in results.items()}
 
     async def settle(self, upto: int) -> None:
-        """Ack every journaled message with ``seq < upto`` (its batch is committed)."""
+        """Ack every journaled message with ``seq < upto`` (its batch is committed).
+
+        A redelivery of one of them may arrive while the ack is under way (settle_and_pull
+        pulls meanwhile): ``_admit`` records its newer ack id, which is acked in another
+        round. (Marking the message pending instead would drop that delivery: it would sit
+        leased and unacked until its deadline, past the end of an availableNow run.)
+        """
         ids = [message_id for message_id, seq in self.seq_of.items() if seq < upto]
         if ids:
-            sent = {m: self.ack_id_of[m] for m in ids if m in self.ack_id_of}
-            statuses = await self._acknowledge(sent.values())
+            unconfirmed = set(ids)
+            tried: dict[str, str] = {}
+            while True:
+                # Each round sends only ack ids no round has sent (redeliveries since the
+                # last): it ends once none came, and a broken channel does not loop.
+                sent = {
+                    m: ack_id
+                    for m in unconfirmed
+                    if (ack_id := self.ack_id_of.get(m)) is not None and tried.get(m) != ack_id
+                }
+                if not sent:
+                    break
+                statuses = await self._acknowledge(sent.values())
+                tried.update(sent)
+                unconfirmed -= {
+                    m
+                    for m, ack_id in sent.items()
+                    if statuses.get(ack_id) is AcknowledgeStatus.SUCCESS
+                }
             now = time.time()
             for message_id in ids:
-                ack_id = sent.get(message_id)
-                if ack_id is None or statuses.get(ack_id) is not AcknowledgeStatus.SUCCESS:
+                if message_id in unconfirmed:
                     # Unconfirmed: a redelivery is acked, not emitted (pull_batch).
                     self.pending[message_id] = now
                 del self.seq_of[message_id]
