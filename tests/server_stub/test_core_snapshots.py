@@ -120,8 +120,8 @@ def test_expired_snapshots_disappear(env: Env) -> None:
     with pytest.raises(NotFound):
         env.broker.get_snapshot(SNAP)
     store = env.broker.store
-    assert isinstance(store, MemoryStore)
-    assert store.pinned_topics() == 0  # the topic log is unpinned
+    if isinstance(store, MemoryStore):  # SqliteStore: tests/server_stub/test_sqlite_store.py
+        assert store.pinned_topics() == 0  # the topic log is unpinned
 
 
 def test_update_labels_and_expire_time(env: Env) -> None:
@@ -210,7 +210,8 @@ def test_snapshot_of_another_topic_is_refused(env: Env) -> None:
 
 def test_the_topic_log_keeps_only_what_snapshots_pin(env: Env) -> None:
     store = env.broker.store
-    assert isinstance(store, MemoryStore)
+    if not isinstance(store, MemoryStore):
+        pytest.skip("MemoryStore's topic logs; SqliteStore's: test_sqlite_store.py")
     env.subscribe()
     env.publish("before")
     assert store.pinned_topics() == 0

@@ -160,17 +160,22 @@ class SubscriptionDelivery:
     # leased messages, it still moves on): one store read per this many deliveries.
     MIN_REFILL = 100
 
-    def _refill(self, now: float) -> bool:
+    def _refill(self, now: float, want: int) -> bool:
         """Load the next cold rows into the window (seq order); False if none came.
 
-        The window may grow past its size (up to twice) when what it holds cannot be
-        delivered yet — ordering keys waiting behind leased heads — so other keys get a
-        chance; beyond that it waits for acks (every key it holds has its head in it,
-        so something there is always deliverable or leased: no deadlock).
+        ``want``: how many deliveries the caller still asks for. The window may grow
+        past its size (to twice it plus ``want``) when what it holds cannot be delivered
+        yet — ordering keys waiting behind leased heads — so other keys get a chance;
+        beyond that it waits for acks (every key it holds has its head in it, so
+        something there is always deliverable or leased: no deadlock).
         """
-        if not self._cold or self._window is None or len(self._entries) >= 2 * self._window:
+        if (
+            not self._cold
+            or self._window is None
+            or len(self._entries) >= 2 * self._window + want
+        ):
             return False
-        limit = max(self._window - len(self._entries), self.MIN_REFILL)
+        limit = max(self._window - len(self._entries), self.MIN_REFILL, want)
         rows: list[BacklogRow] = self.storage.backlog(self._loaded_through, limit)
         self._cold = self._cold - len(rows) if len(rows) == limit else 0
         if not rows:
@@ -353,12 +358,10 @@ class SubscriptionDelivery:
         stream = self._streams.get(stream_id) if stream_id is not None else None
         deliveries: list[Delivery] = []
         total_bytes = 0
-        refilled = False
         while len(deliveries) < max_messages:
             if not self._ready:
-                if refilled or not self._refill(now):
+                if not self._refill(now, max_messages - len(deliveries)):
                     break
-                refilled = True  # once a call: a blocked window must not load it all
                 continue
             if stream is not None and not stream.has_room():
                 break
@@ -534,7 +537,7 @@ class SubscriptionDelivery:
                 if self._head_ready(self._ready[0], now) is not None:
                     return True
                 heapq.heappop(self._ready)
-            if not self._refill(now):
+            if not self._refill(now, 1):
                 return False
 
     def open_stream_count(self) -> int:
