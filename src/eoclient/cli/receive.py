@@ -110,13 +110,15 @@ def pull(invocation: Invocation, subscription: str, limit: int, ack: bool, nack:
     async def call() -> list[tuple[Message, AckResult | None]]:
         received: list[Message] = []
         async with SubscriberClient(invocation.endpoint) as client:
-            # One Pull may return fewer than asked while more are there: pull again
-            # until the limit or an empty answer.
+            # A Pull returns at most MAX_PULL: pull again while the answers come back
+            # full. One that comes back short is taken as "that is what there is now"
+            # (asking again would wait for more, as gcloud's single pull does not).
             while len(received) < limit:
-                batch = await client.pull(name, min(limit - len(received), MAX_PULL))
-                if not batch:
-                    break
+                asked = min(limit - len(received), MAX_PULL)
+                batch = await client.pull(name, asked)
                 received.extend(batch)
+                if len(batch) < asked:
+                    break
             results = await asyncio.gather(*(_settle(m, settle) for m in received))
         return list(zip(received, results, strict=True))
 
