@@ -36,7 +36,7 @@ from google.protobuf.message import Message
 from google.rpc import status_pb2
 
 from eoclient.errors import InvalidArgument, RpcError, Unimplemented
-from eoclient.server_stub.grpc_service import PubSubService, rich_status
+from eoclient.server_stub.service import PubSubService, rich_status
 
 logger = logging.getLogger("eoclient.server_stub.rest")
 

@@ -23,8 +23,9 @@ from eoclient._clock import Clock, SystemClock
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.history import MessageHistory
 from eoclient.server_stub.faults import InjectedStatus, RpcFaults
-from eoclient.server_stub.grpc_service import PubSubService, StreamRegistry
+from eoclient.server_stub.grpc_door import GrpcDoor
 from eoclient.server_stub.rest import RestDoor
+from eoclient.server_stub.service import PubSubService, StreamRegistry
 
 # Publish requests may be 10 MB (plus framing): accept up to 32 MiB.
 MAX_RECEIVE_BYTES = 32 * 2**20
@@ -78,7 +79,7 @@ class ReferenceServer:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        server.add_generic_rpc_handlers(self.service.generic_handlers())
+        server.add_generic_rpc_handlers(GrpcDoor(self.service).generic_handlers())
         bound = server.add_insecure_port(f"{host}:{port}")
         if bound == 0:
             raise OSError(f"could not bind the reference server to {host}:{port}")
