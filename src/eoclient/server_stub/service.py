@@ -32,6 +32,7 @@ from eoclient.errors import InvalidArgument, RpcError, Unimplemented, rpc_error_
 from eoclient.server_stub import translate
 from eoclient.server_stub.core import AckReply, Broker, Delivery
 from eoclient.server_stub.faults import InjectedStatus, RpcFaults
+from eoclient.server_stub.group_commit import GroupCommit
 
 ERROR_INFO_REASON = "EXACTLY_ONCE_ACKID_FAILURE"
 ERROR_INFO_DOMAIN = "pubsub.googleapis.com"
@@ -150,10 +151,17 @@ class RpcMethod:
 class PubSubService:
     """Both google.pubsub.v1 services over one broker."""
 
-    def __init__(self, broker: Broker, faults: RpcFaults, streams: StreamRegistry) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        faults: RpcFaults,
+        streams: StreamRegistry,
+        group_commit: GroupCommit | None = None,
+    ) -> None:
         self.broker = broker
         self.faults = faults
         self.streams = streams
+        self.group_commit = group_commit or GroupCommit(broker.store)
         self._pull_waiters: dict[str, set[asyncio.Event]] = {}
         self.methods: dict[str, RpcMethod] = self._method_table()
 
@@ -182,7 +190,15 @@ class PubSubService:
         injected = self.faults.take(method)
         if injected is not None:
             raise rpc_error_class(injected.code)(injected.message)
-        return await (handler or rpc.handler)(request)
+        # Nothing leaves before the store has it (group_commit.py): not the result, and
+        # not an exactly-once failure either, which reports the request's other ids done.
+        try:
+            result = await (handler or rpc.handler)(request)
+        except RpcError:
+            await self.group_commit.durable()
+            raise
+        await self.group_commit.durable()
+        return result
 
     def _method_table(self) -> dict[str, RpcMethod]:
         P = pubsub_pb2

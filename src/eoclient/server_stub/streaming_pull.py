@@ -196,6 +196,9 @@ class _StreamSession:
                 await context.abort(status_code(drop.code), drop.message)
             if self.failure is not None:
                 await abort(context, self.failure)
+            if self.outbox:
+                # Confirmations report acks done: only once the store has them.
+                await self.service.group_commit.durable()
             while self.outbox:
                 await context.write(self.outbox.popleft())
             if self.client_done:

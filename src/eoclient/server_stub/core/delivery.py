@@ -169,11 +169,7 @@ class SubscriptionDelivery:
         beyond that it waits for acks (every key it holds has its head in it, so
         something there is always deliverable or leased: no deadlock).
         """
-        if (
-            not self._cold
-            or self._window is None
-            or len(self._entries) >= 2 * self._window + want
-        ):
+        if not self._cold or self._window is None or len(self._entries) >= 2 * self._window + want:
             return False
         limit = max(self._window - len(self._entries), self.MIN_REFILL, want)
         rows: list[BacklogRow] = self.storage.backlog(self._loaded_through, limit)

@@ -177,6 +177,11 @@ class Store(Protocol):
 
     # ---------------------------------------------------------------- lifecycle
 
+    @property
+    def dirty(self) -> bool:
+        """Some change is not committed yet."""
+        ...
+
     def commit(self) -> None:
         """Make every change so far durable."""
         ...

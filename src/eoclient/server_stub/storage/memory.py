@@ -176,6 +176,10 @@ class MemoryStore:
 
     # ---------------------------------------------------------------- lifecycle
 
+    @property
+    def dirty(self) -> bool:
+        return False  # nothing is kept beyond the process: nothing to commit
+
     def commit(self) -> None:
         pass
 
