@@ -46,6 +46,18 @@ CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.keepalive_time_ms", 30_000),
 )
 
+# A plain-text endpoint is an emulator or a reference server, which developers stop and
+# start: gRPC's default reconnect backoff (1 s growing to 120 s) would leave a client
+# failing fast for up to two minutes after the server came back. Capped at 1 s here, so
+# clients reconnect within about a second of a restart; TLS endpoints (the service)
+# keep gRPC's defaults.
+LOCAL_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
+    *CHANNEL_OPTIONS,
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1_000),
+)
+
 ResponseT = TypeVar("ResponseT", bound=Message)
 
 
@@ -69,7 +81,7 @@ class Endpoint:
 
 def create_channel(endpoint: Endpoint) -> grpc.aio.Channel:
     if not endpoint.secure:
-        return grpc.aio.insecure_channel(endpoint.target, options=CHANNEL_OPTIONS)
+        return grpc.aio.insecure_channel(endpoint.target, options=LOCAL_CHANNEL_OPTIONS)
     try:
         import google.auth  # type: ignore[import-untyped, unused-ignore]
         import google.auth.transport.grpc  # type: ignore[import-untyped, unused-ignore]

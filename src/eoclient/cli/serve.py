@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 import click
 
 from eoclient.cli.errors import CliError
-from eoclient.server_stub.storage.sqlite import StoreError
 
 if TYPE_CHECKING:
     from eoclient.server_stub.server import ReferenceServer
@@ -105,6 +104,8 @@ def serve(
     It prints the export PUBSUB_EMULATOR_HOST=... line for clients, and stops cleanly
     on Ctrl-C or SIGTERM.
     """
+    from eoclient.server_stub.storage.sqlite import StoreError  # the server's imports: here
+
     rest = rest_port_for(port, rest_port, no_rest)
     try:
         asyncio.run(_serve(host, port, rest, history, data_dir))

@@ -145,8 +145,7 @@ class ReferenceServer:
             self.broker.tick()
             # Changes nobody waits for (expiries, streaming acks without exactly-once,
             # activity clocks) are committed here, at least every MAX_TICK_INTERVAL.
-            if self.broker.store.dirty:
-                self.group_commit.commit()
+            self.group_commit.commit_pending()
             wakeup = self.broker.next_wakeup()
             delay = MAX_TICK_INTERVAL
             if wakeup is not None:
