@@ -645,7 +645,13 @@ class StreamingSession:
             return
         if batch and not self.acker.uses_stream:
             self._requeue(batch)
-            return
+            if not self.acker.probing:
+                return
+            # The mode is not known yet: everything went by unary call; the modacks also
+            # go on the stream, where a confirmation shows the server confirms there.
+            batch = self.acker.probe(batch) if call is not None else []
+            if not batch:
+                return
         if call is None:
             if self._stop_receiving:
                 # Shutting down: no new stream will come. Ack ids are not tied to a
