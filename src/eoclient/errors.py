@@ -7,6 +7,7 @@
     ├── FlowControlLimitError         a publish would exceed flow control (behaviour ERROR)
     ├── OrderingKeyPausedError        publishing to an ordering key paused by an earlier failure
     ├── MessageTooLargeError          a message can never fit in one publish request
+    ├── SparkConnectorError           the Spark connector cannot run as configured (a ValueError)
     └── RpcError                      the server answered with a non-OK gRPC status
         ├── Cancelled                 CANCELLED
         ├── Unknown                   UNKNOWN              (retryable)
@@ -104,6 +105,7 @@ __all__ = [
     "ResourceExhausted",
     "RpcError",
     "SizeLimitExceeded",
+    "SparkConnectorError",
     "Unauthenticated",
     "Unavailable",
     "Unimplemented",
@@ -145,6 +147,12 @@ class OrderingKeyPausedError(EoclientError):
 
 class MessageTooLargeError(EoclientError):
     """A single message can never fit in one publish request."""
+
+
+class SparkConnectorError(EoclientError, ValueError):
+    """The Spark connector cannot run as configured: an unknown or bad option, or a
+    subscription that is missing or lacks exactly-once delivery. The message says what to
+    change; it reaches the user as one line (``eoclient.spark._errors``)."""
 
 
 class RpcError(EoclientError):

@@ -24,7 +24,8 @@ pytest.importorskip("pyspark", reason="the spark extra is not installed")
 from eoclient.server_stub.core import NewMessage, SubscriptionConfig, TopicConfig
 from eoclient.server_stub.server import ReferenceServer, run_server
 from eoclient.spark._journal import read_table
-from eoclient.spark.source import SourceSettings, _Driver
+from eoclient.spark._options import SourceSettings
+from eoclient.spark.source import _Driver
 
 T = TypeVar("T")
 _names = itertools.count(1)
