@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from eoclient._clock import Clock
@@ -100,11 +100,26 @@ class ServerThread:
 
     def call(self, function: Callable[[ReferenceServer], T], timeout: float = 10.0) -> T:
         """``function(server)`` on the server's loop; its result (or its exception)."""
-        loop, server = self._loop, self._server
-        if loop is None or server is None or not loop.is_running():
-            raise RuntimeError("the reference server thread is not running")
+        server = self._running()
 
         async def run() -> T:
             return function(server)
 
-        return asyncio.run_coroutine_threadsafe(run(), loop).result(timeout)
+        return self.run(run, timeout)
+
+    def run(self, coroutine: Callable[[], Awaitable[T]], timeout: float = 30.0) -> T:
+        """Await ``coroutine()`` on the server's loop (e.g. an ``AdminClient`` call: a
+        client there reaches the server like any other); its result or exception."""
+        self._running()
+        assert self._loop is not None
+
+        async def run() -> T:
+            return await coroutine()
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)
+
+    def _running(self) -> ReferenceServer:
+        loop, server = self._loop, self._server
+        if loop is None or server is None or not loop.is_running():
+            raise RuntimeError("the reference server thread is not running")
+        return server
