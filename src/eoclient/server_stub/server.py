@@ -96,9 +96,7 @@ class ReferenceServer:
 
     async def _start_rest(self, host: str, port: int) -> int:
         # gRPC (HTTP/2) and HTTP/1.1 cannot share grpc.aio's port: REST gets its own.
-        runner = web.AppRunner(
-            RestDoor(self.service).application(), access_log=None, shutdown_timeout=1.0
-        )
+        runner = RestDoor(self.service).runner()
         await runner.setup()
         self._rest = runner
         site = web.TCPSite(runner, host, port)
