@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from typing import TYPE_CHECKING
 
 import click
 
 from eoclient.cli.errors import CliError
+
+if TYPE_CHECKING:
+    from eoclient.server_stub.security import DoorSecurity
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8085  # the port Google's emulator uses by default
@@ -26,13 +30,19 @@ def rest_port_for(port: int, rest_port: int | None, no_rest: bool) -> int | None
     return port + 1 if port else 0
 
 
-async def _serve(host: str, port: int, rest_port: int | None, record_history: bool) -> None:
+async def _serve(
+    host: str,
+    port: int,
+    rest_port: int | None,
+    record_history: bool,
+    security: DoorSecurity,
+) -> None:
     from eoclient._clock import SystemClock
     from eoclient.server_stub.core import Broker
     from eoclient.server_stub.server import ReferenceServer
 
     clock = SystemClock()
-    server = ReferenceServer(Broker(clock, record_history=record_history), clock)
+    server = ReferenceServer(Broker(clock, record_history=record_history), clock, security)
     await server.start(host, port, rest_port)
     print(f"eoclient reference server listening on {server.address} (gRPC)", flush=True)
     if rest_port is not None:
@@ -70,15 +80,41 @@ async def _serve(host: str, port: int, rest_port: int | None, record_history: bo
     is_flag=True,
     help="Record every delivery, ack and modack per message (memory grows with traffic).",
 )
-def serve(host: str, port: int, rest_port: int | None, no_rest: bool, history: bool) -> None:
+# -- door security (issue 13; eoclient.server_stub.security) --------------------------
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Accept this Host in REST requests besides loopback ones (repeatable).",
+)
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="Let web pages of this origin (scheme://host[:port]) call the REST door (repeatable).",
+)
+def serve(
+    host: str,
+    port: int,
+    rest_port: int | None,
+    no_rest: bool,
+    history: bool,
+    allow_hosts: tuple[str, ...],
+    allow_origins: tuple[str, ...],
+) -> None:
     """Run the reference server (google.pubsub.v1 over gRPC and REST/JSON).
 
     It prints the export PUBSUB_EMULATOR_HOST=... line for clients, and stops cleanly
     on Ctrl-C or SIGTERM.
     """
+    from eoclient.server_stub.security import BrowserPolicy, DoorSecurity
+
     rest = rest_port_for(port, rest_port, no_rest)
+    security = DoorSecurity(browser=BrowserPolicy.of(allow_hosts, allow_origins))
     try:
-        asyncio.run(_serve(host, port, rest, history))
+        asyncio.run(_serve(host, port, rest, history, security))
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         pass
     except OSError as error:  # e.g. the REST port (--port + 1 by default) is taken

@@ -22,6 +22,7 @@ import logging
 
 from aiohttp import web
 from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from eoclient.errors import RpcError
 from eoclient.server_stub import rest_request
@@ -35,6 +36,12 @@ from eoclient.server_stub.rest_errors import (
 )
 from eoclient.server_stub.rest_request import MAX_BODY_BYTES
 from eoclient.server_stub.rest_routes import route
+from eoclient.server_stub.security import (
+    CORS_HEADERS,
+    CORS_MAX_AGE_SECONDS,
+    CORS_METHODS,
+    BrowserPolicy,
+)
 from eoclient.server_stub.service import INTERNAL_ERROR_MESSAGE, PubSubService
 
 __all__ = ["HTTP_STATUS", "MAX_BODY_BYTES", "RestDoor"]
@@ -60,10 +67,11 @@ SYSTEM_PARAMETERS = frozenset(
 
 
 class RestDoor:
-    """The aiohttp application of one ``PubSubService``."""
+    """The aiohttp application of one ``PubSubService``, behind a ``BrowserPolicy``."""
 
-    def __init__(self, service: PubSubService) -> None:
+    def __init__(self, service: PubSubService, policy: BrowserPolicy | None = None) -> None:
         self.service = service
+        self.policy = policy or BrowserPolicy()
 
     def runner(self) -> web.AppRunner:
         # aiohttp must not undo Content-Encoding itself (``rest_request.read_body`` does,
@@ -78,23 +86,63 @@ class RestDoor:
         return app
 
     async def handle(self, request: web.Request) -> web.Response:
+        cors: dict[str, str] = {}
         try:
-            binding, name = route(request.method, request.path)
-            message = self.service.methods[binding.rpc].request()
-            query = [(k, v) for k, v in request.query.items() if k not in SYSTEM_PARAMETERS]
-            if binding.body:
-                rest_request.parse_body(await rest_request.read_body(request), message)
-                rest_request.refuse_query(query)
-            else:
-                rest_request.bind_query(message, query)
-            rest_request.check_text(name, binding.field)
-            rest_request.set_field(message, binding.field, name)
-            response = await self.service.call(binding.rpc, message)
+            cors = self._browser_check(request)
+            if request.method == "OPTIONS" and cors:
+                return web.Response(status=204, headers=_preflight(cors))
+            response = await self._answer(request)
         except HttpProblem as problem:
-            return problem_response(problem)
+            return problem_response(problem, cors)
         except RpcError as error:
-            return rpc_error_response(error)
+            return rpc_error_response(error, cors)
         except Exception:
             logger.exception("REST %s %s failed", request.method, request.path)
-            return json_response(error_body(500, "INTERNAL", INTERNAL_ERROR_MESSAGE), 500)
-        return json_response(json_format.MessageToJson(response, indent=2))
+            return json_response(error_body(500, "INTERNAL", INTERNAL_ERROR_MESSAGE), 500, cors)
+        return json_response(json_format.MessageToJson(response, indent=2), 200, cors)
+
+    def _browser_check(self, request: web.Request) -> dict[str, str]:
+        """Apply the browser policy; the CORS headers an allowed cross-origin caller gets."""
+        headers = request.headers
+        refusal = self.policy.host_refusal(headers.get("Host"))
+        if refusal is not None:
+            raise HttpProblem(403, "PERMISSION_DENIED", refusal)
+        origin = headers.get("Origin")
+        own_origin = f"{request.scheme}://{headers.get('Host', '')}"
+        refusal = self.policy.origin_refusal(origin, own_origin)
+        if refusal is not None:
+            raise HttpProblem(403, "PERMISSION_DENIED", refusal)
+        cors = {}
+        if origin is not None and origin.lower().rstrip("/") != own_origin.lower():
+            cors = {"Access-Control-Allow-Origin": origin, "Vary": "Origin"}
+        if request.method == "OPTIONS" and cors:
+            return cors
+        refusal = self.policy.content_type_refusal(headers.get("Content-Type"), request.body_exists)
+        if refusal is not None:
+            raise HttpProblem(415, "INVALID_ARGUMENT", refusal)
+        return cors
+
+    async def _answer(self, request: web.Request) -> Message:
+        """Route, build the request proto, and run the RPC."""
+        binding, name = route(request.method, request.path)
+        message = self.service.methods[binding.rpc].request()
+        query = [(k, v) for k, v in request.query.items() if k not in SYSTEM_PARAMETERS]
+        if binding.body:
+            rest_request.parse_body(await rest_request.read_body(request), message)
+            rest_request.refuse_query(query)
+        else:
+            rest_request.bind_query(message, query)
+        rest_request.check_text(name, binding.field)
+        rest_request.set_field(message, binding.field, name)
+        response: Message = await self.service.call(binding.rpc, message)
+        return response
+
+
+def _preflight(cors: dict[str, str]) -> dict[str, str]:
+    """The answer to an allowed origin's CORS preflight (Fetch standard §3.2.2)."""
+    return {
+        **cors,
+        "Access-Control-Allow-Methods": CORS_METHODS,
+        "Access-Control-Allow-Headers": CORS_HEADERS,
+        "Access-Control-Max-Age": str(CORS_MAX_AGE_SECONDS),
+    }

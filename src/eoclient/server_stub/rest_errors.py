@@ -80,7 +80,11 @@ def rpc_error_response(error: RpcError, headers: Mapping[str, str] | None = None
     return json_response(error_body(http, error.code, error.message, status.details), http, headers)
 
 
-def problem_response(problem: HttpProblem) -> web.Response:
+def problem_response(
+    problem: HttpProblem, headers: Mapping[str, str] | None = None
+) -> web.Response:
     return json_response(
-        error_body(problem.http, problem.status, problem.message), problem.http, problem.headers
+        error_body(problem.http, problem.status, problem.message),
+        problem.http,
+        {**problem.headers, **(headers or {})},
     )

@@ -25,6 +25,7 @@ from eoclient.server_stub.core.history import MessageHistory
 from eoclient.server_stub.faults import InjectedStatus, RpcFaults
 from eoclient.server_stub.grpc_door import GrpcDoor
 from eoclient.server_stub.rest import RestDoor
+from eoclient.server_stub.security import DoorSecurity
 from eoclient.server_stub.service import PubSubService, StreamRegistry
 
 # Publish requests may be 10 MB (plus framing): accept up to 32 MiB.
@@ -35,9 +36,10 @@ MAX_TICK_INTERVAL = 0.25
 
 
 class ReferenceServer:
-    def __init__(self, broker: Broker, clock: Clock) -> None:
+    def __init__(self, broker: Broker, clock: Clock, security: DoorSecurity | None = None) -> None:
         self.broker = broker
         self.clock = clock
+        self.security = security or DoorSecurity()
         self.faults = RpcFaults()
         self.streams = StreamRegistry()
         self.service = PubSubService(broker, self.faults, self.streams)
@@ -96,7 +98,7 @@ class ReferenceServer:
 
     async def _start_rest(self, host: str, port: int) -> int:
         # gRPC (HTTP/2) and HTTP/1.1 cannot share grpc.aio's port: REST gets its own.
-        runner = RestDoor(self.service).runner()
+        runner = RestDoor(self.service, self.security.browser.with_host(host)).runner()
         await runner.setup()
         self._rest = runner
         site = web.TCPSite(runner, host, port)
@@ -172,11 +174,12 @@ async def run_server(
     clock: Clock | None = None,
     record_history: bool = True,
     rest_port: int | None = 0,
+    security: DoorSecurity | None = None,
 ) -> AsyncIterator[ReferenceServer]:
     """Run a reference server for the duration of the block (REST too unless ``rest_port``
     is None)."""
     clock = clock or SystemClock()
-    server = ReferenceServer(Broker(clock, record_history=record_history), clock)
+    server = ReferenceServer(Broker(clock, record_history=record_history), clock, security)
     await server.start(host, port, rest_port)
     try:
         yield server
