@@ -16,6 +16,7 @@ import click
 from eoclient.cli.errors import CliError
 
 if TYPE_CHECKING:
+    from eoclient.server_stub.security import DoorSecurity
     from eoclient.server_stub.server import ReferenceServer
 
 DEFAULT_HOST = "127.0.0.1"
@@ -32,12 +33,22 @@ def rest_port_for(port: int, rest_port: int | None, no_rest: bool) -> int | None
 
 
 async def _serve(
-    host: str, port: int, rest_port: int | None, record_history: bool, data_dir: Path | None
+    host: str,
+    port: int,
+    rest_port: int | None,
+    record_history: bool,
+    data_dir: Path | None,
+    security: DoorSecurity,
 ) -> None:
     from eoclient.server_stub.server import run_server
 
     async with run_server(
-        host, port, rest_port=rest_port, record_history=record_history, data_dir=data_dir
+        host,
+        port,
+        rest_port=rest_port,
+        record_history=record_history,
+        data_dir=data_dir,
+        security=security,
     ) as server:
         await _announce_and_wait(server, rest_port, data_dir)
 
@@ -91,6 +102,21 @@ async def _announce_and_wait(
     help="Keep topics, subscriptions, snapshots, messages and acks in this directory "
     "(SQLite), so they survive a restart or a crash. Default: in memory only.",
 )
+# -- door security (issue 13; eoclient.server_stub.security) --------------------------
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Accept this Host in REST requests besides loopback ones (repeatable).",
+)
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="Let web pages of this origin (scheme://host[:port]) call the REST door (repeatable).",
+)
 def serve(
     host: str,
     port: int,
@@ -98,17 +124,22 @@ def serve(
     no_rest: bool,
     history: bool,
     data_dir: Path | None,
+    allow_hosts: tuple[str, ...],
+    allow_origins: tuple[str, ...],
 ) -> None:
     """Run the reference server (google.pubsub.v1 over gRPC and REST/JSON).
 
     It prints the export PUBSUB_EMULATOR_HOST=... line for clients, and stops cleanly
     on Ctrl-C or SIGTERM.
     """
-    from eoclient.server_stub.storage.sqlite import StoreError  # the server's imports: here
+    # The server's imports here, not at module level: every other verb starts faster.
+    from eoclient.server_stub.security import BrowserPolicy, DoorSecurity
+    from eoclient.server_stub.storage.sqlite import StoreError
 
     rest = rest_port_for(port, rest_port, no_rest)
+    security = DoorSecurity(browser=BrowserPolicy.of(allow_hosts, allow_origins))
     try:
-        asyncio.run(_serve(host, port, rest, history, data_dir))
+        asyncio.run(_serve(host, port, rest, history, data_dir, security))
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         pass
     except StoreError as error:  # foreign or corrupt files, another server on the directory

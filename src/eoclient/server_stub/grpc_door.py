@@ -5,10 +5,16 @@ transport-neutral ``PubSubService.call`` (``service``), whose ``RpcError`` becom
 call's status here; exactly-once ack failures add their rich ``google.rpc.Status`` in
 ``grpc-status-details-bin``. Pull answers bytes encoded by ``wire_encoding`` rather than
 a protobuf; StreamingPull has a session of its own (``streaming_pull``).
+
+Requests arrive as bytes and are decoded here (``request_checks.decode``), so undecodable
+ones are INVALID_ARGUMENT rather than grpc's UNKNOWN "Unexpected DecodeError" with a
+logged traceback. An unexpected exception (a bug) is logged once and answered INTERNAL;
+it never escapes to grpc as UNKNOWN.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,13 +22,15 @@ import grpc
 from google.protobuf.message import Message
 
 from eoclient._proto import pubsub_pb2
-from eoclient.errors import RpcError
-from eoclient.server_stub import wire_encoding
+from eoclient.errors import Internal, RpcError
+from eoclient.server_stub import request_checks, wire_encoding
 from eoclient.server_stub.grpc_status import abort
-from eoclient.server_stub.service import PubSubService
+from eoclient.server_stub.service import INTERNAL_ERROR_MESSAGE, PubSubService
 from eoclient.server_stub.streaming_pull import serve_streaming_pull
 
-GrpcHandler = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
+logger = logging.getLogger("eoclient.server_stub.grpc")
+
+GrpcHandler = Callable[[bytes, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
 
 
 class GrpcDoor:
@@ -36,8 +44,7 @@ class GrpcDoor:
         for service in ("Publisher", "Subscriber"):
             methods: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
                 rpc.name: grpc.unary_unary_rpc_method_handler(
-                    self._unary(rpc.name),
-                    request_deserializer=rpc.request.FromString,
+                    self._unary(rpc.name, rpc.request),
                     response_serializer=rpc.response.SerializeToString,
                 )
                 for rpc in self.service.methods.values()
@@ -45,14 +52,11 @@ class GrpcDoor:
             }
             if service == "Subscriber":
                 methods["Pull"] = grpc.unary_unary_rpc_method_handler(
-                    self._unary("Pull", self.pull_encoded),
-                    request_deserializer=pubsub_pb2.PullRequest.FromString,
+                    self._unary("Pull", pubsub_pb2.PullRequest, self.pull_encoded),
                     response_serializer=serialize_response,
                 )
                 methods["StreamingPull"] = grpc.stream_stream_rpc_method_handler(
-                    self.streaming_pull,
-                    request_deserializer=pubsub_pb2.StreamingPullRequest.FromString,
-                    response_serializer=serialize_response,
+                    self.streaming_pull, response_serializer=serialize_response
                 )
             handlers.append(
                 grpc.method_handlers_generic_handler(f"google.pubsub.v1.{service}", methods)
@@ -60,13 +64,20 @@ class GrpcDoor:
         return handlers
 
     def _unary(
-        self, method: str, door_handler: Callable[[Any], Awaitable[Any]] | None = None
+        self,
+        method: str,
+        request_type: type[Message],
+        door_handler: Callable[[Any], Awaitable[Any]] | None = None,
     ) -> GrpcHandler:
-        async def handler(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        async def handler(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             try:
+                request = request_checks.decode(request_type, raw)
                 return await self.service.call(method, request, door_handler)
             except RpcError as error:
                 await abort(context, error)
+            except Exception:
+                logger.exception("google.pubsub.v1 %s failed", method)
+                await abort(context, Internal(INTERNAL_ERROR_MESSAGE))
 
         return handler
 

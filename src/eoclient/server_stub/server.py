@@ -31,6 +31,7 @@ from eoclient.server_stub.faults import InjectedStatus, RpcFaults
 from eoclient.server_stub.group_commit import GroupCommit
 from eoclient.server_stub.grpc_door import GrpcDoor
 from eoclient.server_stub.rest import RestDoor
+from eoclient.server_stub.security import DoorSecurity
 from eoclient.server_stub.service import PubSubService, StreamRegistry
 
 # Publish requests may be 10 MB (plus framing): accept up to 32 MiB.
@@ -41,9 +42,10 @@ MAX_TICK_INTERVAL = 0.25
 
 
 class ReferenceServer:
-    def __init__(self, broker: Broker, clock: Clock) -> None:
+    def __init__(self, broker: Broker, clock: Clock, security: DoorSecurity | None = None) -> None:
         self.broker = broker
         self.clock = clock
+        self.security = security or DoorSecurity()
         self.faults = RpcFaults()
         self.streams = StreamRegistry()
         self.group_commit = GroupCommit(broker.store)
@@ -109,9 +111,7 @@ class ReferenceServer:
 
     async def _start_rest(self, host: str, port: int) -> int:
         # gRPC (HTTP/2) and HTTP/1.1 cannot share grpc.aio's port: REST gets its own.
-        runner = web.AppRunner(
-            RestDoor(self.service).application(), access_log=None, shutdown_timeout=1.0
-        )
+        runner = RestDoor(self.service, self.security.browser.with_host(host)).runner()
         await runner.setup()
         self._rest = runner
         site = web.TCPSite(runner, host, port)
@@ -192,6 +192,7 @@ async def run_server(
     record_history: bool = True,
     rest_port: int | None = 0,
     data_dir: str | os.PathLike[str] | None = None,
+    security: DoorSecurity | None = None,
 ) -> AsyncIterator[ReferenceServer]:
     """Run a reference server for the duration of the block (REST too unless ``rest_port``
     is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used)."""
@@ -202,7 +203,8 @@ async def run_server(
 
         store = SqliteStore(data_dir)
     try:
-        server = ReferenceServer(Broker(clock, record_history=record_history, store=store), clock)
+        broker = Broker(clock, record_history=record_history, store=store)
+        server = ReferenceServer(broker, clock, security)
         await server.start(host, port, rest_port)
         try:
             yield server

@@ -29,7 +29,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from eoclient._proto import pubsub_pb2
 from eoclient.errors import InvalidArgument, RpcError, Unimplemented, rpc_error_class
-from eoclient.server_stub import translate
+from eoclient.server_stub import ack_settling, request_checks, translate
 from eoclient.server_stub.core import AckReply, Broker, Delivery
 from eoclient.server_stub.faults import InjectedStatus, RpcFaults
 from eoclient.server_stub.group_commit import GroupCommit
@@ -46,6 +46,8 @@ TRANSIENT_ACK_IDS_MESSAGE = (
     "Some acknowledgement ids in the request failed temporarily; retry them."
 )
 
+# What either door answers (INTERNAL) when a request meets a bug, which is logged.
+INTERNAL_ERROR_MESSAGE = "Internal error in the reference server (its log has the details)."
 # Unary Pull with return_immediately=false waits this long for a first message.
 PULL_WAIT_SECONDS = 1.0
 
@@ -190,6 +192,7 @@ class PubSubService:
         injected = self.faults.take(method)
         if injected is not None:
             raise rpc_error_class(injected.code)(injected.message)
+        request_checks.check_renderable(request)
         # Nothing leaves before the store has it (group_commit.py): not the result, and
         # not an exactly-once failure either, which reports the request's other ids done.
         try:
@@ -461,17 +464,22 @@ class PubSubService:
         return deliveries
 
     async def acknowledge(self, request: pubsub_pb2.AcknowledgeRequest) -> empty_pb2.Empty:
-        reply = self.broker.acknowledge(request.subscription, list(request.ack_ids))
-        if not reply.ok:
-            raise ExactlyOnceAckFailure(reply)
-        return empty_pb2.Empty()
+        return _answer(ack_settling.acknowledge(self.broker, request.subscription, request.ack_ids))
 
     async def modify_ack_deadline(
         self, request: pubsub_pb2.ModifyAckDeadlineRequest
     ) -> empty_pb2.Empty:
-        reply = self.broker.modify_ack_deadline(
-            request.subscription, list(request.ack_ids), request.ack_deadline_seconds
+        settled = ack_settling.modify_ack_deadline(
+            self.broker, request.subscription, request.ack_ids, request.ack_deadline_seconds
         )
-        if not reply.ok:
-            raise ExactlyOnceAckFailure(reply)
-        return empty_pb2.Empty()
+        return _answer(settled)
+
+
+def _answer(settled: ack_settling.Settled) -> empty_pb2.Empty:
+    """A unary ack/modack's answer: per-id failures (exactly-once) or refused ids."""
+    if not settled.reply.ok:
+        raise ExactlyOnceAckFailure(settled.reply)
+    refusal = settled.refusal()
+    if refusal is not None:
+        raise refusal
+    return empty_pb2.Empty()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,11 +19,11 @@ from typing import Any
 import grpc
 
 from eoclient._proto import pubsub_pb2
-from eoclient.errors import InvalidArgument, RpcError
-from eoclient.server_stub import wire_encoding
+from eoclient.errors import Internal, InvalidArgument, RpcError
+from eoclient.server_stub import ack_settling, request_checks, wire_encoding
 from eoclient.server_stub.core import AckReply
 from eoclient.server_stub.grpc_status import abort, status_code
-from eoclient.server_stub.service import PubSubService, StreamHandle
+from eoclient.server_stub.service import INTERNAL_ERROR_MESSAGE, PubSubService, StreamHandle
 
 # Per streaming response: the official client accepts any size (it sets
 # max_receive_message_length=-1), but other clients keep gRPC's 4 MiB default, so
@@ -31,29 +32,41 @@ from eoclient.server_stub.service import PubSubService, StreamHandle
 MAX_MESSAGES_PER_RESPONSE = 1000
 MAX_BYTES_PER_RESPONSE = 3 * 2**20
 
+logger = logging.getLogger("eoclient.server_stub.grpc")
+
 
 async def serve_streaming_pull(
     service: PubSubService,
-    requests: AsyncIterator[pubsub_pb2.StreamingPullRequest],
+    requests: AsyncIterator[bytes],
     context: grpc.aio.ServicerContext[Any, Any],
 ) -> None:
-    """Run one StreamingPull call to its end."""
+    """Run one StreamingPull call (requests still encoded) to its end."""
     injected = service.faults.take("StreamingPull")
     if injected is not None:
         await context.abort(status_code(injected.code), injected.message)
     try:
-        first = await anext(aiter(requests))
+        raw = await anext(aiter(requests))
     except StopAsyncIteration:
         return
     try:
+        first = _decode(raw)
         stream_id = _open_stream(service, first)
     except RpcError as error:
         await abort(context, error)
+    except Exception:
+        logger.exception("StreamingPull failed to open")
+        await abort(context, Internal(INTERNAL_ERROR_MESSAGE))
     session = _StreamSession(service, first.subscription, stream_id, first.protocol_version)
     try:
         await session.run(first, requests, context)
     finally:
         session.close()
+
+
+def _decode(raw: bytes) -> pubsub_pb2.StreamingPullRequest:
+    request = request_checks.decode(pubsub_pb2.StreamingPullRequest, raw)
+    assert isinstance(request, pubsub_pb2.StreamingPullRequest)
+    return request
 
 
 def _open_stream(service: PubSubService, first: pubsub_pb2.StreamingPullRequest) -> int:
@@ -110,7 +123,12 @@ class _StreamSession:
         )
 
     def apply(self, request: pubsub_pb2.StreamingPullRequest, *, first: bool) -> None:
-        """Apply acks, modacks and deadline changes; queue confirmations (exactly-once)."""
+        """Apply acks, modacks and deadline changes; queue confirmations (exactly-once).
+
+        A request-level error (raised) applies nothing of the request; a bad ack id fails
+        alone (``ack_settling``): exactly-once lists it as invalid in the confirmation,
+        otherwise it is ignored — it never ends the stream.
+        """
         if not first:
             _check_modify_lists(request)
             if (
@@ -122,15 +140,15 @@ class _StreamSession:
                     "subscription, max_outstanding_messages and max_outstanding_bytes may only "
                     "be set on the first StreamingPullRequest of a stream."
                 )
-            if request.stream_ack_deadline_seconds:
-                self.broker.set_stream_ack_deadline(
-                    self.stream_id, request.stream_ack_deadline_seconds
-                )
+        for index, seconds in enumerate(request.modify_deadline_seconds):
+            request_checks.check_modack_seconds(f"modify_deadline_seconds[{index}]", seconds)
+        if not first and request.stream_ack_deadline_seconds:
+            self.broker.set_stream_ack_deadline(self.stream_id, request.stream_ack_deadline_seconds)
         name = self.handle.subscription
         response = pubsub_pb2.StreamingPullResponse()
         confirm = False
         if request.ack_ids:
-            reply = self.broker.acknowledge(name, list(request.ack_ids))
+            reply = ack_settling.acknowledge(self.broker, name, request.ack_ids).reply
             if reply.exactly_once:
                 confirm = True
                 _fill_ack_confirmation(response.acknowledge_confirmation, reply)
@@ -140,7 +158,7 @@ class _StreamSession:
         ):
             by_seconds.setdefault(seconds, []).append(ack_id)
         for seconds, ids in by_seconds.items():
-            reply = self.broker.modify_ack_deadline(name, ids, seconds)
+            reply = ack_settling.modify_ack_deadline(self.broker, name, ids, seconds).reply
             if reply.exactly_once:
                 confirm = True
                 _fill_modack_confirmation(response.modify_ack_deadline_confirmation, reply)
@@ -159,13 +177,16 @@ class _StreamSession:
             keepalive.subscription_properties.CopyFrom(self._properties())
             self.outbox.append(keepalive)
 
-    async def _read(self, requests: AsyncIterator[pubsub_pb2.StreamingPullRequest]) -> None:
+    async def _read(self, requests: AsyncIterator[bytes]) -> None:
         try:
-            async for request in requests:
-                self.apply(request, first=False)
+            async for raw in requests:
+                self.apply(_decode(raw), first=False)
                 self.handle.wake.set()
         except RpcError as error:
             self.failure = error
+        except Exception:
+            logger.exception("StreamingPull on %s failed", self.handle.subscription)
+            self.failure = Internal(INTERNAL_ERROR_MESSAGE)
         finally:
             self.client_done = True
             self.handle.wake.set()
@@ -173,13 +194,16 @@ class _StreamSession:
     async def run(
         self,
         first: pubsub_pb2.StreamingPullRequest,
-        requests: AsyncIterator[pubsub_pb2.StreamingPullRequest],
+        requests: AsyncIterator[bytes],
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> None:
         try:
             self.apply(first, first=True)
         except RpcError as error:
             await abort(context, error)
+        except Exception:
+            logger.exception("StreamingPull on %s failed", self.handle.subscription)
+            await abort(context, Internal(INTERNAL_ERROR_MESSAGE))
         reader = asyncio.create_task(self._read(requests), name="streaming-pull-reader")
         try:
             await self._write_loop(context)
@@ -207,6 +231,9 @@ class _StreamSession:
                 sent = await self._send_deliveries(context)
             except RpcError as error:
                 await abort(context, error)
+            except Exception:
+                logger.exception("StreamingPull on %s failed", self.handle.subscription)
+                await abort(context, Internal(INTERNAL_ERROR_MESSAGE))
             if not sent:
                 await self.handle.wake.wait()
 
