@@ -54,8 +54,10 @@ CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
 LOCAL_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     *CHANNEL_OPTIONS,
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1_000),
+    # Not grpc.min_reconnect_backoff_ms: gRPC also uses it as the connection attempt's
+    # timeout (20 s by default), and a short one fails a slow server's handshake
+    # ("timed out before receiving SETTINGS frame", seen with Google's emulator).
 )
 
 ResponseT = TypeVar("ResponseT", bound=Message)
