@@ -134,6 +134,7 @@ class ReferenceServer:
             self.drop_streams("UNAVAILABLE", "The reference server is shutting down.")
             await self._grpc.stop(grace)
             self._grpc = None
+        await self.group_commit.aclose()
         self.group_commit.commit()  # what the last calls changed, answered or not
 
     async def wait_closed(self) -> None:

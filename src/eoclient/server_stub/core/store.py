@@ -186,6 +186,16 @@ class Store(Protocol):
         """Make every change so far durable."""
         ...
 
+    def begin_commit(self) -> bool:
+        """The first half of ``commit``, on the broker's thread: False if there is
+        nothing to commit, else ``finish_commit`` must follow."""
+        ...
+
+    def finish_commit(self) -> None:
+        """The second half (the fsync), in any thread; the broker may go on meanwhile
+        (its changes are kept for the next commit)."""
+        ...
+
     def collect_garbage(self) -> None:
         """Reclaim what nothing refers to any more (called from the broker's tick)."""
         ...

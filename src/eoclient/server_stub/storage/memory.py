@@ -183,6 +183,12 @@ class MemoryStore:
     def commit(self) -> None:
         pass
 
+    def begin_commit(self) -> bool:
+        return False
+
+    def finish_commit(self) -> None:
+        pass
+
     def collect_garbage(self) -> None:
         pass
 

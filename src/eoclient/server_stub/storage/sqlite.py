@@ -1,38 +1,40 @@
 """``SqliteStore``: the broker's state in a data directory (``eoclient serve --data-dir``).
 
-One SQLite database (standard library ``sqlite3``) in WAL mode, ``synchronous=FULL``:
+One SQLite database (standard library ``sqlite3``) in WAL mode with ``synchronous=FULL``
+(``sqlite_files.py`` opens it, locks the directory and refuses others' files).
 
-* **Group commit.** Changes run as statements inside one open transaction as the broker
-  makes them (frequent small ones — settlements, failed attempts, activity clocks — are
-  buffered and sent with ``executemany``); ``commit()`` ends the transaction. The
-  server's shell commits once for everything handled in a turn of the event loop and
-  only then answers the Publish calls and acknowledgements of that turn, so one fsync
-  covers many messages.
+* **Writes are buffered, then committed in groups.** Every change the broker hands over
+  becomes a row of a pending operation (consecutive rows of one statement run as one
+  ``executemany``); ``begin_commit()`` runs them inside the open transaction and
+  ``finish_commit()`` commits it. The server's shell (``group_commit.py``) runs the
+  second half in a thread, so the event loop goes on serving — and buffering the next
+  group — during the fsync; reads (``backlog()``, ``retained()``, ...) wait for a commit
+  in flight, then run what is pending first, so they see every change made before them.
 * **Why it is crash-safe.** In WAL mode a transaction is committed once its commit frame
-  is in the WAL file; ``synchronous=FULL`` fsyncs the WAL at every commit, so a committed
-  transaction survives a killed process *and* a power failure, and an uncommitted one
-  is rolled back at the next open. (``NORMAL`` would survive a killed process — the
-  frames are written before COMMIT returns — but not a power failure; the fsync is
-  what the group commit amortises.) Nothing is answered before its commit, so a client
-  never hears SUCCESS for a change that a crash can undo.
-* **Bounded memory.** Bodies live in the ``messages`` table; the broker holds at most a
-  window of each subscription's backlog (``window``) and reads the rest in seq order.
-  A message's ``refs`` counts the backlog, retained and snapshot rows that name it
-  (kept by triggers, so no code path can forget it); unreferenced messages are deleted
-  by ``collect_garbage`` unless a snapshot's topic log still pins them.
-* **One server per directory.** ``LOCK`` is held with ``flock`` for the life of the
-  store; a second server on the directory fails at once, naming the holder's pid.
-* **Never someone else's file.** An existing database is opened only if it is an
-  SQLite file whose ``meta`` says it is an eoclient store of a known version; anything
-  else fails with ``StoreError`` naming the file, and nothing is written to it.
+  is in the WAL file; ``synchronous=FULL`` fsyncs the WAL at every commit, so a
+  committed transaction survives a killed process *and* a power failure, and an
+  uncommitted one is rolled back at the next open. (``NORMAL`` would survive a killed
+  process — the frames are written before COMMIT returns — but not a power failure;
+  the fsync is what grouping amortises.) The server answers nothing before its commit,
+  so a client never hears SUCCESS for a change a crash can undo.
+* **Bounded memory.** Bodies live in ``messages``; the broker holds at most a window of
+  each subscription's backlog (``window``) and reads the rest in seq order.
+* **Garbage collection by low-water mark** (as a Pulsar cursor's mark-delete position
+  frees ledgers): a message can only be named by rows of subscriptions created on its
+  topic (backlog, retained) and by snapshots of that topic (their messages, and the
+  topic log after their position). So below the smallest seq any of those still name,
+  every message of the topic is unreferenced and is deleted, a bounded batch per pass.
+  The price: one old message left unacknowledged keeps its topic's later messages on
+  disk until it goes (acked, dead-lettered, or dropped by retention).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import logging
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -48,14 +50,16 @@ from eoclient.server_stub.core.store import (
     SubscriptionRecord,
 )
 from eoclient.server_stub.storage import codec
+from eoclient.server_stub.storage.sqlite_files import (
+    DATABASE_FILE,
+    StoreError,
+    lock_directory,
+    open_database,
+)
 
-DATABASE_FILE = "eoclient.sqlite3"
-LOCK_FILE = "LOCK"
-FORMAT = "eoclient-store"
-FORMAT_VERSION = 1
-# Files SQLite keeps next to the database in WAL mode, and ours.
-OWN_FILES = {DATABASE_FILE, f"{DATABASE_FILE}-wal", f"{DATABASE_FILE}-shm", LOCK_FILE}
-SQLITE_HEADER = b"SQLite format 3\x00"
+__all__ = ["DATABASE_FILE", "DEFAULT_WINDOW", "SqliteStore", "StoreError"]
+
+logger = logging.getLogger("eoclient.server_stub.store")
 
 # Messages of each subscription's backlog the broker holds in memory. 10,000 100-byte
 # messages cost the broker about 6 MB a subscription (entry, message, heaps), and a
@@ -64,51 +68,44 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 # never waits for the store.
 DEFAULT_WINDOW = 10_000
 # Garbage collection runs at most this often, deleting at most this many messages a
-# pass: a pass stays within a few milliseconds of the event loop.
+# topic a pass: a pass stays within a few milliseconds of the event loop.
 GC_INTERVAL = 2.0
 GC_BATCH = 20_000
 
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
--- Ids for names, never reused for another name: rows elsewhere refer to them by number.
-CREATE TABLE names (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL,
-                    UNIQUE (kind, name));
-CREATE TABLE topics (id INTEGER PRIMARY KEY, config TEXT NOT NULL);
-CREATE TABLE subscriptions (id INTEGER PRIMARY KEY, config TEXT NOT NULL,
-                            created REAL NOT NULL, last_activity REAL NOT NULL);
-CREATE TABLE messages (seq INTEGER PRIMARY KEY, topic INTEGER NOT NULL,
-                       message_id TEXT NOT NULL, data BLOB NOT NULL, attributes TEXT,
-                       ordering_key TEXT NOT NULL, publish_time REAL NOT NULL,
-                       size INTEGER NOT NULL, refs INTEGER NOT NULL DEFAULT 0);
-CREATE INDEX unreferenced ON messages (seq) WHERE refs <= 0;
-CREATE TABLE backlog (subscription INTEGER NOT NULL, seq INTEGER NOT NULL,
-                      failed_attempts INTEGER NOT NULL DEFAULT 0,
-                      PRIMARY KEY (subscription, seq)) WITHOUT ROWID;
-CREATE TABLE retained (subscription INTEGER NOT NULL, seq INTEGER NOT NULL,
-                       publish_time REAL NOT NULL,
-                       PRIMARY KEY (subscription, seq)) WITHOUT ROWID;
-CREATE TABLE snapshots (id INTEGER PRIMARY KEY, topic INTEGER NOT NULL,
-                        expire_time REAL NOT NULL, labels TEXT NOT NULL,
-                        position INTEGER NOT NULL);
-CREATE TABLE snapshot_messages (snapshot INTEGER NOT NULL, seq INTEGER NOT NULL,
-                                PRIMARY KEY (snapshot, seq)) WITHOUT ROWID;
-"""
-# refs: one per backlog, retained and snapshot row naming the message.
-_TRIGGERS = "".join(
-    f"""
-CREATE TRIGGER {table}_in AFTER INSERT ON {table} BEGIN
-    UPDATE messages SET refs = refs + 1 WHERE seq = NEW.seq; END;
-CREATE TRIGGER {table}_out AFTER DELETE ON {table} BEGIN
-    UPDATE messages SET refs = refs - 1 WHERE seq = OLD.seq; END;
-"""
-    for table in ("backlog", "retained", "snapshot_messages")
-)
-
 _MESSAGE_COLUMNS = "m.message_id, m.data, m.attributes, m.ordering_key, m.publish_time, m.size"
-
-
-class StoreError(Exception):
-    """The data directory cannot be used (foreign or corrupt file, locked, unwritable)."""
+# The write statements, module constants so consecutive rows of one are recognised
+# (by identity) and sent as one executemany.
+_INSERT_NAME = "INSERT INTO names (id, kind, name) VALUES (?, ?, ?)"
+_PUT_TOPIC = "INSERT OR REPLACE INTO topics (id, config) VALUES (?, ?)"
+_DELETE_TOPIC = "DELETE FROM topics WHERE id = ?"
+_PUT_SUBSCRIPTION = (
+    "INSERT OR REPLACE INTO subscriptions (id, topic, config, created, last_activity) "
+    "VALUES (?, ?, ?, ?, ?)"
+)
+_TOUCH_SUBSCRIPTION = "UPDATE subscriptions SET last_activity = ? WHERE id = ?"
+_DELETE_SUBSCRIPTION = "DELETE FROM subscriptions WHERE id = ?"
+_DELETE_BACKLOG = "DELETE FROM backlog WHERE subscription = ?"
+_DELETE_RETAINED = "DELETE FROM retained WHERE subscription = ?"
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (seq, topic, message_id, data, attributes, ordering_key, "
+    "publish_time, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_BACKLOG = "INSERT INTO backlog (subscription, seq) VALUES (?, ?)"
+_SETTLE = "DELETE FROM backlog WHERE subscription = ? AND seq = ?"
+_RETAIN = "INSERT OR IGNORE INTO retained (subscription, seq, publish_time) VALUES (?, ?, ?)"
+_ATTEMPTS = "UPDATE backlog SET failed_attempts = ? WHERE subscription = ? AND seq = ?"
+_PRUNE_RETAINED = "DELETE FROM retained WHERE subscription = ? AND publish_time <= ?"
+_PUT_SNAPSHOT = (
+    "INSERT INTO snapshots (id, topic, expire_time, labels, position) VALUES (?, ?, ?, ?, ?)"
+)
+_SNAPSHOT_BACKLOG = (
+    "INSERT INTO snapshot_messages (snapshot, seq) SELECT ?, seq FROM backlog "
+    "WHERE subscription = ?"
+)
+_UPDATE_SNAPSHOT = "UPDATE snapshots SET expire_time = ?, labels = ? WHERE id = ?"
+_DELETE_SNAPSHOT_MESSAGES = "DELETE FROM snapshot_messages WHERE snapshot = ?"
+_DELETE_SNAPSHOT = "DELETE FROM snapshots WHERE id = ?"
+_LAST_SEQ = "UPDATE meta SET value = ? WHERE key = 'last_seq'"
 
 
 def _message(row: Sequence[Any]) -> StoredMessage:
@@ -136,135 +133,102 @@ class SqliteStore:
             raise ValueError(f"window must be at least 1 (got {window})")
         self.directory = Path(directory)
         self._window = window
-        self._lock_fd = self._lock()
+        self._gc_interval = gc_interval
+        self._last_gc = float("-inf")
+        self._ops: list[tuple[str, list[tuple[Any, ...]]]] = []
+        self._executed = False  # statements run in the open transaction, not committed
+        self._idle = threading.Event()  # no commit running in a thread
+        self._idle.set()
+        self._touched: dict[int, float] = {}
+        self._oldest_retained: dict[int, float | None] = {}
+        self._gc_floor: dict[int, int] = {}  # topic id -> seq below which all is deleted
+        self._lock_fd = lock_directory(self.directory)
         try:
-            self._db = self._open()
+            self._db = open_database(self.directory)
+            try:
+                self._state = self._read()
+            except sqlite3.DatabaseError as error:
+                self._db.close()
+                path = self.directory / DATABASE_FILE
+                raise StoreError(f"{path} is corrupt: {error}") from None
         except BaseException:
             os.close(self._lock_fd)
             raise
-        self._ids: dict[tuple[str, str], int] = {
-            (kind, name): id_
-            for id_, kind, name in self._db.execute("SELECT id, kind, name FROM names")
-        }
-        self._last_seq = self._meta("last_seq", 0)
-        self._settled: list[tuple[int, int]] = []
-        self._retain: list[tuple[int, int, float]] = []
-        self._attempts: list[tuple[int, int, int]] = []
-        self._touched: dict[int, float] = {}
-        self._oldest_retained: dict[int, float | None] = {}
-        self._dirty = False
-        self._gc_interval = gc_interval
-        self._last_gc = float("-inf")
-        self._begin()
+        self._db.execute("BEGIN")
 
     def __repr__(self) -> str:
         return f"<SqliteStore {self.directory}>"
 
-    # ---------------------------------------------------------------- opening
-
-    def _lock(self) -> int:
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise StoreError(
-                f"cannot create the data directory {self.directory}: {error}"
-            ) from None
-        if not self.directory.is_dir():
-            raise StoreError(f"the data directory {self.directory} is not a directory")
-        present = sorted(p.name for p in self.directory.iterdir())
-        if present and DATABASE_FILE not in present:
-            foreign = [name for name in present if name not in OWN_FILES]
-            if foreign:
-                raise StoreError(
-                    f"the data directory {self.directory} holds files that are not an "
-                    f"eoclient store ({', '.join(foreign[:5])}); use an empty or new directory"
-                )
-        path = self.directory / LOCK_FILE
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as error:
-            raise StoreError(f"cannot open the lock file {path}: {error}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise StoreError(
-                f"another eoclient server is using the data directory {self.directory} "
-                f"(pid {holder} holds {path})"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        return fd
-
-    def _open(self) -> sqlite3.Connection:
-        path = self.directory / DATABASE_FILE
-        existing = path.exists() and path.stat().st_size > 0
-        if existing:
-            with path.open("rb") as file:
-                if file.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
-                    raise StoreError(f"{path} is not an SQLite database: not an eoclient store")
-        try:
-            db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as error:
-            raise StoreError(f"cannot open {path}: {error}") from None
-        try:
-            if existing:
-                self._check_ours(db, path)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
-            db.execute("PRAGMA temp_store=MEMORY")
-            db.execute("PRAGMA cache_size=-32000")  # 32 MB of page cache
-            if not existing:
-                db.executescript(_SCHEMA + _TRIGGERS)
-                db.executemany(
-                    "INSERT INTO meta VALUES (?, ?)",
-                    [("format", FORMAT), ("version", FORMAT_VERSION), ("last_seq", 0)],
-                )
-        except sqlite3.DatabaseError as error:
-            db.close()
-            raise StoreError(f"{path} is corrupt or unreadable: {error}") from None
-        except BaseException:
-            db.close()
-            raise
-        return db
-
-    @staticmethod
-    def _check_ours(db: sqlite3.Connection, path: Path) -> None:
-        try:
-            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-        except sqlite3.DatabaseError as error:
-            if "no such table" in str(error):
-                raise StoreError(
-                    f"{path} is an SQLite database but not an eoclient store (no meta table)"
-                ) from None
-            raise
-        if meta.get("format") != FORMAT:
-            raise StoreError(f"{path} is an SQLite database but not an eoclient store")
-        if meta.get("version") != FORMAT_VERSION:
-            raise StoreError(
-                f"{path} is an eoclient store of format version {meta.get('version')}; "
-                f"this eoclient reads version {FORMAT_VERSION}"
+    def _read(self) -> StoredState:
+        """Everything the broker rebuilds its memory from (once, at open)."""
+        db = self._db
+        self._ids: dict[tuple[str, str], int] = {
+            (kind, name): id_ for id_, kind, name in db.execute("SELECT id, kind, name FROM names")
+        }
+        self._next_id = max(self._ids.values(), default=0) + 1
+        row = db.execute("SELECT value FROM meta WHERE key = 'last_seq'").fetchone()
+        self._last_seq = int(row[0]) if row else 0
+        names = {id_: name for (_, name), id_ in self._ids.items()}
+        topics = [
+            codec.topic_from_json(config)
+            for (config,) in db.execute("SELECT config FROM topics ORDER BY id")
+        ]
+        counts = dict(db.execute("SELECT subscription, COUNT(*) FROM backlog GROUP BY 1"))
+        self._source_topic: dict[int, int] = {}
+        subscriptions: list[StoredSubscription] = []
+        for id_, topic, config, created, last_activity in db.execute(
+            "SELECT id, topic, config, created, last_activity FROM subscriptions ORDER BY id"
+        ):
+            self._source_topic[id_] = topic
+            record = SubscriptionRecord(
+                codec.subscription_from_json(config), created, last_activity
             )
-        check = db.execute("PRAGMA quick_check(1)").fetchone()
-        if check is None or check[0] != "ok":
-            raise StoreError(f"{path} is corrupt: {check[0] if check else 'no answer'}")
+            subscriptions.append(StoredSubscription(record, counts.get(id_, 0)))
+        self._snapshot_topic: dict[int, tuple[int, int]] = {}  # id -> (topic, position)
+        snapshots: list[SnapshotRecord] = []
+        for id_, topic, expire_time, labels, position in db.execute(
+            "SELECT id, topic, expire_time, labels, position FROM snapshots ORDER BY id"
+        ):
+            self._snapshot_topic[id_] = (topic, position)
+            snapshots.append(
+                SnapshotRecord(
+                    names[id_],
+                    names[topic],
+                    expire_time,
+                    codec.attributes_from_json(labels),
+                    position,
+                )
+            )
+        return StoredState(topics, subscriptions, snapshots, self._last_seq)
 
-    def _meta(self, key: str, default: int) -> int:
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return int(row[0]) if row is not None else default
+    # ------------------------------------------------------------- plumbing
+
+    def _write(self, sql: str, row: tuple[Any, ...]) -> None:
+        if self._ops and self._ops[-1][0] is sql:
+            self._ops[-1][1].append(row)
+        else:
+            self._ops.append((sql, [row]))
 
     def _id(self, kind: str, name: str) -> int:
         key = (kind, name)
         id_ = self._ids.get(key)
         if id_ is None:
-            cursor = self._db.execute("INSERT INTO names (kind, name) VALUES (?, ?)", key)
-            id_ = self._ids[key] = int(cursor.lastrowid or 0)
-            self._dirty = True
+            id_ = self._ids[key] = self._next_id
+            self._next_id += 1
+            self._write(_INSERT_NAME, (id_, kind, name))
         return id_
 
-    def _begin(self) -> None:
-        self._db.execute("BEGIN")
+    def _flush(self) -> None:
+        """Run the pending operations (after a commit in flight): reads see them."""
+        self._idle.wait()
+        ops, self._ops = self._ops, []
+        for sql, rows in ops:
+            if len(rows) == 1:
+                self._db.execute(sql, rows[0])
+            else:
+                self._db.executemany(sql, rows)
+        if ops:
+            self._executed = True
 
     # ---------------------------------------------------------------- Store
 
@@ -273,70 +237,34 @@ class SqliteStore:
         return self._window
 
     def load(self) -> StoredState:
-        names = {id_: name for (_, name), id_ in self._ids.items()}
-        topics = [
-            codec.topic_from_json(config)
-            for (config,) in self._db.execute("SELECT config FROM topics ORDER BY id")
-        ]
-        counts = dict(
-            self._db.execute("SELECT subscription, COUNT(*) FROM backlog GROUP BY subscription")
-        )
-        subscriptions = [
-            StoredSubscription(
-                SubscriptionRecord(codec.subscription_from_json(config), created, last_activity),
-                counts.get(id_, 0),
-            )
-            for id_, config, created, last_activity in self._db.execute(
-                "SELECT id, config, created, last_activity FROM subscriptions ORDER BY id"
-            )
-        ]
-        snapshots = [
-            SnapshotRecord(
-                names[id_], names[topic], expire_time, codec.attributes_from_json(labels), position
-            )
-            for id_, topic, expire_time, labels, position in self._db.execute(
-                "SELECT id, topic, expire_time, labels, position FROM snapshots ORDER BY id"
-            )
-        ]
-        return StoredState(topics, subscriptions, snapshots, self._last_seq)
+        return self._state
 
     def put_topic(self, config: TopicConfig) -> None:
-        self._flush()
-        self._db.execute(
-            "INSERT OR REPLACE INTO topics (id, config) VALUES (?, ?)",
-            (self._id("topic", config.name), codec.topic_to_json(config)),
-        )
-        self._dirty = True
+        self._write(_PUT_TOPIC, (self._id("topic", config.name), codec.topic_to_json(config)))
 
     def delete_topic(self, name: str) -> None:
-        self._flush()
-        self._db.execute("DELETE FROM topics WHERE id = ?", (self._id("topic", name),))
-        self._dirty = True
+        self._write(_DELETE_TOPIC, (self._id("topic", name),))
 
     def put_subscription(self, record: SubscriptionRecord) -> None:
-        self._flush()
         id_ = self._id("subscription", record.config.name)
+        source = self._source_topic.get(id_)
+        if source is None:  # created now: on the topic it names
+            source = self._source_topic[id_] = self._id("topic", record.config.topic)
         self._touched.pop(id_, None)
-        self._db.execute(
-            "INSERT OR REPLACE INTO subscriptions (id, config, created, last_activity) "
-            "VALUES (?, ?, ?, ?)",
-            (id_, codec.subscription_to_json(record.config), record.created, record.last_activity),
-        )
-        self._dirty = True
+        config = codec.subscription_to_json(record.config)
+        self._write(_PUT_SUBSCRIPTION, (id_, source, config, record.created, record.last_activity))
 
     def touch_subscription(self, name: str, last_activity: float) -> None:
         self._touched[self._id("subscription", name)] = last_activity
-        self._dirty = True
 
     def delete_subscription(self, name: str) -> None:
-        self._flush()
         id_ = self._id("subscription", name)
         self._touched.pop(id_, None)
         self._oldest_retained.pop(id_, None)
-        self._db.execute("DELETE FROM subscriptions WHERE id = ?", (id_,))
-        self._db.execute("DELETE FROM backlog WHERE subscription = ?", (id_,))
-        self._db.execute("DELETE FROM retained WHERE subscription = ?", (id_,))
-        self._dirty = True
+        self._source_topic.pop(id_, None)
+        self._write(_DELETE_SUBSCRIPTION, (id_,))
+        self._write(_DELETE_BACKLOG, (id_,))
+        self._write(_DELETE_RETAINED, (id_,))
 
     def publish(
         self,
@@ -346,34 +274,19 @@ class SqliteStore:
     ) -> None:
         if not messages:
             return
-        self._flush()
         topic_id = self._id("topic", topic)
-        self._db.executemany(
-            "INSERT INTO messages (seq, topic, message_id, data, attributes, ordering_key, "
-            "publish_time, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    seq,
-                    topic_id,
-                    m.message_id,
-                    m.data,
-                    codec.attributes_to_json(m.attributes),
-                    m.ordering_key,
-                    m.publish_time,
-                    m.size,
-                )
-                for seq, m in messages
-            ],
-        )
+        to_json = codec.attributes_to_json
+        rows = [
+            (seq, topic_id, m.message_id, m.data, to_json(m.attributes), m.ordering_key,
+             m.publish_time, m.size)
+            for seq, m in messages
+        ]  # fmt: skip
+        self._ops.append((_INSERT_MESSAGE, rows))
         for subscription, seqs in receivers.items():
             if seqs:
                 id_ = self._id("subscription", subscription)
-                self._db.executemany(
-                    "INSERT INTO backlog (subscription, seq) VALUES (?, ?)",
-                    [(id_, seq) for seq in seqs],
-                )
+                self._ops.append((_INSERT_BACKLOG, [(id_, seq) for seq in seqs]))
         self._last_seq = max(self._last_seq, messages[-1][0])
-        self._dirty = True
 
     def backlog(self, subscription: str, after_seq: int, limit: int) -> list[BacklogRow]:
         self._flush()
@@ -387,18 +300,17 @@ class SqliteStore:
 
     def settle(self, subscription: str, seqs: Sequence[int], retain: Sequence[SeqMessage]) -> None:
         id_ = self._id("subscription", subscription)
-        self._settled.extend((id_, seq) for seq in seqs)
-        if retain:
-            self._retain.extend((id_, seq, m.publish_time) for seq, m in retain)
-            if id_ in self._oldest_retained:
-                oldest = self._oldest_retained[id_]
-                first = min(m.publish_time for _, m in retain)
-                self._oldest_retained[id_] = first if oldest is None else min(oldest, first)
-        self._dirty = True
+        for seq, message in retain:
+            self._write(_RETAIN, (id_, seq, message.publish_time))
+        if retain and id_ in self._oldest_retained:
+            oldest = self._oldest_retained[id_]
+            first = min(m.publish_time for _, m in retain)
+            self._oldest_retained[id_] = first if oldest is None else min(oldest, first)
+        for seq in seqs:
+            self._write(_SETTLE, (id_, seq))
 
     def set_failed_attempts(self, subscription: str, seq: int, failed_attempts: int) -> None:
-        self._attempts.append((failed_attempts, self._id("subscription", subscription), seq))
-        self._dirty = True
+        self._write(_ATTEMPTS, (failed_attempts, self._id("subscription", subscription), seq))
 
     def retained(self, subscription: str) -> list[SeqMessage]:
         self._flush()
@@ -423,84 +335,49 @@ class SqliteStore:
         oldest = self.oldest_retained(subscription)
         if oldest is None or oldest > cutoff:
             return
-        self._flush()
         id_ = self._id("subscription", subscription)
-        self._db.execute(
-            "DELETE FROM retained WHERE subscription = ? AND publish_time <= ?", (id_, cutoff)
-        )
-        del self._oldest_retained[id_]
-        self._dirty = True
+        self._write(_PRUNE_RETAINED, (id_, cutoff))
+        del self._oldest_retained[id_]  # read again (after this runs) when next asked
 
     def drop_retained(self, subscription: str) -> None:
         id_ = self._id("subscription", subscription)
-        if self._oldest_retained.get(id_, 0.0) is None:
+        if id_ in self._oldest_retained and self._oldest_retained[id_] is None:
             return  # known to be empty: nothing to write
-        self._flush()
-        self._db.execute("DELETE FROM retained WHERE subscription = ?", (id_,))
+        self._write(_DELETE_RETAINED, (id_,))
         self._oldest_retained[id_] = None
-        self._dirty = True
 
     def reset_subscription(
         self, subscription: str, unacked: Sequence[SeqMessage], retained: Sequence[SeqMessage]
     ) -> None:
-        self._flush()
         id_ = self._id("subscription", subscription)
-        # refs may touch 0 in between for a message in both states: harmless, garbage
-        # collection does not run inside this call.
-        self._db.execute("DELETE FROM backlog WHERE subscription = ?", (id_,))
-        self._db.execute("DELETE FROM retained WHERE subscription = ?", (id_,))
-        self._db.executemany(
-            "INSERT INTO backlog (subscription, seq) VALUES (?, ?)", [(id_, s) for s, _ in unacked]
-        )
-        self._db.executemany(
-            "INSERT INTO retained (subscription, seq, publish_time) VALUES (?, ?, ?)",
-            [(id_, s, m.publish_time) for s, m in retained],
-        )
+        self._write(_DELETE_BACKLOG, (id_,))
+        self._write(_DELETE_RETAINED, (id_,))
+        self._ops.append((_INSERT_BACKLOG, [(id_, seq) for seq, _ in unacked]))
+        self._ops.append((_RETAIN, [(id_, seq, m.publish_time) for seq, m in retained]))
         self._oldest_retained.pop(id_, None)
-        self._dirty = True
 
     def put_snapshot(
         self, record: SnapshotRecord, subscription: str, window: Sequence[SeqMessage]
     ) -> None:
-        self._flush()
         id_ = self._id("snapshot", record.name)
-        self._db.execute(
-            "INSERT INTO snapshots (id, topic, expire_time, labels, position) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (
-                id_,
-                self._id("topic", record.topic),
-                record.expire_time,
-                codec.attributes_to_json(record.labels) or "{}",
-                record.position,
-            ),
-        )
+        topic = self._id("topic", record.topic)
+        self._snapshot_topic[id_] = (topic, record.position)
+        labels = codec.attributes_to_json(record.labels) or "{}"
+        self._write(_PUT_SNAPSHOT, (id_, topic, record.expire_time, labels, record.position))
         # The whole backlog, window and cold rows alike, is in the backlog table.
-        self._db.execute(
-            "INSERT INTO snapshot_messages (snapshot, seq) "
-            "SELECT ?, seq FROM backlog WHERE subscription = ?",
-            (id_, self._id("subscription", subscription)),
-        )
-        self._dirty = True
+        self._write(_SNAPSHOT_BACKLOG, (id_, self._id("subscription", subscription)))
 
     def update_snapshot(self, record: SnapshotRecord) -> None:
-        self._flush()
-        self._db.execute(
-            "UPDATE snapshots SET expire_time = ?, labels = ? WHERE id = ?",
-            (
-                record.expire_time,
-                codec.attributes_to_json(record.labels) or "{}",
-                self._id("snapshot", record.name),
-            ),
+        labels = codec.attributes_to_json(record.labels) or "{}"
+        self._write(
+            _UPDATE_SNAPSHOT, (record.expire_time, labels, self._id("snapshot", record.name))
         )
-        self._dirty = True
 
     def delete_snapshot(self, name: str) -> None:
-        self._flush()
         id_ = self._id("snapshot", name)
-        self._db.execute("DELETE FROM snapshot_messages WHERE snapshot = ?", (id_,))
-        self._db.execute("DELETE FROM snapshots WHERE id = ?", (id_,))
-        self._dirty = True
+        self._snapshot_topic.pop(id_, None)
+        self._write(_DELETE_SNAPSHOT_MESSAGES, (id_,))
+        self._write(_DELETE_SNAPSHOT, (id_,))
 
     def snapshot_messages(self, name: str) -> list[SeqMessage]:
         self._flush()
@@ -515,70 +392,96 @@ class SqliteStore:
         self._flush()
         rows = self._db.execute(
             f"SELECT m.seq, {_MESSAGE_COLUMNS} FROM messages m "
-            "WHERE m.topic = ? AND m.seq > ? ORDER BY m.seq",
-            (self._id("topic", topic), after_seq),
+            "WHERE m.seq > ? AND m.topic = ? ORDER BY m.seq",
+            (after_seq, self._id("topic", topic)),
         )
         return [(row[0], _message(row[1:])) for row in rows]
 
     # ---------------------------------------------------------------- lifecycle
 
-    def _flush(self) -> None:
-        """Send the buffered small changes, in an order that keeps their meaning: a row
-        settled after a failed attempt is gone either way; a retained row refers to its
-        message before the backlog row is deleted (refs never reach 0 in between)."""
-        if self._retain:
-            self._db.executemany(
-                "INSERT OR IGNORE INTO retained (subscription, seq, publish_time) VALUES (?, ?, ?)",
-                self._retain,
-            )
-            self._retain.clear()
-        if self._attempts:
-            self._db.executemany(
-                "UPDATE backlog SET failed_attempts = ? WHERE subscription = ? AND seq = ?",
-                self._attempts,
-            )
-            self._attempts.clear()
-        if self._settled:
-            self._db.executemany(
-                "DELETE FROM backlog WHERE subscription = ? AND seq = ?", self._settled
-            )
-            self._settled.clear()
-
     @property
     def dirty(self) -> bool:
-        """Changes not committed yet."""
-        return self._dirty
+        return bool(self._ops or self._touched or self._executed)
 
     def commit(self) -> None:
-        if not self._dirty:
-            return
-        self._flush()
+        if self.begin_commit():
+            self.finish_commit()
+
+    def begin_commit(self) -> bool:
+        """Run what is pending in the open transaction; True if there is one to commit
+        (then ``finish_commit`` must follow, in any thread; until it returns, reads
+        wait and writes are only buffered)."""
+        if not self.dirty:
+            return False
         if self._touched:
-            self._db.executemany(
-                "UPDATE subscriptions SET last_activity = ? WHERE id = ?",
-                [(t, id_) for id_, t in self._touched.items()],
-            )
+            self._ops.append((_TOUCH_SUBSCRIPTION, [(t, id_) for id_, t in self._touched.items()]))
             self._touched.clear()
-        self._db.execute("UPDATE meta SET value = ? WHERE key = 'last_seq'", (self._last_seq,))
-        self._db.execute("COMMIT")
-        self._dirty = False
-        self._begin()
+        self._write(_LAST_SEQ, (self._last_seq,))
+        self._flush()
+        self._idle.clear()
+        return True
+
+    def finish_commit(self) -> None:
+        """COMMIT (the fsync) and open the next transaction."""
+        try:
+            self._db.execute("COMMIT")
+            self._executed = False
+            self._db.execute("BEGIN")
+        except sqlite3.Error:
+            if not self._db.in_transaction:  # rolled back by SQLite: start afresh
+                logger.critical("the store's transaction was rolled back; changes are lost")
+                self._executed = False
+                self._db.execute("BEGIN")
+            raise
+        finally:
+            self._idle.set()
 
     def collect_garbage(self) -> None:
-        """Delete messages nothing refers to, unless a snapshot's topic log pins them."""
+        """Delete each topic's messages below its low-water mark (module docstring)."""
         now = time.monotonic()
         if now - self._last_gc < self._gc_interval:
             return
         self._last_gc = now
         self._flush()
-        cursor = self._db.execute(
-            "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages m WHERE refs <= 0 "
-            "AND NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.topic = m.topic "
-            "AND m.seq > s.position) LIMIT ?)",
-            (GC_BATCH,),
-        )
-        if cursor.rowcount:
-            self._dirty = True
+        db = self._db
+        subscriptions_of: dict[int, list[int]] = {}
+        for subscription, topic in self._source_topic.items():
+            subscriptions_of.setdefault(topic, []).append(subscription)
+        snapshots_of: dict[int, list[tuple[int, int]]] = {}
+        for snapshot, (topic, position) in self._snapshot_topic.items():
+            snapshots_of.setdefault(topic, []).append((snapshot, position))
+        deleted = 0
+        for (kind, _), topic in list(self._ids.items()):
+            if kind != "topic":
+                continue
+            floor = self._last_seq + 1
+            for subscription in subscriptions_of.get(topic, ()):
+                for table in ("backlog", "retained"):
+                    (low,) = db.execute(
+                        f"SELECT MIN(seq) FROM {table} WHERE subscription = ?", (subscription,)
+                    ).fetchone()
+                    if low is not None:
+                        floor = min(floor, low)
+            for snapshot, position in snapshots_of.get(topic, ()):
+                floor = min(floor, position + 1)
+                (low,) = db.execute(
+                    "SELECT MIN(seq) FROM snapshot_messages WHERE snapshot = ?", (snapshot,)
+                ).fetchone()
+                if low is not None:
+                    floor = min(floor, low)
+            start = self._gc_floor.get(topic, 0)
+            if floor <= start:
+                continue
+            cursor = db.execute(
+                "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE seq >= ? "
+                "AND seq < ? AND topic = ? LIMIT ?)",
+                (start, floor, topic, GC_BATCH),
+            )
+            deleted += cursor.rowcount
+            if cursor.rowcount < GC_BATCH:
+                self._gc_floor[topic] = floor  # all below is gone: next pass starts here
+        if deleted:
+            self._executed = True
 
     def close(self) -> None:
         """Commit what is pending and release the directory (idempotent)."""
@@ -586,6 +489,7 @@ class SqliteStore:
             return
         try:
             with contextlib.suppress(sqlite3.Error):
+                self._idle.wait()
                 self.commit()
                 self._db.execute("ROLLBACK")
             self._db.close()
