@@ -588,4 +588,7 @@ def test_counters_count_deliveries_acks_nacks_and_expiries(env: Env) -> None:
         "dead_lettered": 0,
         "filtered": 0,
         "discarded": 0,
+        "skipped": 0,
+        "evicted": 0,
+        "expired_by_ttl": 0,
     }

@@ -51,3 +51,6 @@ class Counters:
     dead_lettered: int = 0  # forwarded to the dead-letter topic (and settled here)
     filtered: int = 0  # did not match the filter: settled at publish, never delivered
     discarded: int = 0  # older than the retention: dropped undelivered
+    skipped: int = 0  # acknowledged by an operator's skip (PIP-423)
+    evicted: int = 0  # acknowledged by a backlog quota's eviction
+    expired_by_ttl: int = 0  # acknowledged by the message TTL

@@ -39,6 +39,14 @@ from eoclient.server_stub.core.model import (
     TopicConfig,
     TopicView,
 )
+from eoclient.server_stub.core.policies import (
+    SeekOutcome,
+    SkipOutcome,
+    SubscriptionPolicies,
+    SubscriptionPolicyCounters,
+    TopicPolicies,
+    TopicPolicyCounters,
+)
 from eoclient.server_stub.core.resources import Resources
 from eoclient.server_stub.core.snapshots import Snapshots
 from eoclient.server_stub.core.store import Store
@@ -227,8 +235,67 @@ class Broker:
     def delete_snapshot(self, name: str) -> None:
         self._snapshots.delete(name)
 
-    def seek(self, name: str, *, time: float | None = None, snapshot: str | None = None) -> None:
-        self._snapshots.seek(name, time=time, snapshot=snapshot)
+    def seek(
+        self, name: str, *, time: float | None = None, snapshot: str | None = None
+    ) -> SeekOutcome:
+        return self._snapshots.seek(name, time=time, snapshot=snapshot)
+
+    # ======================================================= Pulsar-style policies
+
+    def skip_messages(
+        self, subscription: str, message_ids: Sequence[str]
+    ) -> dict[str, SkipOutcome]:
+        """Acknowledge chosen messages on ``subscription`` (PIP-423); the outcome of each id."""
+        return self._dispatch.skip_messages(subscription, message_ids)
+
+    def get_topic_policies(self, topic: str) -> TopicPolicies:
+        return self._resources.topic(topic).config.policies
+
+    def set_topic_policies(self, topic: str, policies: TopicPolicies) -> TopicPolicies:
+        """Replace the topic's retention, backlog quota and message TTL (policies.py)."""
+        return self._resources.set_topic_policies(topic, policies).config.policies
+
+    def get_subscription_policies(self, subscription: str) -> SubscriptionPolicies:
+        return self._resources.subscription(subscription).config.policies
+
+    def set_subscription_policies(
+        self, subscription: str, policies: SubscriptionPolicies
+    ) -> SubscriptionPolicies:
+        view = self._resources.set_subscription_policies(subscription, policies)
+        return view.config.policies
+
+    def note_held_publish(self, topic: str, *, admitted: bool) -> None:
+        """The door held a Publish on a HOLD backlog quota (for the counters)."""
+        self._dispatch.note_held_publish(topic, admitted=admitted)
+
+    def subscription_policy_counters(self, subscription: str) -> SubscriptionPolicyCounters:
+        now = self._clock.now()
+        delivery = self.delivery_state(subscription)
+        counters = delivery.counters
+        return SubscriptionPolicyCounters(
+            skipped=counters.skipped,
+            evicted=counters.evicted,
+            expired_by_ttl=counters.expired_by_ttl,
+            delayed_pending=delivery.delayed_pending(now),
+            backlog_messages=delivery.backlog(),
+            backlog_bytes=delivery.backlog_bytes(),
+            oldest_unacked_publish_time=delivery.oldest_unacked(),
+        )
+
+    def topic_policy_counters(self, topic: str) -> TopicPolicyCounters:
+        state = self._resources.topic(topic)
+        cursor = self._resources.retention_cursor(topic)
+        retained = cursor.delivery if cursor is not None else None
+        if retained is not None:
+            retained.advance(self._clock.now())
+        return TopicPolicyCounters(
+            held_publishes=state.counters.held_publishes,
+            held_then_refused=state.counters.held_then_refused,
+            refused_publishes=state.counters.refused_publishes,
+            retained_messages=retained.backlog() if retained else 0,
+            retained_bytes=retained.backlog_bytes() if retained else 0,
+            oldest_retained_publish_time=retained.oldest_unacked() if retained else None,
+        )
 
     # ============================================================ fault injection
 
@@ -314,6 +381,9 @@ class Broker:
             "dead_lettered": counters.dead_lettered,
             "filtered": counters.filtered,
             "discarded": counters.discarded,
+            "skipped": counters.skipped,
+            "evicted": counters.evicted,
+            "expired_by_ttl": counters.expired_by_ttl,
         }
 
     def retained_acked(self, name: str) -> list[StoredMessage]:

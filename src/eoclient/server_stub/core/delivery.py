@@ -60,11 +60,13 @@ uid still counts as well formed) and every message made unacked is delivered aga
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from collections.abc import Callable, Iterator
 
 from eoclient.server_stub.core.ack_ids import AckIdParts
 from eoclient.server_stub.core.backlog_entry import Counters, Entry, KeySequence, State
+from eoclient.server_stub.core.delivery_policies import DeliveryPolicies
 from eoclient.server_stub.core.model import Delivery, RetryPolicy, StoredMessage
 from eoclient.server_stub.core.store import BacklogRow, SeqMessage, SubscriptionStorage
 from eoclient.server_stub.core.stream_flow import StreamFlow
@@ -74,7 +76,7 @@ from eoclient.server_stub.core.stream_flow import StreamFlow
 Forwarder = Callable[[StoredMessage, int], bool]
 
 
-class SubscriptionDelivery:
+class SubscriptionDelivery(DeliveryPolicies):
     """Delivery bookkeeping of one subscription. Pure: every method takes ``now``."""
 
     def __init__(
@@ -105,6 +107,8 @@ class SubscriptionDelivery:
         self._window = storage.window  # None: the whole backlog in memory
         self._cold = 0  # backlog rows only the store holds (all seqs > _loaded_through)
         self._loaded_through = 0
+        self._bytes = 0  # sizes of every unacknowledged message, window and cold
+        self.ttl: float | None = None  # message TTL (policies.py): auto-ack when older
         self._by_publish: deque[tuple[float, int]] = deque()
         self._entries: dict[int, Entry] = {}
         self._ready: list[int] = []
@@ -131,6 +135,7 @@ class SubscriptionDelivery:
         it stays a cold row of the store (which the publish gave it).
         """
         self._now_hint = now
+        self._bytes += message.size
         if self._cold or (self._window is not None and len(self._entries) >= self._window):
             self._cold += 1
             return
@@ -139,7 +144,9 @@ class SubscriptionDelivery:
     def _admit(
         self, seq: int, message: StoredMessage, ready_at: float, failed_attempts: int
     ) -> None:
-        """Into the window: scheduled now, or behind the earlier messages of its key."""
+        """Into the window: scheduled now (or at its delayed-delivery time), or behind the
+        earlier messages of its key."""
+        ready_at = max(ready_at, message.deliver_at)
         entry = Entry(seq=seq, message=message, ready_at=ready_at, failed_attempts=failed_attempts)
         self._entries[seq] = entry
         self._loaded_through = max(self._loaded_through, seq)
@@ -178,20 +185,29 @@ class SubscriptionDelivery:
             return False
         self._loaded_through = rows[-1].seq
         cutoff = now - self.retention
-        expired: list[int] = []
+        ttl_cutoff = now - self.ttl if self.ttl is not None else -math.inf
         for row in rows:
-            if row.message.publish_time <= cutoff:
+            published = row.message.publish_time
+            if published <= cutoff:
                 self.counters.discarded += 1
-                expired.append(row.seq)
-                continue
-            self._admit(row.seq, row.message, now, row.failed_attempts)
-        if expired:
-            self.storage.settle(expired)
+                self._settle_cold(row.seq, row.message, retain=False)
+            elif published <= ttl_cutoff:
+                self.counters.expired_by_ttl += 1
+                self._settle_cold(row.seq, row.message, retain=self.retain_acked)
+            else:
+                self._admit(row.seq, row.message, now, row.failed_attempts)
         return True
 
-    def restore_backlog(self, rows: int) -> None:
-        """After a restart: the store holds ``rows`` unacknowledged messages, all cold."""
+    def _settle_cold(self, seq: int, message: StoredMessage, *, retain: bool) -> None:
+        """A message that was only in the store leaves the backlog (loaded or not)."""
+        self._bytes -= message.size
+        self.storage.settle((seq,), ((seq, message),) if retain else ())
+
+    def restore_backlog(self, rows: int, size: int) -> None:
+        """After a restart: the store holds ``rows`` unacknowledged messages of ``size``
+        bytes in all, every one cold."""
         self._cold = rows
+        self._bytes = size
         self._loaded_through = 0
 
     def _schedule(self, entry: Entry) -> None:
@@ -238,20 +254,28 @@ class SubscriptionDelivery:
         return expired
 
     def _enforce_retention(self, now: float) -> None:
+        """Drop what outlived the retention; acknowledge what outlived the message TTL
+        (leased or not: its ack ids stop resolving)."""
         cutoff = now - self.retention
+        ttl_cutoff = now - self.ttl if self.ttl is not None else -math.inf
         by_publish = self._by_publish
         while by_publish:
             published, seq = by_publish[0]
             entry = self._entries.get(seq)
-            if entry is not None and published > cutoff:
+            if entry is None:
+                by_publish.popleft()  # acked already: usually in publish order, so short
+            elif published <= cutoff:
+                by_publish.popleft()
+                # Outstanding: left leased; dropped by _return_to_waiting if it comes back.
+                if entry.state is State.WAITING:
+                    self.counters.discarded += 1
+                    self._remove(entry)
+            elif published <= ttl_cutoff:
+                by_publish.popleft()
+                self.counters.expired_by_ttl += 1
+                self._settle(entry)
+            else:
                 break
-            # Gone already (acked: usually in publish order, so the deque stays short),
-            # or too old.
-            by_publish.popleft()
-            # Outstanding: left leased; dropped by _return_to_waiting if nacked or expired.
-            if entry is not None and entry.state is State.WAITING:
-                self.counters.discarded += 1
-                self._remove(entry)
         if self.retain_acked:
             self.storage.prune_retained(cutoff)
 
@@ -267,6 +291,8 @@ class SubscriptionDelivery:
             candidates.append(self._delayed[0][0])
         if self._by_publish and self.retention != float("inf"):
             candidates.append(self._by_publish[0][0] + self.retention)
+        if self._by_publish and self.ttl is not None:
+            candidates.append(self._by_publish[0][0] + self.ttl)
         oldest = self.storage.oldest_retained() if self.retain_acked else None
         if oldest is not None and self.retention != float("inf"):
             candidates.append(oldest + self.retention)
@@ -482,6 +508,7 @@ class SubscriptionDelivery:
         )
         self._release_lease(entry)
         del self._entries[entry.seq]
+        self._bytes -= entry.message.size
         self.storage.settle((entry.seq,), ((entry.seq, entry.message),) if retain else ())
         if sequence is not None:
             if was_head:
@@ -603,6 +630,7 @@ class SubscriptionDelivery:
             stream.outstanding_messages = 0
             stream.outstanding_bytes = 0
         self._cold = 0
+        self._bytes = 0
         self._loaded_through = 0
         cutoff = now - self.retention
         retained = (

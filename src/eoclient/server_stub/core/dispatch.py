@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from eoclient._clock import Clock
-from eoclient.errors import FailedPrecondition, InvalidArgument, NotFound
-from eoclient.server_stub.core import names, validation
+from eoclient.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted
+from eoclient.server_stub.core import names, policies, validation
 from eoclient.server_stub.core.ack_ids import (
+    MAX_ACK_ID_NUMBER_DIGITS,
     PERMANENT_FAILURE_INVALID_ACK_ID,
     TRANSIENT_FAILURE_UNORDERED_ACK_ID,
     parse_ack_id,
@@ -33,6 +34,7 @@ from eoclient.server_stub.core.ack_ids import (
 from eoclient.server_stub.core.delivery import Forwarder, SubscriptionDelivery
 from eoclient.server_stub.core.history import History
 from eoclient.server_stub.core.model import AckReply, Delivery, NewMessage, StoredMessage
+from eoclient.server_stub.core.policies import BacklogQuotaHeld, QuotaAction, SkipOutcome
 from eoclient.server_stub.core.resources import Resources, SubscriptionState, TopicState
 from eoclient.server_stub.core.store import SeqMessage, Store
 from eoclient.server_stub.core.stream_flow import StreamFlow
@@ -87,26 +89,82 @@ class Dispatch:
     def publish(
         self, topic_name: str, messages: Sequence[NewMessage], request_bytes: int = 0
     ) -> list[str]:
+        """Validate (delay attributes included: nothing is stored if one is bad), apply
+        the topic's backlog quota, then store and fan out."""
         topic = self._resources.topic(topic_name)
         validation.publish(messages, request_bytes)
-        return self._publish_to(topic, messages, self._clock.now())
+        now = self._clock.now()
+        for new in messages:
+            if new.attributes:
+                policies.deliver_at(new.attributes, now)
+        self._apply_backlog_quota(topic, now)
+        return self._publish_to(topic, messages, now)
+
+    def _apply_backlog_quota(self, topic: TopicState, now: float) -> None:
+        """A subscription over the topic's quota: evict, refuse or hold (policies.py)."""
+        quota = topic.config.policies.backlog_quota
+        if quota is None:
+            return
+        over = [
+            subscription
+            for subscription in (
+                self._resources.subscriptions[n] for n in sorted(topic.subscriptions)
+            )
+            if not subscription.config.internal
+            and subscription.delivery.over_quota(now, quota.limit_bytes, quota.limit_age)
+        ]
+        if not over:
+            return
+        if quota.action is QuotaAction.EVICTION:
+            for subscription in over:
+                if subscription.delivery.evict(now, quota.limit_bytes, quota.limit_age):
+                    self._changed(subscription.config.name)
+            return
+        laggard = over[0].delivery
+        limits = []
+        if quota.limit_bytes is not None:
+            limits.append(f"{laggard.backlog_bytes()} of {quota.limit_bytes} bytes")
+        if quota.limit_age is not None:
+            oldest = laggard.oldest_unacked()
+            age = now - oldest if oldest is not None else 0.0
+            limits.append(f"oldest message {age:.0f} s old, limit {quota.limit_age:g} s")
+        text = (
+            f"Backlog quota exceeded on topic {topic.config.name} "
+            f"({quota.action.value}): subscription {over[0].config.name} holds "
+            f"{'; '.join(limits)}. Consume or acknowledge messages, or change the quota."
+        )
+        if quota.action is QuotaAction.EXCEPTION:
+            topic.counters.refused_publishes += 1
+            raise ResourceExhausted(text)
+        raise BacklogQuotaHeld(text, quota.hold_timeout)
+
+    def note_held_publish(self, topic_name: str, *, admitted: bool) -> None:
+        """The door held a Publish on a HOLD quota; ``admitted``: space freed in time."""
+        topic = self._resources.topics.get(topic_name)
+        if topic is not None:
+            topic.counters.held_publishes += 1
+            if not admitted:
+                topic.counters.held_then_refused += 1
 
     def _publish_to(
         self, topic: TopicState, messages: Sequence[NewMessage], now: float
     ) -> list[str]:
-        """Store ``messages`` on every subscription of ``topic`` whose filter they match."""
+        """Store ``messages`` on every subscription of ``topic`` whose filter they match
+        (and its retention cursor, if it has one)."""
         subscriptions = [self._resources.subscriptions[n] for n in sorted(topic.subscriptions)]
         stored: list[SeqMessage] = []
         receivers: dict[str, list[int]] = {s.config.name: [] for s in subscriptions}
         for new in messages:
             seq = self.last_seq = self.last_seq + 1
+            attributes = dict(new.attributes)
             message = StoredMessage(
                 message_id=str(seq),
                 data=new.data,
-                attributes=dict(new.attributes),
+                attributes=attributes,
                 ordering_key=new.ordering_key,
                 publish_time=now,
                 size=message_size(new),
+                deliver_at=policies.deliver_at(attributes, now) if attributes else 0.0,
             )
             stored.append((seq, message))
             for subscription in subscriptions:
@@ -125,9 +183,37 @@ class Dispatch:
             seqs = receivers[subscription.config.name]
             for seq in seqs:
                 subscription.delivery.add(seq, by_seq[seq], now, now)
-            if seqs:
+            if subscription.config.internal:  # the retention cursor's size limit
+                retention = topic.config.policies.retention
+                if retention is not None:
+                    subscription.delivery.trim(now, retention.size_limit)
+            elif seqs:
                 self._changed(subscription.config.name)
         return [message.message_id for _, message in stored]
+
+    # ========================================================== skip by id
+
+    def skip_messages(self, name: str, message_ids: Sequence[str]) -> dict[str, SkipOutcome]:
+        """Acknowledge chosen messages on a subscription as a subscriber would (PIP-423).
+
+        Message ids are the seqs this server numbered; an id it never issued is
+        NOT_FOUND, one not pending on the subscription ALREADY_ACKNOWLEDGED.
+        """
+        subscription = self._resources.subscription(name)
+        now = self._clock.now()
+        subscription.delivery.advance(now)
+        outcomes: dict[str, SkipOutcome] = {}
+        for message_id in message_ids:
+            seq = _seq_of(message_id)
+            if seq is None or not 1 <= seq <= self.last_seq:
+                outcomes[message_id] = SkipOutcome.NOT_FOUND
+            elif subscription.delivery.skip(seq):
+                outcomes[message_id] = SkipOutcome.SKIPPED
+            else:
+                outcomes[message_id] = SkipOutcome.ALREADY_ACKNOWLEDGED
+        if SkipOutcome.SKIPPED in outcomes.values():
+            self._changed(name)  # a skipped head unblocks its ordering key
+        return outcomes
 
     # ========================================================== dead letters
 
@@ -382,6 +468,13 @@ class Dispatch:
         if fault.remaining > 0:
             fault.remaining -= 1
         return fault.reason
+
+
+def _seq_of(message_id: str) -> int | None:
+    """The seq a message id of this server names (they are the same number)."""
+    if not (0 < len(message_id) <= MAX_ACK_ID_NUMBER_DIGITS and message_id.isascii()):
+        return None
+    return int(message_id) if message_id.isdigit() else None
 
 
 def rfc3339_millis(seconds: float) -> str:

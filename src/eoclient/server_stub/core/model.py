@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from eoclient.server_stub.core.policies import SubscriptionPolicies, TopicPolicies
+
 T = TypeVar("T")
 
 # Defaults of the real service (wire-contract §1.2).
@@ -55,6 +57,7 @@ class TopicConfig:
     message_retention_duration: float | None = None
     kms_key_name: str = ""
     extras: bytes = b""
+    policies: TopicPolicies = field(default_factory=TopicPolicies)  # Pulsar-style extension
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,10 @@ class SubscriptionConfig:
     detached: bool = False
     enable_exactly_once_delivery: bool = False
     extras: bytes = b""
+    policies: SubscriptionPolicies = field(default_factory=SubscriptionPolicies)  # extension
+    # The retention cursor of a topic with a retention policy (core/policies.py):
+    # never listed, pulled or counted as a subscription.
+    internal: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,6 +123,7 @@ class StoredMessage:
     ordering_key: str
     publish_time: float
     size: int  # bytes counted for flow control: data + attribute keys/values + ordering key
+    deliver_at: float = 0.0  # delayed delivery: not before this time (0: no delay)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from eoclient.server_stub.core.model import (
     TopicConfig,
     TopicView,
 )
+from eoclient.server_stub.core.policies import SubscriptionPolicies, TopicPolicies
 from eoclient.server_stub.core.store import (
     Store,
     StoredState,
@@ -48,9 +49,23 @@ from eoclient.server_stub.core.update_mask import MaskRules, MergeExtras, apply_
 
 
 @dataclass
+class TopicCounters:
+    held_publishes: int = 0
+    held_then_refused: int = 0
+    refused_publishes: int = 0
+
+
+@dataclass
 class TopicState:
     config: TopicConfig
-    subscriptions: set[str] = field(default_factory=set)
+    subscriptions: set[str] = field(default_factory=set)  # its retention cursor too
+    counters: TopicCounters = field(default_factory=TopicCounters)
+
+
+def retention_cursor_name(topic: str) -> str:
+    """The name of a topic's retention cursor (policies.py): not a subscription name
+    (it does not parse as one), so no client can name, list or pull it."""
+    return f"{topic}/retention-cursor"
 
 
 @dataclass
@@ -160,10 +175,53 @@ class Resources:
             record = stored.record
             subscription = self._new_subscription(record.config, record.created)
             subscription.last_activity = record.last_activity
-            subscription.delivery.restore_backlog(stored.backlog)
+            subscription.delivery.restore_backlog(stored.backlog, stored.backlog_bytes)
             topic = self.topics.get(record.config.topic)
             if topic is not None and not record.config.detached:
                 topic.subscriptions.add(record.config.name)
+
+    def set_topic_policies(self, name: str, policies: TopicPolicies) -> TopicView:
+        """Replace the topic's Pulsar-style policies (validated; stored)."""
+        topic = self.topic(name)
+        policies.validate()
+        topic.config = replace(topic.config, policies=policies)
+        self._store.put_topic(topic.config)
+        self._sync_retention_cursor(topic)
+        for subscription_name in topic.subscriptions:
+            self.apply_policies(self.subscriptions[subscription_name])
+        return TopicView(topic.config)
+
+    def set_subscription_policies(
+        self, name: str, policies: SubscriptionPolicies
+    ) -> SubscriptionView:
+        subscription = self.subscription(name)
+        policies.validate()
+        subscription.config = replace(subscription.config, policies=policies)
+        self._store.put_subscription(subscription.record())
+        self.apply_policies(subscription)
+        return self.view(name)
+
+    def retention_cursor(self, topic: str) -> SubscriptionState | None:
+        return self.subscriptions.get(retention_cursor_name(topic))
+
+    def _sync_retention_cursor(self, topic: TopicState) -> None:
+        """Create or remove the topic's retention cursor to match its policy."""
+        name = retention_cursor_name(topic.config.name)
+        retention = topic.config.policies.retention
+        wanted = retention is not None and retention.enabled
+        if wanted and name not in self.subscriptions:
+            config = SubscriptionConfig(
+                name,
+                topic.config.name,
+                ack_deadline_seconds=DEFAULT_ACK_DEADLINE,
+                expiration_policy=ExpirationPolicy(None),
+                internal=True,
+            )
+            cursor = self._new_subscription(config, self._clock.now())
+            topic.subscriptions.add(name)
+            self._store.put_subscription(cursor.record())
+        elif not wanted and name in self.subscriptions:
+            self.remove_subscription(name)
 
     def touch(self, subscription: SubscriptionState, now: float) -> None:
         subscription.last_activity = now
@@ -215,11 +273,15 @@ class Resources:
 
     def list_topic_subscriptions(self, topic: str, page_size: int, page_token: str) -> Page[str]:
         record = self.topic(topic)
-        page, token = names.paginate(sorted(record.subscriptions), page_size, page_token)
+        listed = sorted(n for n in record.subscriptions if n != retention_cursor_name(topic))
+        page, token = names.paginate(listed, page_size, page_token)
         return Page(tuple(page), token)
 
     def delete_topic(self, name: str) -> None:
         topic = self.topic(name)
+        cursor = retention_cursor_name(name)
+        if cursor in self.subscriptions:
+            self.remove_subscription(cursor)  # the topic's retention goes with it
         del self.topics[name]
         self._store.delete_topic(name)
         # Subscriptions outlive their topic; their topic field reads "_deleted-topic_"
@@ -286,8 +348,21 @@ class Resources:
         delivery.max_delivery_attempts = (
             config.dead_letter_policy.max_delivery_attempts if config.dead_letter_policy else None
         )
+        topic = self.topics.get(config.topic)
+        topic_policies = topic.config.policies if topic is not None else None
+        if config.internal:  # a retention cursor: the topic's Pulsar retention, no TTL
+            retention = topic_policies.retention if topic_policies is not None else None
+            delivery.retention = retention.time_limit if retention is not None else 0.0
+            delivery.ttl = None
+            delivery.set_retain_acked(False)
+            return
         delivery.retention = self._retention(config)
         delivery.set_retain_acked(config.retain_acked_messages)
+        # The subscription's TTL wins over its topic's (policies.py).
+        ttl = config.policies.message_ttl
+        if ttl is None and topic_policies is not None:
+            ttl = topic_policies.message_ttl
+        delivery.ttl = ttl
 
     def _retention(self, config: SubscriptionConfig) -> float:
         """How long the subscription keeps a message after its publish time.

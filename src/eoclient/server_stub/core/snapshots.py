@@ -25,6 +25,7 @@ from eoclient.server_stub.core.model import (
     Page,
     SnapshotView,
 )
+from eoclient.server_stub.core.policies import SeekOutcome
 from eoclient.server_stub.core.resources import Resources
 from eoclient.server_stub.core.store import SnapshotRecord, Store
 
@@ -163,13 +164,18 @@ class Snapshots:
 
     # ================================================================== seek
 
-    def seek(self, name: str, *, time: float | None = None, snapshot: str | None = None) -> None:
+    def seek(
+        self, name: str, *, time: float | None = None, snapshot: str | None = None
+    ) -> SeekOutcome:
         """Seek to a time (retained messages published before it acked, the others
         unacked; a future time purges) or to a snapshot (its ack state).
 
         Every ack id issued before is invalid afterwards, and every message left
-        unacked is delivered again.
+        unacked is delivered again. A seek to a time replays what the subscription keeps
+        and what its topic's retention policy keeps (policies.py); the outcome says how
+        far back that reached.
         """
+        outcome = SeekOutcome(None, complete=True)
         subscription = self._resources.subscription(name)
         now = self._clock.now()
         delivery = subscription.delivery
@@ -190,11 +196,21 @@ class Snapshots:
             unacked = list(target.items())
             acked = [(seq, m) for seq, m in current if seq not in target]
         elif time is not None:
-            current = delivery.unacked() + delivery.retained()
-            unacked = [(seq, m) for seq, m in current if m.publish_time >= time]
-            acked = [(seq, m) for seq, m in current if m.publish_time < time]
+            available = dict(delivery.unacked() + delivery.retained())
+            cursor = self._resources.retention_cursor(subscription.config.topic)
+            if cursor is not None:
+                cursor.delivery.advance(now)
+                matches = subscription.filter.matches if subscription.filter else None
+                for seq, message in cursor.delivery.unacked():
+                    if seq not in available and (matches is None or matches(message.attributes)):
+                        available[seq] = message
+            unacked = [(seq, m) for seq, m in available.items() if m.publish_time >= time]
+            acked = [(seq, m) for seq, m in available.items() if m.publish_time < time]
+            oldest = min((m.publish_time for m in available.values()), default=None)
+            outcome = SeekOutcome(oldest, complete=oldest is None or time >= oldest)
         else:
             raise InvalidArgument("The seek target must be set: a time or a snapshot.")
         delivery.reset(f"{self._rng.getrandbits(48):012x}", unacked, acked, now)
         self._resources.touch(subscription, now)
         self._changed(name)
+        return outcome

@@ -74,6 +74,7 @@ class BacklogRow:
 class StoredSubscription:
     record: SubscriptionRecord
     backlog: int  # how many unacknowledged messages the store holds for it
+    backlog_bytes: int  # and their sizes, as flow control counts them
 
 
 @dataclass(frozen=True)

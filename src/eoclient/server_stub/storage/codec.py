@@ -18,6 +18,13 @@ from eoclient.server_stub.core.model import (
     SubscriptionConfig,
     TopicConfig,
 )
+from eoclient.server_stub.core.policies import (
+    BacklogQuota,
+    QuotaAction,
+    RetentionPolicy,
+    SubscriptionPolicies,
+    TopicPolicies,
+)
 
 
 def _bytes(value: bytes) -> str:
@@ -36,6 +43,7 @@ def topic_to_json(config: TopicConfig) -> str:
             "message_retention_duration": config.message_retention_duration,
             "kms_key_name": config.kms_key_name,
             "extras": _bytes(config.extras),
+            "policies": _topic_policies(config.policies),
         },
         sort_keys=True,
     )
@@ -49,6 +57,7 @@ def topic_from_json(text: str) -> TopicConfig:
         message_retention_duration=document.get("message_retention_duration"),
         kms_key_name=document.get("kms_key_name", ""),
         extras=_unbytes(document.get("extras", "")),
+        policies=_topic_policies_from(document.get("policies") or {}),
     )
 
 
@@ -82,6 +91,8 @@ def subscription_to_json(config: SubscriptionConfig) -> str:
             "detached": config.detached,
             "enable_exactly_once_delivery": config.enable_exactly_once_delivery,
             "extras": _bytes(config.extras),
+            "policies": {"message_ttl": config.policies.message_ttl},
+            "internal": config.internal,
         },
         sort_keys=True,
     )
@@ -113,6 +124,45 @@ def subscription_from_json(text: str) -> SubscriptionConfig:
         detached=document.get("detached", False),
         enable_exactly_once_delivery=document.get("enable_exactly_once_delivery", False),
         extras=_unbytes(document.get("extras", "")),
+        policies=SubscriptionPolicies((document.get("policies") or {}).get("message_ttl")),
+        internal=document.get("internal", False),
+    )
+
+
+def _topic_policies(policies: TopicPolicies) -> dict[str, Any]:
+    retention, quota = policies.retention, policies.backlog_quota
+    return {
+        "retention": None
+        if retention is None
+        else {"time": retention.time, "size": retention.size},
+        "backlog_quota": None
+        if quota is None
+        else {
+            "limit_bytes": quota.limit_bytes,
+            "limit_age": quota.limit_age,
+            "action": quota.action.value,
+            "hold_timeout": quota.hold_timeout,
+        },
+        "message_ttl": policies.message_ttl,
+    }
+
+
+def _topic_policies_from(document: Mapping[str, Any]) -> TopicPolicies:
+    retention: Mapping[str, Any] | None = document.get("retention")
+    quota: Mapping[str, Any] | None = document.get("backlog_quota")
+    return TopicPolicies(
+        retention=None
+        if retention is None
+        else RetentionPolicy(retention["time"], retention["size"]),
+        backlog_quota=None
+        if quota is None
+        else BacklogQuota(
+            quota["limit_bytes"],
+            quota["limit_age"],
+            QuotaAction(quota["action"]),
+            quota["hold_timeout"],
+        ),
+        message_ttl=document.get("message_ttl"),
     )
 
 

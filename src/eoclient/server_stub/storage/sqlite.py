@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from eoclient.server_stub.core import policies
 from eoclient.server_stub.core.model import StoredMessage, TopicConfig
 from eoclient.server_stub.core.store import (
     BacklogRow,
@@ -90,7 +91,7 @@ _INSERT_MESSAGE = (
     "INSERT INTO messages (seq, topic, message_id, data, attributes, ordering_key, "
     "publish_time, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_INSERT_BACKLOG = "INSERT INTO backlog (subscription, seq) VALUES (?, ?)"
+_INSERT_BACKLOG = "INSERT INTO backlog (subscription, seq, size) VALUES (?, ?, ?)"
 _SETTLE = "DELETE FROM backlog WHERE subscription = ? AND seq = ?"
 _RETAIN = "INSERT OR IGNORE INTO retained (subscription, seq, publish_time) VALUES (?, ?, ?)"
 _ATTEMPTS = "UPDATE backlog SET failed_attempts = ? WHERE subscription = ? AND seq = ?"
@@ -110,14 +111,17 @@ _LAST_SEQ = "UPDATE meta SET value = ? WHERE key = 'last_seq'"
 
 def _message(row: Sequence[Any]) -> StoredMessage:
     """A message from the ``_MESSAGE_COLUMNS`` of a row."""
-    message_id, data, attributes, ordering_key, publish_time, size = row
+    message_id, data, attributes_json, ordering_key, publish_time, size = row
+    attributes = codec.attributes_from_json(attributes_json)
     return StoredMessage(
         message_id=message_id,
         data=data,
-        attributes=codec.attributes_from_json(attributes),
+        attributes=attributes,
         ordering_key=ordering_key,
         publish_time=publish_time,
         size=size,
+        # Checked when it was published: it parses.
+        deliver_at=policies.deliver_at(attributes, publish_time) if attributes else 0.0,
     )
 
 
@@ -173,7 +177,12 @@ class SqliteStore:
             codec.topic_from_json(config)
             for (config,) in db.execute("SELECT config FROM topics ORDER BY id")
         ]
-        counts = dict(db.execute("SELECT subscription, COUNT(*) FROM backlog GROUP BY 1"))
+        counts = {
+            subscription: (rows, size)
+            for subscription, rows, size in db.execute(
+                "SELECT subscription, COUNT(*), SUM(size) FROM backlog GROUP BY 1"
+            )
+        }
         self._source_topic: dict[int, int] = {}
         subscriptions: list[StoredSubscription] = []
         for id_, topic, config, created, last_activity in db.execute(
@@ -183,7 +192,8 @@ class SqliteStore:
             record = SubscriptionRecord(
                 codec.subscription_from_json(config), created, last_activity
             )
-            subscriptions.append(StoredSubscription(record, counts.get(id_, 0)))
+            rows, size = counts.get(id_, (0, 0))
+            subscriptions.append(StoredSubscription(record, rows, size))
         self._snapshot_topic: dict[int, tuple[int, int]] = {}  # id -> (topic, position)
         snapshots: list[SnapshotRecord] = []
         for id_, topic, expire_time, labels, position in db.execute(
@@ -282,10 +292,11 @@ class SqliteStore:
             for seq, m in messages
         ]  # fmt: skip
         self._ops.append((_INSERT_MESSAGE, rows))
+        sizes = {seq: m.size for seq, m in messages}
         for subscription, seqs in receivers.items():
             if seqs:
                 id_ = self._id("subscription", subscription)
-                self._ops.append((_INSERT_BACKLOG, [(id_, seq) for seq in seqs]))
+                self._ops.append((_INSERT_BACKLOG, [(id_, seq, sizes[seq]) for seq in seqs]))
         self._last_seq = max(self._last_seq, messages[-1][0])
 
     def backlog(self, subscription: str, after_seq: int, limit: int) -> list[BacklogRow]:
@@ -352,7 +363,7 @@ class SqliteStore:
         id_ = self._id("subscription", subscription)
         self._write(_DELETE_BACKLOG, (id_,))
         self._write(_DELETE_RETAINED, (id_,))
-        self._ops.append((_INSERT_BACKLOG, [(id_, seq) for seq, _ in unacked]))
+        self._ops.append((_INSERT_BACKLOG, [(id_, seq, m.size) for seq, m in unacked]))
         self._ops.append((_RETAIN, [(id_, seq, m.publish_time) for seq, m in retained]))
         self._oldest_retained.pop(id_, None)
 

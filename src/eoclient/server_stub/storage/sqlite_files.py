@@ -38,8 +38,9 @@ CREATE TABLE messages (seq INTEGER PRIMARY KEY, topic INTEGER NOT NULL,
                        message_id TEXT NOT NULL, data BLOB NOT NULL, attributes TEXT,
                        ordering_key TEXT NOT NULL, publish_time REAL NOT NULL,
                        size INTEGER NOT NULL);
+-- size: the message's (flow control's count), so a backlog's bytes need no join.
 CREATE TABLE backlog (subscription INTEGER NOT NULL, seq INTEGER NOT NULL,
-                      failed_attempts INTEGER NOT NULL DEFAULT 0,
+                      failed_attempts INTEGER NOT NULL DEFAULT 0, size INTEGER NOT NULL,
                       PRIMARY KEY (subscription, seq)) WITHOUT ROWID;
 CREATE TABLE retained (subscription INTEGER NOT NULL, seq INTEGER NOT NULL,
                        publish_time REAL NOT NULL,
