@@ -21,13 +21,10 @@ import dataclasses
 import itertools
 import random
 from collections.abc import Awaitable, Callable
-from typing import cast
 
-import grpc
 import pytest
 
 from eoclient._clock import Clock, FakeClock
-from eoclient._transport import PubSubTransport
 from eoclient.errors import RpcError, rpc_error_class
 from eoclient.subscriber import acker as acker_module
 from eoclient.subscriber import session as session_module
@@ -53,7 +50,7 @@ from .fake_transport import (
     OPEN,
     READ,
     WRITE,
-    FakeStreamingPullCall,
+    FakeStream,
     FakeTransport,
     Gate,
     Request,
@@ -100,7 +97,7 @@ def make_session(
     rng: random.Random | None = None,
 ) -> StreamingSession:
     return StreamingSession(
-        cast(PubSubTransport, transport),
+        transport,
         SUBSCRIPTION,
         flow_control=flow_control or FlowControl(),
         lease=lease or LeaseSettings(),
@@ -111,10 +108,6 @@ def make_session(
         clock=clock,
         rng=rng,
     )
-
-
-def code(name: str) -> grpc.StatusCode:
-    return grpc.StatusCode[name]
 
 
 async def take(session: StreamingSession, count: int) -> list[Message]:
@@ -209,10 +202,10 @@ Scenario = Callable[[StreamingSession, FakeTransport, Drive], Awaitable[None]]
 
 def eod_confirming(
     *, acks_fail_temporarily: bool = False, modacks_fail_temporarily: bool = False
-) -> Callable[[FakeStreamingPullCall, Request], None]:
+) -> Callable[[FakeStream, Request], None]:
     """An exactly-once server that confirms on the stream (optionally: temporary failures)."""
 
-    def on_write(call: FakeStreamingPullCall, request: Request) -> None:
+    def on_write(call: FakeStream, request: Request) -> None:
         response = Response()
         if request.ack_ids:
             target = response.acknowledge_confirmation
@@ -228,8 +221,8 @@ def eod_confirming(
     return on_write
 
 
-def on_first_stream(*responses: Response) -> Callable[[FakeStreamingPullCall], None]:
-    def on_open(call: FakeStreamingPullCall) -> None:
+def on_first_stream(*responses: Response) -> Callable[[FakeStream], None]:
+    def on_open(call: FakeStream) -> None:
         if call.index == 0:
             call.respond(*responses)
 
@@ -334,7 +327,7 @@ async def blocked_in_reconnect_backoff(
 ) -> None:
     transport.on_open = on_first_stream(deliver("a1", exactly_once=False))
     (message,) = await drive.take(session, 1)
-    transport.stream.fail(rpc_error(grpc.StatusCode.UNAVAILABLE, "gone"))
+    transport.stream.fail(rpc_error("UNAVAILABLE", "gone"))
     await until(lambda: session.statistics().reconnects == 1, what="backing off")
     # Acked between streams: the sender waits for the next stream with it.
     message.ack()
@@ -506,9 +499,9 @@ async def test_first_request_fields_and_client_id_stable_across_reconnects(
 ) -> None:
     transport = FakeTransport()
 
-    def on_write(call: FakeStreamingPullCall, request: Request) -> None:
+    def on_write(call: FakeStream, request: Request) -> None:
         if call.index < 2:
-            call.fail(rpc_error(grpc.StatusCode.UNAVAILABLE, "try again"))
+            call.fail(rpc_error("UNAVAILABLE", "try again"))
         elif request.subscription:
             call.respond(deliver("a1"))
 
@@ -537,18 +530,18 @@ async def test_first_request_fields_and_client_id_stable_across_reconnects(
 async def test_retryable_status_reconnects_with_exponential_backoff(status: str) -> None:
     transport = FakeTransport()
 
-    def on_open(call: FakeStreamingPullCall) -> None:
+    def on_open(call: FakeStream) -> None:
         if call.index == 0:
             call.fail(error_for(call))  # refused at once: the first write raises it
         elif call.index == 3:
             call.respond(deliver("a1"))
 
-    def on_write(call: FakeStreamingPullCall, request: Request) -> None:
+    def on_write(call: FakeStream, request: Request) -> None:
         if call.index in (1, 2):
             call.fail(error_for(call))  # failing once open: reading raises it
 
-    def error_for(call: FakeStreamingPullCall) -> grpc.aio.AioRpcError:
-        return rpc_error(code(status), f"{status} #{call.index}")
+    def error_for(call: FakeStream) -> RpcError:
+        return rpc_error(status, f"{status} #{call.index}")
 
     transport.on_open = on_open
     transport.on_write = on_write
@@ -564,7 +557,7 @@ async def test_retryable_status_reconnects_with_exponential_backoff(status: str)
         assert all(gap >= delay * 0.9 for gap, delay in zip(gaps, [0.02, 0.04, 0.05], strict=True))
         assert session.statistics().reconnects == 3
         # A response resets the backoff: the next break waits the initial delay again.
-        transport.stream.fail(rpc_error(code(status), "again"))
+        transport.stream.fail(rpc_error(status, "again"))
         await transport.wait_for_stream(4)
         assert session.statistics().reconnects == 4
         assert rng.ranges[3:] == [(0, 0.02)]
@@ -574,9 +567,9 @@ async def test_retryable_status_reconnects_with_exponential_backoff(status: str)
 @pytest.mark.parametrize("when", ["at-open", "mid-stream"])
 async def test_permanent_status_ends_the_session_and_is_raised_once(status: str, when: str) -> None:
     transport = FakeTransport()
-    error = rpc_error(code(status), "no way")
+    error = rpc_error(status, "no way")
 
-    def on_open(call: FakeStreamingPullCall) -> None:
+    def on_open(call: FakeStream) -> None:
         if when == "at-open":
             call.fail(error)
         else:
@@ -610,7 +603,7 @@ async def test_permanent_status_reaches_a_consumer_waiting_in_anext() -> None:
         await transport.wait_for_stream(0)
         waiting = asyncio.ensure_future(anext(session))
         await asyncio.sleep(0.01)
-        transport.stream.fail(rpc_error(grpc.StatusCode.PERMISSION_DENIED, "denied"))
+        transport.stream.fail(rpc_error("PERMISSION_DENIED", "denied"))
         async with asyncio.timeout(1):
             with pytest.raises(rpc_error_class("PERMISSION_DENIED")):
                 await waiting
@@ -729,10 +722,10 @@ async def take_after_redelivery(
 async def test_ack_lost_with_its_stream_then_found_invalid_is_other_not_success() -> None:
     transport = FakeTransport()
 
-    def on_write(call: FakeStreamingPullCall, request: Request) -> None:
+    def on_write(call: FakeStream, request: Request) -> None:
         if request.ack_ids:
             # The stream breaks after the ack was written, before any confirmation.
-            call.fail(rpc_error(grpc.StatusCode.UNAVAILABLE, "connection reset"))
+            call.fail(rpc_error("UNAVAILABLE", "connection reset"))
         else:
             confirm_on_stream(call, request)
 

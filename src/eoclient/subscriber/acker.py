@@ -46,7 +46,6 @@ from tenacity import (
 )
 
 from eoclient._proto import pubsub_pb2
-from eoclient._transport import PubSubTransport
 from eoclient.errors import RpcError
 from eoclient.subscriber.ack_results import (
     AcknowledgeStatus,
@@ -56,6 +55,7 @@ from eoclient.subscriber.ack_results import (
     classify_unary_error,
 )
 from eoclient.subscriber.settings import AckRetrySettings
+from eoclient.subscriber.transport import SubscriberTransport
 
 # Ids per request. Go's client derives 2500 from the service's 512 KiB limit per
 # Acknowledge/ModifyAckDeadline request and ack ids of up to 164 bytes (2979 would
@@ -153,7 +153,7 @@ class Acker:
     def __init__(
         self,
         subscription: str,
-        transport: PubSubTransport,
+        transport: SubscriberTransport,
         retry: AckRetrySettings,
         *,
         exactly_once: bool = False,

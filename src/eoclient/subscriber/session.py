@@ -32,12 +32,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
-
 from eoclient._clock import Clock, MonotonicClock
 from eoclient._proto import pubsub_pb2
-from eoclient._transport import PubSubTransport, rpc_error_from_grpc
-from eoclient.errors import RpcError
+from eoclient.errors import EoclientError, RpcError, StreamClosedError
 from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
 from eoclient.subscriber.acker import Acker, AckMode, AckRequest
 from eoclient.subscriber.flow_control import FlowGate
@@ -53,6 +50,7 @@ from eoclient.subscriber.settings import (
     ShutdownOptions,
     StreamSettings,
 )
+from eoclient.subscriber.transport import PullStream, SubscriberTransport
 
 logger = logging.getLogger("eoclient.subscriber")
 
@@ -112,7 +110,7 @@ class StreamingSession:
 
     def __init__(
         self,
-        transport: PubSubTransport,
+        transport: SubscriberTransport,
         subscription: str,
         *,
         flow_control: FlowControl,
@@ -152,7 +150,7 @@ class StreamingSession:
         self._fatal_reported = False
         self._group: asyncio.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._call: Any = None  # the current StreamingPull call, None while reconnecting
+        self._call: PullStream | None = None  # the current stream, None while reconnecting
         self._stream_ready = asyncio.Event()
         self._shutdown_nacked = False
         self._half_close = False  # shutdown asks the sender to half-close the stream
@@ -160,7 +158,7 @@ class StreamingSession:
         # result, in arrival order, and the results that came in out of that order.
         self._awaiting_receipt: dict[str, deque[Message]] = {}
         self._receipt_results: dict[str, AckResult] = {}
-        self._half_closed_call: Any = None
+        self._half_closed_call: PullStream | None = None
         self._receive_task: asyncio.Task[None] | None = None
         self._received = 0
         self._reconnects = 0
@@ -386,21 +384,25 @@ class StreamingSession:
         backoff = self.stream_settings.reconnect_initial_backoff
         try:
             while self._receiving():
-                call = self.transport.streaming_pull(self.subscription)
+                call = self.transport.open_stream(self.subscription)
                 error: RpcError | None = None
                 try:
-                    await call.write(self._initial_request())
-                    self._call = call
-                    self._stream_ready.set()
-                    self.acker.wake.set()
-                    async for response in call:
+                    try:
+                        await call.send(self._initial_request())
+                    except StreamClosedError:
+                        pass  # ended at once: receive() reports how
+                    else:
+                        self._call = call
+                        self._stream_ready.set()
+                        self.acker.wake.set()
+                    while (response := await call.receive()) is not None:
                         backoff = self.stream_settings.reconnect_initial_backoff
                         self._on_response(response)
                     if not self._receiving():
                         return
                     # The server ended the stream with OK: reconnect at once.
-                except grpc.aio.AioRpcError as failure:
-                    error = rpc_error_from_grpc(failure)
+                except RpcError as failure:
+                    error = failure
                 finally:
                     self._stream_ready.clear()
                     self._call = None
@@ -671,14 +673,16 @@ class StreamingSession:
         )
         try:
             for request in requests:
-                await call.write(request)
-        except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
+                await call.send(request)
+        except EoclientError:
             # The stream broke under us; the receiver reconnects and requeues.
             if self.acker.exactly_once:
                 self._requeue(self.acker.stream_lost())
         self._last_write = now
 
-    async def _half_close_stream(self, call: Any, batch: list[AckRequest], now: float) -> None:
+    async def _half_close_stream(
+        self, call: PullStream | None, batch: list[AckRequest], now: float
+    ) -> None:
         """Shutdown: write what is pending, then end our side of the stream; anything
         submitted later goes by unary call."""
         if call is None or call is self._half_closed_call:
@@ -688,11 +692,11 @@ class StreamingSession:
         try:
             if batch and self.acker.uses_stream:
                 for request in self.acker.stream_requests(batch, now):
-                    await call.write(request)
+                    await call.send(request)
             elif batch:
                 self._requeue(batch)
             await call.done_writing()
-        except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
+        except EoclientError:
             if self.acker.exactly_once:
                 self._requeue(self.acker.stream_lost())
 
