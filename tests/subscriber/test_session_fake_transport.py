@@ -27,7 +27,6 @@ import pytest
 from eoclient._clock import Clock, FakeClock
 from eoclient.errors import RpcError, rpc_error_class
 from eoclient.subscriber import acker as acker_module
-from eoclient.subscriber import session as session_module
 from eoclient.subscriber.ack_results import (
     PERMANENT_FAILURE_INVALID_ACK_ID,
     TEMPORARY_FAILURE,
@@ -169,12 +168,9 @@ async def assert_closed_cleanly(
     transport.release_all()
 
 
-@pytest.fixture
-def quick_shutdown(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Shorten the shutdown waits (2 s for the stream's end, 10 s for the ack flush): the
-    blocked await points below would otherwise make each close wait them out in full."""
-    monkeypatch.setattr(session_module, "STREAM_CLOSE_TIMEOUT", 0.2)
-    monkeypatch.setattr(session_module, "FLUSH_TIMEOUT", 0.2)
+# Short shutdown waits (2 s for the stream's end, 10 s for the ack flush by default): the
+# blocked await points below would otherwise make each close wait them out in full.
+QUICK_SHUTDOWN = ShutdownOptions(flush_timeout=0.2, stream_close_timeout=0.2)
 
 
 # ===================================================================== cancellation
@@ -359,13 +355,15 @@ SCENARIO_SETTINGS = {
 }
 
 
-@pytest.mark.usefixtures("quick_shutdown")
 @pytest.mark.parametrize("name", list(CONSUMER_SCENARIOS))
 async def test_cancelling_the_consumer_at_each_await(name: str) -> None:
     before = set(asyncio.all_tasks())
     transport = FakeTransport()
     session = make_session(
-        transport, stream=SCENARIO_SETTINGS.get(name, FAST_RECONNECT), rng=MaxJitter()
+        transport,
+        stream=SCENARIO_SETTINGS.get(name, FAST_RECONNECT),
+        rng=MaxJitter(),
+        shutdown=QUICK_SHUTDOWN,
     )
     loop = asyncio.get_running_loop()
     # The CancelledError has to travel out of the session (__anext__, ack_with_response,
@@ -446,13 +444,12 @@ ACLOSE_SCENARIOS: dict[str, AcloseSetup] = {
 }
 
 
-@pytest.mark.usefixtures("quick_shutdown")
 @pytest.mark.parametrize("name", list(ACLOSE_SCENARIOS))
 async def test_cancelling_aclose_at_each_await(name: str) -> None:
     before = set(asyncio.all_tasks())
     transport = FakeTransport()
     flow = FlowControl(max_messages=1) if name == "writing-shutdown-nacks" else None
-    session = make_session(transport, flow_control=flow)
+    session = make_session(transport, flow_control=flow, shutdown=QUICK_SHUTDOWN)
     await session.__aenter__()
     gate = await ACLOSE_SCENARIOS[name](session, transport)
     closing = asyncio.ensure_future(session.aclose())
@@ -465,12 +462,10 @@ async def test_cancelling_aclose_at_each_await(name: str) -> None:
     await assert_closed_cleanly(session, transport, before)
 
 
-async def test_a_second_aclose_waits_for_the_first_and_survives_its_cancellation(
-    quick_shutdown: None,
-) -> None:
+async def test_a_second_aclose_waits_for_the_first_and_survives_its_cancellation() -> None:
     before = set(asyncio.all_tasks())
     transport = FakeTransport()
-    session = make_session(transport)
+    session = make_session(transport, shutdown=QUICK_SHUTDOWN)
     await session.__aenter__()
     await waiting_for_an_outstanding_message(session, transport)
     first = asyncio.ensure_future(session.aclose())

@@ -74,6 +74,18 @@ CONFIRMATION_TIMEOUT = 30.0
 _SUCCESS = AckResult(AcknowledgeStatus.SUCCESS)
 
 
+class Operation(enum.StrEnum):
+    """What a settlement asks of the server for one ack id.
+
+    A nack is a modack to 0 seconds on the wire; it is its own operation because its
+    result and its meaning to the session (the message goes back) differ.
+    """
+
+    ACK = "ack"
+    NACK = "nack"
+    MODACK = "modack"
+
+
 class AckMode(enum.Enum):
     UNKNOWN = "unknown"  # exactly-once, no confirmation seen yet
     STREAM = "stream"  # exactly-once results arrive as stream confirmations
@@ -91,7 +103,7 @@ class AckRequest:
     """
 
     ack_id: str
-    operation: str  # "ack", "nack" or "modack"
+    operation: Operation
     seconds: int  # modack deadline; 0 for ack and nack
     ambiguous: bool = False  # an earlier attempt may have been applied
     sent_at: float = 0.0
@@ -101,12 +113,12 @@ class AckRequest:
     callback: Callable[[AckRequest], None] | None = None
 
     @classmethod
-    def resolved(cls, ack_id: str, operation: str, result: AckResult) -> AckRequest:
+    def resolved(cls, ack_id: str, operation: Operation, result: AckResult) -> AckRequest:
         return cls(ack_id, operation, 0, result=result)
 
     @property
     def wire_seconds(self) -> int:
-        return 0 if self.operation == "nack" else self.seconds
+        return 0 if self.operation is Operation.NACK else self.seconds
 
     def wait(self) -> asyncio.Future[AckResult]:
         """A future of the result, for one waiter."""
@@ -167,16 +179,16 @@ class Acker:
         self.mode = AckMode.UNKNOWN if stream_capable else AckMode.UNARY
         self.stats = AckerStatistics()
         self.pending: list[AckRequest] = []
-        self.awaiting: dict[tuple[str, str], AckRequest] = {}  # (kind, ack_id) → request
+        self.awaiting: dict[tuple[Operation, str], AckRequest] = {}  # (kind, ack_id) → request
         self.in_flight: set[AckRequest] = set()  # in unary calls (and their retries)
         self.wake = asyncio.Event()
 
     # ------------------------------------------------------------------ intake
 
-    def submit(self, ack_id: str, operation: str, seconds: int = 0) -> AckRequest:
-        if operation == "ack":
+    def submit(self, ack_id: str, operation: Operation, seconds: int = 0) -> AckRequest:
+        if operation is Operation.ACK:
             self.stats.acks += 1
-        elif operation == "nack":
+        elif operation is Operation.NACK:
             self.stats.nacks += 1
         else:
             self.stats.modacks += 1
@@ -205,7 +217,7 @@ class Acker:
         Modacks with a deadline only: applying one twice is harmless; an ack or a nack
         applied twice reports INVALID_ACK_ID the second time.
         """
-        return [r for r in batch if r.operation == "modack"]
+        return [r for r in batch if r.operation is Operation.MODACK]
 
     # ------------------------------------------------------------ stream path
 
@@ -217,8 +229,8 @@ class Acker:
         Without exactly-once the batch resolves SUCCESS here: written is done.
         """
         requests: list[pubsub_pb2.StreamingPullRequest] = []
-        acks = [r for r in batch if r.operation == "ack"]
-        modacks = [r for r in batch if r.operation != "ack"]
+        acks = [r for r in batch if r.operation is Operation.ACK]
+        modacks = [r for r in batch if r.operation != Operation.ACK]
         for start in range(0, max(len(acks), len(modacks)), ACK_IDS_PER_REQUEST):
             chunk_acks = acks[start : start + ACK_IDS_PER_REQUEST]
             chunk_modacks = modacks[start : start + ACK_IDS_PER_REQUEST]
@@ -245,7 +257,7 @@ class Acker:
         if response.HasField("acknowledge_confirmation"):
             c = response.acknowledge_confirmation
             retry += self._apply_confirmation(
-                "ack",
+                Operation.ACK,
                 classify_confirmation(
                     [
                         *c.ack_ids,
@@ -262,7 +274,7 @@ class Acker:
         if response.HasField("modify_ack_deadline_confirmation"):
             m = response.modify_ack_deadline_confirmation
             retry += self._apply_confirmation(
-                "modack",
+                Operation.MODACK,
                 classify_confirmation(
                     [*m.ack_ids, *m.invalid_ack_ids, *m.temporary_failed_ack_ids],
                     confirmed=m.ack_ids,
@@ -272,7 +284,7 @@ class Acker:
             )
         return retry
 
-    def _apply_confirmation(self, kind: str, outcome: AckOutcome) -> list[AckRequest]:
+    def _apply_confirmation(self, kind: Operation, outcome: AckOutcome) -> list[AckRequest]:
         retry: list[AckRequest] = []
         for ack_id, result in outcome.final.items():
             request = self.awaiting.pop((kind, ack_id), None)
@@ -305,7 +317,7 @@ class Acker:
             late = list(self.awaiting.values())
         for request in late:
             del self.awaiting[(_kind(request), request.ack_id)]
-            request.ambiguous = request.ambiguous or request.operation == "ack"
+            request.ambiguous = request.ambiguous or request.operation is Operation.ACK
         # Probe modacks already answered by their unary copy need nothing more.
         return [r for r in late if r.result is None]
 
@@ -314,7 +326,7 @@ class Acker:
         lost = list(self.awaiting.values())
         self.awaiting.clear()
         for request in lost:
-            request.ambiguous = request.ambiguous or request.operation == "ack"
+            request.ambiguous = request.ambiguous or request.operation is Operation.ACK
         return lost
 
     # ------------------------------------------------------------- unary path
@@ -328,7 +340,7 @@ class Acker:
         batch = list(batch)
         self.in_flight.update(batch)
         try:
-            groups: dict[tuple[str, int], list[AckRequest]] = {}
+            groups: dict[tuple[Operation, int], list[AckRequest]] = {}
             for request in batch:
                 groups.setdefault((_kind(request), request.wire_seconds), []).append(request)
             calls = [
@@ -347,7 +359,9 @@ class Acker:
         finally:
             self.in_flight.difference_update(batch)
 
-    async def _unary_with_retry(self, kind: str, seconds: int, requests: list[AckRequest]) -> None:
+    async def _unary_with_retry(
+        self, kind: Operation, seconds: int, requests: list[AckRequest]
+    ) -> None:
         remaining = {r.ack_id: r for r in requests}
         last_reason: dict[str, str] = {}
         retrying = AsyncRetrying(
@@ -373,7 +387,7 @@ class Acker:
                     error: RpcError | None = None
                     self.stats.unary_calls += 1
                     try:
-                        if kind == "ack":
+                        if kind == Operation.ACK:
                             await self.transport.acknowledge(self.subscription, ids)
                         else:
                             await self.transport.modify_ack_deadline(
@@ -394,7 +408,7 @@ class Acker:
                     whole_call_failed = error is not None and not error.error_info
                     for ack_id, reason in outcome.retry.items():
                         last_reason[ack_id] = reason
-                        if whole_call_failed and kind == "ack":
+                        if whole_call_failed and kind == Operation.ACK:
                             # A retryable status for the whole call: it may have been
                             # applied before the failure (e.g. DEADLINE_EXCEEDED).
                             remaining[ack_id].ambiguous = True
@@ -426,5 +440,6 @@ class Acker:
         return not self.pending and not self.awaiting and not self.in_flight
 
 
-def _kind(request: AckRequest) -> str:
-    return "ack" if request.operation == "ack" else "modack"
+def _kind(request: AckRequest) -> Operation:
+    """The RPC a request goes in: Acknowledge (ACK) or ModifyAckDeadline (MODACK)."""
+    return Operation.ACK if request.operation is Operation.ACK else Operation.MODACK

@@ -32,11 +32,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from eoclient._clock import Clock, MonotonicClock
+from eoclient._clock import AsyncClock, MonotonicClock
 from eoclient._proto import pubsub_pb2
 from eoclient.errors import EoclientError, RpcError, StreamClosedError
 from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
-from eoclient.subscriber.acker import Acker, AckMode, AckRequest
+from eoclient.subscriber.acker import Acker, AckMode, AckRequest, Operation
 from eoclient.subscriber.flow_control import FlowGate
 from eoclient.subscriber.histogram import LatencyHistogram, bounded_deadline
 from eoclient.subscriber.leases import LeaseActions, LeaseTable
@@ -69,12 +69,8 @@ YIELD_EVERY_MESSAGES = 100
 # How often requests awaiting a stream confirmation are checked for being late
 # (acker.PROBE_TIMEOUT is 2 s, so a check every 0.5 s notices within a quarter).
 OVERDUE_CHECK_INTERVAL = 0.5
-# After shutdown starts, pending acks get this long to be sent and answered.
-FLUSH_TIMEOUT = 10.0
-# After the client half-closes its stream at shutdown, the server gets this long to
-# send what it had in flight (confirmations, deliveries) and end the call; ours does
-# so within milliseconds.
-STREAM_CLOSE_TIMEOUT = 2.0
+# While shutdown flushes, how often it checks whether the acks have all been answered.
+FLUSH_POLL_INTERVAL = 0.005
 
 
 class SessionState(enum.Enum):
@@ -119,7 +115,7 @@ class StreamingSession:
         ack_retry: AckRetrySettings,
         stream: StreamSettings,
         client_id: str,
-        clock: Clock | None = None,
+        clock: AsyncClock | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.subscription = subscription
@@ -228,7 +224,7 @@ class StreamingSession:
         self._ready.clear()
         for message in never_out:
             self._forget(message)
-            self.acker.submit(message.ack_id, "nack")
+            self.acker.submit(message.ack_id, Operation.NACK)
         self._held.clear()
         await self._close_stream()
         options = self.shutdown_options
@@ -244,10 +240,10 @@ class StreamingSession:
                         await self._settled_event.wait()
         self._nack_outstanding()
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(FLUSH_TIMEOUT):
+            async with asyncio.timeout(options.flush_timeout):
                 while not self.acker.idle() and self._fatal is None:
                     self.acker.wake.set()
-                    await asyncio.sleep(0.005)
+                    await self.clock.sleep(FLUSH_POLL_INTERVAL)
 
     async def _close_stream(self) -> None:
         """Half-close the stream (through the sender, its only writer) and read it to its end.
@@ -265,17 +261,17 @@ class StreamingSession:
             return
         self._half_close = True
         self.acker.wake.set()
-        await asyncio.wait({receiver}, timeout=STREAM_CLOSE_TIMEOUT)
+        await asyncio.wait({receiver}, timeout=self.shutdown_options.stream_close_timeout)
 
     def _nack_outstanding(self) -> None:
         """Shutdown: nack what the application still holds; its later acks report OTHER."""
         self._shutdown_nacked = True
         for message in list(self._out.values()):
-            message._settled_as = "nack"
-            self.acker.submit(message.ack_id, "nack")
+            message._settled_as = Operation.NACK
+            self.acker.submit(message.ack_id, Operation.NACK)
             message._settlement = AckRequest.resolved(
                 message.ack_id,
-                "nack",
+                Operation.NACK,
                 AckResult(AcknowledgeStatus.OTHER, "shutdown initiated, already nacked"),
             )
             self._forget(message)
@@ -417,7 +413,7 @@ class StreamingSession:
                         return
                     logger.info("stream of %s ended (%s); reconnecting", self.subscription, error)
                 self._reconnects += 1
-                await asyncio.sleep(self.rng.uniform(0, backoff))
+                await self.clock.sleep(self.rng.uniform(0, backoff))
                 backoff = min(backoff * 2, self.stream_settings.reconnect_max_backoff)
         except asyncio.CancelledError:
             raise
@@ -437,7 +433,7 @@ class StreamingSession:
             # Shutting down: what the server had in flight goes back at once (by unary
             # call: the stream is half-closed or about to be).
             for received in response.received_messages:
-                self.acker.submit(received.ack_id, "nack")
+                self.acker.submit(received.ack_id, Operation.NACK)
             return
         now = self.clock.now()
         stream_deadline = self._stream_ack_deadline()
@@ -456,7 +452,7 @@ class StreamingSession:
             )
             arrived.append(message)
         self._received += len(arrived)
-        receipts = [self.acker.submit(m.ack_id, "modack", deadline) for m in arrived]
+        receipts = [self.acker.submit(m.ack_id, Operation.MODACK, deadline) for m in arrived]
         self.leases.extended([m.ack_id for m in arrived], deadline, now)
         if arrived:
             self._lease_check_soon(now, min(deadline, stream_deadline))
@@ -492,7 +488,7 @@ class StreamingSession:
     def _after_receipt(self, message: Message, result: AckResult) -> None:
         if self._stop_receiving:
             self.leases.remove(message.ack_id)
-            self.acker.submit(message.ack_id, "nack")
+            self.acker.submit(message.ack_id, Operation.NACK)
         elif result.status is AcknowledgeStatus.SUCCESS:
             self._admit(message)
         else:
@@ -514,16 +510,16 @@ class StreamingSession:
 
     # ================================================================ settling
 
-    def settle(self, message: Message, operation: str, seconds: int) -> AckRequest:
+    def settle(self, message: Message, operation: Operation, seconds: int) -> AckRequest:
         """Called once per message by ``Message.ack`` / ``nack`` (the _AckSink protocol)."""
         if self.state is SessionState.CLOSED:
             return _resolved(message, operation, "the subscriber is closed")
         now = self.clock.now()
-        if operation == "ack":
+        if operation is Operation.ACK:
             self.histogram.record(now - message.received_at)
         was_out = self._out.pop(message.ack_id, None) is not None
         self._forget(message)
-        if operation == "nack" and message.ordering_key:
+        if operation is Operation.NACK and message.ordering_key:
             # The server redelivers the rest of the key in order: drop our copies.
             for stale in self.ordering.discard_key(message.ordering_key):
                 self._forget(stale)
@@ -539,11 +535,11 @@ class StreamingSession:
 
     def extend(self, message: Message, seconds: int) -> AckRequest:
         if self._fatal is not None or self.state is SessionState.CLOSED:
-            return _resolved(message, "modack", "the subscriber is closed or failed")
+            return _resolved(message, Operation.MODACK, "the subscriber is closed or failed")
         now = self.clock.now()
         self.leases.extended([message.ack_id], seconds, now)
         self._lease_check_soon(now, seconds)
-        return self.acker.submit(message.ack_id, "modack", seconds)
+        return self.acker.submit(message.ack_id, Operation.MODACK, seconds)
 
     def _forget(self, message: Message) -> None:
         """Stop leasing and counting a message (acked, nacked, dropped)."""
@@ -620,7 +616,7 @@ class StreamingSession:
                 async with asyncio.timeout(delay):
                     await self.acker.wake.wait()
             # Let a burst of acks from handlers finishing together join one batch.
-            await asyncio.sleep(ACK_BATCH_LATENCY)
+            await self.clock.sleep(ACK_BATCH_LATENCY)
 
     async def _send_once(self) -> None:
         now = self.clock.now()
@@ -634,7 +630,7 @@ class StreamingSession:
             if message is not None:
                 logger.info("message %s held past max_lease; released", message.message_id)
         for ack_id in actions.extend:
-            self.acker.submit(ack_id, "modack", actions.deadline_seconds)
+            self.acker.submit(ack_id, Operation.MODACK, actions.deadline_seconds)
         if now >= self._overdue_check_at:
             self._overdue_check_at = now + OVERDUE_CHECK_INTERVAL
             self._requeue(self.acker.overdue(now))
@@ -798,7 +794,7 @@ class _ReceiptBatch:
             self._done(self._messages, results)
 
 
-def _resolved(message: Message, operation: str, info: str) -> AckRequest:
+def _resolved(message: Message, operation: Operation, info: str) -> AckRequest:
     return AckRequest.resolved(message.ack_id, operation, AckResult(AcknowledgeStatus.OTHER, info))
 
 
