@@ -137,9 +137,9 @@ def assert_consistent(session: StreamingSession) -> None:
     for name, value in dataclasses.asdict(stats).items():
         if isinstance(value, int):
             assert value >= 0, f"{name} = {value}"
-    held = set(session._held)
-    out = set(session._out)
-    ready = {m.ack_id for m in session._ready}
+    held = set(session.dispatch.held)
+    out = set(session.dispatch.out)
+    ready = {m.ack_id for m in session.dispatch.ready}
     assert not held & out, f"both held and out: {held & out}"
     assert not held & ready, f"both held and ready: {held & ready}"
     assert not ready & out, f"both ready and out: {ready & out}"
@@ -162,9 +162,9 @@ async def assert_closed_cleanly(
     stats = session.statistics()
     assert (stats.outstanding_messages, stats.outstanding_bytes, stats.held_messages) == (0, 0, 0)
     assert stats.leased_messages == 0
-    assert not session._ready
-    assert not session._out
-    assert not session._held
+    assert not session.dispatch.ready
+    assert not session.dispatch.out
+    assert not session.dispatch.held
     transport.release_all()
 
 

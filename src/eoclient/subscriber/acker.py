@@ -219,6 +219,27 @@ class Acker:
         """
         return [r for r in batch if r.operation is Operation.MODACK]
 
+    def route(
+        self, batch: list[AckRequest], *, stream_open: bool, stopping: bool
+    ) -> tuple[list[AckRequest], list[AckRequest]]:
+        """Where the requests of ``batch`` go: ``(on the stream, by unary call)``.
+
+        Requests for the stream while none is open wait for the next one (back in
+        ``pending``; ack ids stay valid across streams), unless the session is stopping:
+        no stream will come, and ack ids are not tied to one, so a unary call does.
+        While the mode is unknown a request may go both ways (:meth:`probe`).
+        """
+        if not batch:
+            return [], []
+        if not self.uses_stream:
+            return (self.probe(batch) if self.probing and stream_open else []), batch
+        if stream_open:
+            return batch, []
+        if stopping:
+            return [], batch
+        self.pending[:0] = batch
+        return [], []
+
     # ------------------------------------------------------------ stream path
 
     def stream_requests(

@@ -13,8 +13,9 @@ from eoclient._transport import Endpoint, PubSubTransport, create_channel
 from eoclient.errors import ClosedError
 from eoclient.subscriber.ack_results import AckResult
 from eoclient.subscriber.acker import Acker, AckRequest, Operation
+from eoclient.subscriber.handler import run_handler
 from eoclient.subscriber.message import Message, message_from_wire
-from eoclient.subscriber.session import StreamingSession, new_client_id, run_handler
+from eoclient.subscriber.session import StreamingSession, new_client_id
 from eoclient.subscriber.settings import (
     MAX_ACK_DEADLINE,
     AckRetrySettings,
