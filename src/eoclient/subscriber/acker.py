@@ -179,7 +179,10 @@ class Acker:
         self.mode = AckMode.UNKNOWN if stream_capable else AckMode.UNARY
         self.stats = AckerStatistics()
         self.pending: list[AckRequest] = []
-        self.awaiting: dict[tuple[Operation, str], AckRequest] = {}  # (kind, ack_id) → request
+        # Sent on the stream, awaiting a confirmation: ack id → request, one table per
+        # confirmation kind (a nack is confirmed as a modack).
+        self.awaiting_acks: dict[str, AckRequest] = {}
+        self.awaiting_modacks: dict[str, AckRequest] = {}
         self.in_flight: set[AckRequest] = set()  # in unary calls (and their retries)
         self.wake = asyncio.Event()
 
@@ -251,7 +254,7 @@ class Acker:
         """
         requests: list[pubsub_pb2.StreamingPullRequest] = []
         acks = [r for r in batch if r.operation is Operation.ACK]
-        modacks = [r for r in batch if r.operation != Operation.ACK]
+        modacks = [r for r in batch if r.operation is not Operation.ACK]
         for start in range(0, max(len(acks), len(modacks)), ACK_IDS_PER_REQUEST):
             chunk_acks = acks[start : start + ACK_IDS_PER_REQUEST]
             chunk_modacks = modacks[start : start + ACK_IDS_PER_REQUEST]
@@ -267,9 +270,12 @@ class Acker:
             for request in batch:
                 _resolve(request, _SUCCESS)
         else:
-            for request in batch:
+            for request in acks:
                 request.sent_at = now
-                self.awaiting[(_kind(request), request.ack_id)] = request
+                self.awaiting_acks[request.ack_id] = request
+            for request in modacks:
+                request.sent_at = now
+                self.awaiting_modacks[request.ack_id] = request
         return requests
 
     def on_confirmation(self, response: pubsub_pb2.StreamingPullResponse) -> list[AckRequest]:
@@ -277,47 +283,71 @@ class Acker:
         retry: list[AckRequest] = []
         if response.HasField("acknowledge_confirmation"):
             c = response.acknowledge_confirmation
-            retry += self._apply_confirmation(
-                Operation.ACK,
-                classify_confirmation(
-                    [
-                        *c.ack_ids,
-                        *c.invalid_ack_ids,
-                        *c.unordered_ack_ids,
-                        *c.temporary_failed_ack_ids,
-                    ],
-                    confirmed=c.ack_ids,
-                    invalid=c.invalid_ack_ids,
-                    unordered=c.unordered_ack_ids,
-                    temporary_failed=c.temporary_failed_ack_ids,
-                ),
-            )
+            if not (c.invalid_ack_ids or c.unordered_ack_ids or c.temporary_failed_ack_ids):
+                self._confirm_all(self.awaiting_acks, c.ack_ids)  # the common case, fast
+            else:
+                retry += self._apply_confirmation(
+                    self.awaiting_acks,
+                    classify_confirmation(
+                        [
+                            *c.ack_ids,
+                            *c.invalid_ack_ids,
+                            *c.unordered_ack_ids,
+                            *c.temporary_failed_ack_ids,
+                        ],
+                        confirmed=c.ack_ids,
+                        invalid=c.invalid_ack_ids,
+                        unordered=c.unordered_ack_ids,
+                        temporary_failed=c.temporary_failed_ack_ids,
+                    ),
+                )
         if response.HasField("modify_ack_deadline_confirmation"):
             m = response.modify_ack_deadline_confirmation
-            retry += self._apply_confirmation(
-                Operation.MODACK,
-                classify_confirmation(
-                    [*m.ack_ids, *m.invalid_ack_ids, *m.temporary_failed_ack_ids],
-                    confirmed=m.ack_ids,
-                    invalid=m.invalid_ack_ids,
-                    temporary_failed=m.temporary_failed_ack_ids,
-                ),
-            )
+            if not (m.invalid_ack_ids or m.temporary_failed_ack_ids):
+                self._confirm_all(self.awaiting_modacks, m.ack_ids)
+            else:
+                retry += self._apply_confirmation(
+                    self.awaiting_modacks,
+                    classify_confirmation(
+                        [*m.ack_ids, *m.invalid_ack_ids, *m.temporary_failed_ack_ids],
+                        confirmed=m.ack_ids,
+                        invalid=m.invalid_ack_ids,
+                        temporary_failed=m.temporary_failed_ack_ids,
+                    ),
+                )
         return retry
 
-    def _apply_confirmation(self, kind: Operation, outcome: AckOutcome) -> list[AckRequest]:
+    def _confirm_all(self, awaiting: dict[str, AckRequest], ack_ids: Iterable[str]) -> None:
+        """A confirmation listing only successes: what ``classify_confirmation`` would say
+        (every listed id SUCCESS), without building its tables (the per-message hot path)."""
+        pop = awaiting.pop
+        confirmed = False
+        for ack_id in ack_ids:
+            request = pop(ack_id, None)
+            if request is not None:
+                confirmed = True
+                _resolve(request, _SUCCESS)
+        if confirmed:
+            self.mode = AckMode.STREAM
+
+    def _apply_confirmation(
+        self, awaiting: dict[str, AckRequest], outcome: AckOutcome
+    ) -> list[AckRequest]:
         retry: list[AckRequest] = []
         for ack_id, result in outcome.final.items():
-            request = self.awaiting.pop((kind, ack_id), None)
+            request = awaiting.pop(ack_id, None)
             if request is not None:
                 self.mode = AckMode.STREAM
                 _resolve(request, result)
         for ack_id in outcome.retry:
-            request = self.awaiting.pop((kind, ack_id), None)
+            request = awaiting.pop(ack_id, None)
             if request is not None:
                 self.mode = AckMode.STREAM
                 retry.append(request)
         return retry
+
+    def awaiting_confirmation(self) -> bool:
+        return bool(self.awaiting_acks or self.awaiting_modacks)
 
     def overdue(self, now: float) -> list[AckRequest]:
         """Requests sent on the stream whose confirmation is late: resend them by unary call.
@@ -325,27 +355,32 @@ class Acker:
         While the mode is UNKNOWN, a late confirmation means the server does not
         confirm on streams: the mode becomes UNARY.
         """
-        if not self.awaiting:
+        if not self.awaiting_confirmation():
             return []
         limit = PROBE_TIMEOUT if self.mode is AckMode.UNKNOWN else CONFIRMATION_TIMEOUT
-        late = [r for r in self.awaiting.values() if now - r.sent_at >= limit]
+        everything = [*self.awaiting_acks.values(), *self.awaiting_modacks.values()]
+        late = [r for r in everything if now - r.sent_at >= limit]
         if not late:
             return []
         if self.mode is AckMode.UNKNOWN:
             # No confirmation will come for any of them: give up on all at once, not
             # each after its own timeout.
             self.mode = AckMode.UNARY
-            late = list(self.awaiting.values())
+            late = everything
         for request in late:
-            del self.awaiting[(_kind(request), request.ack_id)]
+            awaiting = (
+                self.awaiting_acks if _kind(request) is Operation.ACK else self.awaiting_modacks
+            )
+            del awaiting[request.ack_id]
             request.ambiguous = request.ambiguous or request.operation is Operation.ACK
         # Probe modacks already answered by their unary copy need nothing more.
         return [r for r in late if r.result is None]
 
     def stream_lost(self) -> list[AckRequest]:
         """The stream broke: what was awaiting confirmation goes unary, as ambiguous."""
-        lost = list(self.awaiting.values())
-        self.awaiting.clear()
+        lost = [*self.awaiting_acks.values(), *self.awaiting_modacks.values()]
+        self.awaiting_acks.clear()
+        self.awaiting_modacks.clear()
         for request in lost:
             request.ambiguous = request.ambiguous or request.operation is Operation.ACK
         return lost
@@ -451,14 +486,13 @@ class Acker:
 
     def fail_all(self, info: str) -> None:
         """Resolve everything unresolved as OTHER (shutdown after the flush deadline)."""
-        for request in [*self.pending, *self.awaiting.values(), *self.in_flight]:
+        for request in [*self.pending, *self.stream_lost(), *self.in_flight]:
             _resolve(request, AckResult(AcknowledgeStatus.OTHER, info))
         self.pending.clear()
-        self.awaiting.clear()
         self.in_flight.clear()
 
     def idle(self) -> bool:
-        return not self.pending and not self.awaiting and not self.in_flight
+        return not self.pending and not self.awaiting_confirmation() and not self.in_flight
 
 
 def _kind(request: AckRequest) -> Operation:

@@ -389,7 +389,7 @@ class StreamingSession:
             self._last_write + self.stream_settings.keepalive_interval,
             self.dispatch.lease_check_at,
         ]
-        if self.acker.awaiting:
+        if self.acker.awaiting_confirmation():
             wakeups.append(self._overdue_check_at)
         delay = max(0.0, min(wakeups) - self.clock.now())
         half_close_due = self._half_close and self._call not in (None, self._half_closed_call)
