@@ -125,17 +125,21 @@ class Message:
 
 def message_from_wire(received: ReceivedMessage, sink: _AckSink, received_at: float) -> Message:
     """The application's view of one ``google.pubsub.v1.ReceivedMessage``."""
+    # Positional, and each protobuf field read once: this runs once per delivery, and
+    # keyword arguments and repeated sub-message reads cost ~3 µs of its ~6 (measured).
     pb = received.message
+    attributes = pb.attributes
+    publish_time = pb.publish_time
     return Message(
-        data=pb.data,
-        attributes=dict(pb.attributes) if pb.attributes else {},
-        message_id=pb.message_id,
-        publish_seconds=pb.publish_time.seconds,
-        publish_nanos=pb.publish_time.nanos,
-        ordering_key=pb.ordering_key,
-        delivery_attempt=received.delivery_attempt,
-        ack_id=received.ack_id,
-        size=pb.ByteSize(),
-        received_at=received_at,
-        _sink=sink,
+        pb.data,
+        dict(attributes) if attributes else {},
+        pb.message_id,
+        publish_time.seconds,
+        publish_time.nanos,
+        pb.ordering_key,
+        received.delivery_attempt,
+        received.ack_id,
+        pb.ByteSize(),
+        received_at,
+        sink,
     )
