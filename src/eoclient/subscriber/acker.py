@@ -21,12 +21,12 @@ two stands. The first stream confirmation makes the mode STREAM; none within
 the service). Acks and nacks are not doubled: the second copy of an applied ack would
 come back INVALID_ACK_ID, and could be read first.
 
-Transient failures are retried by unary call with tenacity's jittered exponential
-backoff until ``AckRetrySettings.deadline``, then reported OTHER. An ack whose
-first attempt may have been applied without us hearing back (stream broke, or the
-call failed with a retryable code) is *ambiguous*: if a retry then finds the id
-invalid, that may be because the first attempt succeeded, so it is reported OTHER
-(may be redelivered) rather than a wrong INVALID_ACK_ID — never SUCCESS, which
+Transient failures are retried by unary call (``unary.py``) with jittered exponential
+backoff (:meth:`Acker.retry_delay`) until ``AckRetrySettings.deadline``, then reported
+OTHER. An ack whose first attempt may have been applied without us hearing back (stream
+broke, or the call failed with a retryable code) is *ambiguous*: if a retry then finds
+the id invalid, that may be because the first attempt succeeded, so it is reported
+OTHER (may be redelivered) rather than a wrong INVALID_ACK_ID — never SUCCESS, which
 would promise no redelivery.
 """
 
@@ -34,17 +34,11 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from tenacity import (
-    AsyncRetrying,
-    retry_if_exception_type,
-    stop_after_delay,
-    wait_exponential,
-    wait_random,
-)
-
+from eoclient._clock import AsyncClock, MonotonicClock
 from eoclient._proto import pubsub_pb2
 from eoclient.errors import RpcError
 from eoclient.subscriber.ack_results import (
@@ -56,6 +50,7 @@ from eoclient.subscriber.ack_results import (
 )
 from eoclient.subscriber.settings import AckRetrySettings
 from eoclient.subscriber.transport import SubscriberTransport
+from eoclient.subscriber.unary import send_unary
 
 # Ids per request. Go's client derives 2500 from the service's 512 KiB limit per
 # Acknowledge/ModifyAckDeadline request and ack ids of up to 164 bytes (2979 would
@@ -132,10 +127,6 @@ class AckRequest:
         return future
 
 
-class _RetryNeeded(Exception):
-    """Raised inside a tenacity attempt when some ids must be retried."""
-
-
 def _resolve(request: AckRequest, result: AckResult) -> None:
     if request.result is not None:
         return  # the first result stands
@@ -170,10 +161,14 @@ class Acker:
         *,
         exactly_once: bool = False,
         stream_capable: bool = True,
+        clock: AsyncClock | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.subscription = subscription
         self.transport = transport
         self.retry = retry
+        self.clock = clock or MonotonicClock()  # what unary retries wait on
+        self.rng = rng or random.Random()  # their jitter
         self.exactly_once = exactly_once
         # A pull()-only acker has no stream: everything goes by unary call.
         self.mode = AckMode.UNKNOWN if stream_capable else AckMode.UNARY
@@ -369,7 +364,7 @@ class Acker:
             late = everything
         for request in late:
             awaiting = (
-                self.awaiting_acks if _kind(request) is Operation.ACK else self.awaiting_modacks
+                self.awaiting_acks if kind_of(request) is Operation.ACK else self.awaiting_modacks
             )
             del awaiting[request.ack_id]
             request.ambiguous = request.ambiguous or request.operation is Operation.ACK
@@ -388,7 +383,7 @@ class Acker:
     # ------------------------------------------------------------- unary path
 
     async def send_unary(self, batch: Iterable[AckRequest]) -> None:
-        """Send ``batch`` by unary calls (grouped by operation), retrying transient failures.
+        """Send ``batch`` by unary calls, retrying transient failures (``unary.py``).
 
         Until they resolve, the requests count as in flight (``idle()`` is false), and
         ``fail_all`` resolves them if the session is torn down first.
@@ -396,91 +391,65 @@ class Acker:
         batch = list(batch)
         self.in_flight.update(batch)
         try:
-            groups: dict[tuple[Operation, int], list[AckRequest]] = {}
-            for request in batch:
-                groups.setdefault((_kind(request), request.wire_seconds), []).append(request)
-            calls = [
-                self._unary_with_retry(kind, seconds, requests[start : start + ACK_IDS_PER_REQUEST])
-                for (kind, seconds), requests in groups.items()
-                for start in range(0, len(requests), ACK_IDS_PER_REQUEST)
-            ]
-            if len(calls) == 1:
-                await calls[0]
-            else:
-                # The calls of one batch (acks, nacks, modacks of each deadline) are
-                # independent: in flight together, not one after another.
-                async with asyncio.TaskGroup() as group:
-                    for call in calls:
-                        group.create_task(call)
+            await send_unary(self, batch)
         finally:
             self.in_flight.difference_update(batch)
 
-    async def _unary_with_retry(
-        self, kind: Operation, seconds: int, requests: list[AckRequest]
+    def apply_unary_answer(
+        self,
+        kind: Operation,
+        remaining: dict[str, AckRequest],
+        error: RpcError | None,
+        last_reason: dict[str, str],
     ) -> None:
-        remaining = {r.ack_id: r for r in requests}
-        last_reason: dict[str, str] = {}
-        retrying = AsyncRetrying(
-            stop=stop_after_delay(self.retry.deadline),
-            # initial × multiplier^(n-1), capped, plus up to one initial_backoff of
-            # jitter. Composed from wait_exponential + wait_random rather than
-            # wait_exponential_jitter, whose ``initial`` argument tenacity 9.1
-            # deprecated (a warning, i.e. an error under -W error) and whose
-            # replacement, ``multiplier``, 9.0 does not have.
-            wait=wait_exponential(
-                multiplier=self.retry.initial_backoff,
-                max=self.retry.max_backoff,
-                exp_base=self.retry.multiplier,
-            )
-            + wait_random(0, self.retry.initial_backoff),
-            retry=retry_if_exception_type(_RetryNeeded),
-            reraise=True,
-        )
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    ids = list(remaining)
-                    error: RpcError | None = None
-                    self.stats.unary_calls += 1
-                    try:
-                        if kind == Operation.ACK:
-                            await self.transport.acknowledge(self.subscription, ids)
-                        else:
-                            await self.transport.modify_ack_deadline(
-                                self.subscription, ids, seconds
-                            )
-                    except RpcError as failure:
-                        error = failure
-                    outcome = classify_unary_error(ids, error, exactly_once=True)
-                    for ack_id, result in outcome.final.items():
-                        request = remaining.pop(ack_id)
-                        if result.status is AcknowledgeStatus.INVALID_ACK_ID and request.ambiguous:
-                            result = AckResult(
-                                AcknowledgeStatus.OTHER,
-                                "an earlier attempt may have been applied but its answer was "
-                                f"lost; a retry found the id settled ({result.info})",
-                            )
-                        _resolve(request, result)
-                    whole_call_failed = error is not None and not error.error_info
-                    for ack_id, reason in outcome.retry.items():
-                        last_reason[ack_id] = reason
-                        if whole_call_failed and kind == Operation.ACK:
-                            # A retryable status for the whole call: it may have been
-                            # applied before the failure (e.g. DEADLINE_EXCEEDED).
-                            remaining[ack_id].ambiguous = True
-                    if remaining:
-                        self.stats.retried += len(remaining)
-                        raise _RetryNeeded
-        except _RetryNeeded:
-            for ack_id, request in remaining.items():
-                _resolve(
-                    request,
-                    AckResult(
-                        AcknowledgeStatus.OTHER,
-                        f"still failing after the {self.retry.deadline:g} s retry deadline: "
-                        f"{last_reason.get(ack_id, 'transient failure')}",
-                    ),
+        """Resolve what one unary call's answer settles; leave the rest in ``remaining``.
+
+        An INVALID_ACK_ID for an ambiguous ack (an earlier attempt may have been applied)
+        is reported OTHER, never a wrong INVALID_ACK_ID (module docstring). A retryable
+        status for the whole call makes its acks ambiguous: it may have been applied
+        before the failure (e.g. DEADLINE_EXCEEDED).
+        """
+        outcome = classify_unary_error(list(remaining), error, exactly_once=True)
+        for ack_id, result in outcome.final.items():
+            request = remaining.pop(ack_id)
+            if result.status is AcknowledgeStatus.INVALID_ACK_ID and request.ambiguous:
+                result = AckResult(
+                    AcknowledgeStatus.OTHER,
+                    "an earlier attempt may have been applied but its answer was "
+                    f"lost; a retry found the id settled ({result.info})",
                 )
+            _resolve(request, result)
+        whole_call_failed = error is not None and not error.error_info
+        for ack_id, reason in outcome.retry.items():
+            last_reason[ack_id] = reason
+            if whole_call_failed and kind is Operation.ACK:
+                remaining[ack_id].ambiguous = True
+        if remaining:
+            self.stats.retried += len(remaining)
+
+    def retry_delay(self, attempt: int, elapsed: float, rng: random.Random) -> float | None:
+        """Seconds to wait before retry number ``attempt`` (1, 2, ...), or ``None``: give up.
+
+        ``initial × multiplier^(attempt-1)``, capped at ``max_backoff``, plus up to one
+        ``initial_backoff`` of jitter; none once ``deadline`` has passed since the first
+        attempt (``AckRetrySettings``).
+        """
+        retry = self.retry
+        if elapsed >= retry.deadline:
+            return None
+        backoff = min(retry.max_backoff, retry.initial_backoff * retry.multiplier ** (attempt - 1))
+        return backoff + rng.uniform(0, retry.initial_backoff)
+
+    def give_up(self, remaining: dict[str, AckRequest], last_reason: dict[str, str]) -> None:
+        for ack_id, request in remaining.items():
+            _resolve(
+                request,
+                AckResult(
+                    AcknowledgeStatus.OTHER,
+                    f"still failing after the {self.retry.deadline:g} s retry deadline: "
+                    f"{last_reason.get(ack_id, 'transient failure')}",
+                ),
+            )
 
     # ---------------------------------------------------------------- closing
 
@@ -495,6 +464,6 @@ class Acker:
         return not self.pending and not self.awaiting_confirmation() and not self.in_flight
 
 
-def _kind(request: AckRequest) -> Operation:
+def kind_of(request: AckRequest) -> Operation:
     """The RPC a request goes in: Acknowledge (ACK) or ModifyAckDeadline (MODACK)."""
     return Operation.ACK if request.operation is Operation.ACK else Operation.MODACK

@@ -220,6 +220,7 @@ class SubscriberClient:
                 ack_retry,
                 exactly_once=True,
                 stream_capable=False,
+                clock=self._clock,
             )
             sink = self._unary_sinks[key] = _UnarySink(acker, self._settling)
         return sink

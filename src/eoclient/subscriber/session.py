@@ -112,7 +112,7 @@ class StreamingSession:
         self.clock = clock or MonotonicClock()
         self.rng = rng or random.Random()
         self.state = SessionState.UNOPENED
-        self.acker = Acker(subscription, transport, ack_retry)
+        self.acker = Acker(subscription, transport, ack_retry, clock=self.clock, rng=self.rng)
         self._ready_event = asyncio.Event()
         self.dispatch = Dispatcher(
             self.acker,
