@@ -1,13 +1,16 @@
 """Clocks, passed in wherever time matters so tests can drive time by hand.
 
 Pure cores never read a clock: they take ``now`` as an argument. Shells hold a
-``Clock`` and pass ``clock.now()`` down. The server's clock is wall-clock seconds
+``Clock`` and pass ``clock.now()`` down, and wait with ``await clock.sleep(s)`` (an
+``AsyncClock``), never ``asyncio.sleep`` for a timed wait, so a test on a ``FakeClock``
+moves through backoffs without waiting them out. The server's clock is wall-clock seconds
 since the epoch (publish times and seek targets are wall times); the client's
 cores only compare durations, so the monotonic clock serves them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Protocol
 
@@ -18,11 +21,22 @@ class Clock(Protocol):
         ...
 
 
+class AsyncClock(Clock, Protocol):
+    """A clock the async shells also wait on."""
+
+    async def sleep(self, seconds: float) -> None:
+        """Return once ``seconds`` have passed on this clock (at least one loop turn)."""
+        ...
+
+
 class SystemClock:
     """Wall-clock seconds since the Unix epoch (``time.time``)."""
 
     def now(self) -> float:
         return time.time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
 
 class MonotonicClock:
@@ -30,6 +44,9 @@ class MonotonicClock:
 
     def now(self) -> float:
         return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
 
 class FakeClock:
@@ -46,6 +63,15 @@ class FakeClock:
 
     def now(self) -> float:
         return self._now
+
+    async def sleep(self, seconds: float) -> None:
+        """Jump forward by ``seconds`` at once, then let other tasks run one turn.
+
+        A sleeper on a fake clock is the only thing moving time forward, so it moves it
+        itself: a backoff of minutes takes one loop turn in a test.
+        """
+        self.advance(max(0.0, seconds))
+        await asyncio.sleep(0)
 
     def advance(self, seconds: float) -> None:
         if seconds < 0:

@@ -8,6 +8,7 @@ Every google.pubsub.v1 call the SDK makes goes through ``PubSubTransport``; ever
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from google.protobuf.message import DecodeError, Message
 from google.rpc import error_details_pb2, status_pb2
 
 from eoclient._proto import pubsub_pb2
-from eoclient.errors import RpcError, rpc_error_class
+from eoclient.errors import RpcError, StreamClosedError, rpc_error_class
 
 EMULATOR_HOST_ENV = "PUBSUB_EMULATOR_HOST"
 DEFAULT_ENDPOINT = "pubsub.googleapis.com:443"
@@ -178,6 +179,8 @@ class PubSubTransport:
 
     # ------------------------------------------------------------ subscriber
 
+    # These four are ``subscriber.transport.SubscriberTransport``.
+
     async def acknowledge(
         self, subscription: str, ack_ids: Sequence[str], *, timeout: float | None = 60.0
     ) -> None:
@@ -221,12 +224,8 @@ class PubSubTransport:
             timeout=timeout,
         )
 
-    def streaming_pull(
-        self, subscription: str
-    ) -> grpc.aio.StreamStreamCall[
-        pubsub_pb2.StreamingPullRequest, pubsub_pb2.StreamingPullResponse
-    ]:
-        """Open a StreamingPull call; the caller writes the first request."""
+    def open_stream(self, subscription: str) -> GrpcPullStream:
+        """Open a StreamingPull call (``subscriber.transport.SubscriberTransport``)."""
         key = "/google.pubsub.v1.Subscriber/StreamingPull"
         factory = self._calls.get(key)
         if factory is None:
@@ -235,10 +234,7 @@ class PubSubTransport:
                 request_serializer=_serialize,
                 response_deserializer=pubsub_pb2.StreamingPullResponse.FromString,
             )
-        call: grpc.aio.StreamStreamCall[
-            pubsub_pb2.StreamingPullRequest, pubsub_pb2.StreamingPullResponse
-        ] = factory(None, metadata=_routing("subscription", subscription))
-        return call
+        return GrpcPullStream(factory(None, metadata=_routing("subscription", subscription)))
 
     # ------------------------------------------------------------- publisher
 
@@ -258,6 +254,50 @@ class PubSubTransport:
             timeout=timeout,
         )
         return list(response.message_ids)
+
+
+class GrpcPullStream:
+    """A grpc.aio StreamingPull call as a ``subscriber.transport.PullStream``.
+
+    grpc.aio reports a write to a finished call as ``UsageError`` / ``InvalidStateError``
+    (or, on the first write of a refused call, the call's ``AioRpcError``) and the end of
+    the responses as ``EOF``; here they become ``StreamClosedError``, the mapped
+    ``RpcError`` and ``None``.
+    """
+
+    __slots__ = ("_call",)
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+
+    async def send(self, request: pubsub_pb2.StreamingPullRequest) -> None:
+        try:
+            await self._call.write(request)
+        except grpc.aio.AioRpcError as error:
+            raise rpc_error_from_grpc(error) from error
+        except (grpc.aio.UsageError, asyncio.InvalidStateError) as error:
+            raise StreamClosedError(str(error)) from error
+
+    async def receive(self) -> pubsub_pb2.StreamingPullResponse | None:
+        try:
+            response = await self._call.read()
+        except grpc.aio.AioRpcError as error:
+            raise rpc_error_from_grpc(error) from error
+        if response is grpc.aio.EOF:  # type: ignore[attr-defined]  # not in grpc-stubs
+            return None
+        assert isinstance(response, pubsub_pb2.StreamingPullResponse)
+        return response
+
+    async def done_writing(self) -> None:
+        try:
+            await self._call.done_writing()
+        except grpc.aio.AioRpcError as error:
+            raise rpc_error_from_grpc(error) from error
+        except (grpc.aio.UsageError, asyncio.InvalidStateError) as error:
+            raise StreamClosedError(str(error)) from error
+
+    def cancel(self) -> None:
+        self._call.cancel()
 
 
 def _serialize(message: Message) -> bytes:

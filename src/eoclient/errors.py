@@ -4,6 +4,7 @@
 
     EoclientError                     root of everything eoclient raises on purpose
     ├── ClosedError                   the client, stream or publisher was closed
+    ├── StreamClosedError             a write to a stream that has ended (its reader learns why)
     ├── FlowControlLimitError         a publish would exceed flow control (behaviour ERROR)
     ├── OrderingKeyPausedError        publishing to an ordering key paused by an earlier failure
     ├── MessageTooLargeError          a message can never fit in one publish request
@@ -106,6 +107,7 @@ __all__ = [
     "RpcError",
     "SizeLimitExceeded",
     "SparkConnectorError",
+    "StreamClosedError",
     "Unauthenticated",
     "Unavailable",
     "Unimplemented",
@@ -124,6 +126,14 @@ class EoclientError(Exception):
 
 class ClosedError(EoclientError):
     """The client, stream or publisher has been closed; it cannot be used again."""
+
+
+class StreamClosedError(EoclientError):
+    """A request was written to a stream that has ended, or that we half-closed.
+
+    Internal to the subscriber's stream handling: the task reading the stream receives
+    the status the call ended with, and decides (reconnect or fail).
+    """
 
 
 class FlowControlLimitError(EoclientError):

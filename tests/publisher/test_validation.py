@@ -16,6 +16,7 @@ from eoclient.publisher.validation import (
     MAX_ATTRIBUTES,
     MAX_ORDERING_KEY_BYTES,
     MAX_PUBLISH_REQUEST_BYTES,
+    _validate_in_full,
     encoded_message_size,
     max_message_size,
     request_entry_size,
@@ -193,3 +194,24 @@ def test_only_bytes_are_data() -> None:
     assert validate_message(b"ab", {}, "", topic=TOPIC) == 4
     with pytest.raises(TypeError, match="got bytearray"):
         validate_message(bytearray(b"ab"), {}, "", topic=TOPIC)  # type: ignore[arg-type]
+
+
+@given(
+    data=st.binary(max_size=300),
+    ordering_key=st.one_of(st.text(max_size=1100), st.text(alphabet="ab", max_size=1100)),
+)
+def test_the_short_path_agrees_with_the_full_checks(data: bytes, ordering_key: str) -> None:
+    # validate_message's short path (bytes, no attributes, ASCII key) must return what the
+    # full checks return, and raise what they raise.
+    topic = "projects/p/topics/t"
+    try:
+        expected: int | type[Exception] = _validate_in_full(data, {}, ordering_key, topic=topic)
+    except (ValueError, TypeError, MessageTooLargeError) as error:
+        expected = type(error)
+    try:
+        got: int | type[Exception] = validate_message(data, {}, ordering_key, topic=topic)
+    except (ValueError, TypeError, MessageTooLargeError) as error:
+        got = type(error)
+    assert got == expected
+    if isinstance(got, int):
+        assert got == pubsub_pb2.PubsubMessage(data=data, ordering_key=ordering_key).ByteSize()

@@ -21,16 +21,12 @@ import dataclasses
 import itertools
 import random
 from collections.abc import Awaitable, Callable
-from typing import cast
 
-import grpc
 import pytest
 
 from eoclient._clock import Clock, FakeClock
-from eoclient._transport import PubSubTransport
 from eoclient.errors import RpcError, rpc_error_class
 from eoclient.subscriber import acker as acker_module
-from eoclient.subscriber import session as session_module
 from eoclient.subscriber.ack_results import (
     PERMANENT_FAILURE_INVALID_ACK_ID,
     TEMPORARY_FAILURE,
@@ -53,7 +49,7 @@ from .fake_transport import (
     OPEN,
     READ,
     WRITE,
-    FakeStreamingPullCall,
+    FakeStream,
     FakeTransport,
     Gate,
     Request,
@@ -100,7 +96,7 @@ def make_session(
     rng: random.Random | None = None,
 ) -> StreamingSession:
     return StreamingSession(
-        cast(PubSubTransport, transport),
+        transport,
         SUBSCRIPTION,
         flow_control=flow_control or FlowControl(),
         lease=lease or LeaseSettings(),
@@ -111,10 +107,6 @@ def make_session(
         clock=clock,
         rng=rng,
     )
-
-
-def code(name: str) -> grpc.StatusCode:
-    return grpc.StatusCode[name]
 
 
 async def take(session: StreamingSession, count: int) -> list[Message]:
@@ -145,9 +137,9 @@ def assert_consistent(session: StreamingSession) -> None:
     for name, value in dataclasses.asdict(stats).items():
         if isinstance(value, int):
             assert value >= 0, f"{name} = {value}"
-    held = set(session._held)
-    out = set(session._out)
-    ready = {m.ack_id for m in session._ready}
+    held = set(session.dispatch.held)
+    out = set(session.dispatch.out)
+    ready = {m.ack_id for m in session.dispatch.ready}
     assert not held & out, f"both held and out: {held & out}"
     assert not held & ready, f"both held and ready: {held & ready}"
     assert not ready & out, f"both ready and out: {ready & out}"
@@ -170,18 +162,15 @@ async def assert_closed_cleanly(
     stats = session.statistics()
     assert (stats.outstanding_messages, stats.outstanding_bytes, stats.held_messages) == (0, 0, 0)
     assert stats.leased_messages == 0
-    assert not session._ready
-    assert not session._out
-    assert not session._held
+    assert not session.dispatch.ready
+    assert not session.dispatch.out
+    assert not session.dispatch.held
     transport.release_all()
 
 
-@pytest.fixture
-def quick_shutdown(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Shorten the shutdown waits (2 s for the stream's end, 10 s for the ack flush): the
-    blocked await points below would otherwise make each close wait them out in full."""
-    monkeypatch.setattr(session_module, "STREAM_CLOSE_TIMEOUT", 0.2)
-    monkeypatch.setattr(session_module, "FLUSH_TIMEOUT", 0.2)
+# Short shutdown waits (2 s for the stream's end, 10 s for the ack flush by default): the
+# blocked await points below would otherwise make each close wait them out in full.
+QUICK_SHUTDOWN = ShutdownOptions(flush_timeout=0.2, stream_close_timeout=0.2)
 
 
 # ===================================================================== cancellation
@@ -209,10 +198,10 @@ Scenario = Callable[[StreamingSession, FakeTransport, Drive], Awaitable[None]]
 
 def eod_confirming(
     *, acks_fail_temporarily: bool = False, modacks_fail_temporarily: bool = False
-) -> Callable[[FakeStreamingPullCall, Request], None]:
+) -> Callable[[FakeStream, Request], None]:
     """An exactly-once server that confirms on the stream (optionally: temporary failures)."""
 
-    def on_write(call: FakeStreamingPullCall, request: Request) -> None:
+    def on_write(call: FakeStream, request: Request) -> None:
         response = Response()
         if request.ack_ids:
             target = response.acknowledge_confirmation
@@ -228,8 +217,8 @@ def eod_confirming(
     return on_write
 
 
-def on_first_stream(*responses: Response) -> Callable[[FakeStreamingPullCall], None]:
-    def on_open(call: FakeStreamingPullCall) -> None:
+def on_first_stream(*responses: Response) -> Callable[[FakeStream], None]:
+    def on_open(call: FakeStream) -> None:
         if call.index == 0:
             call.respond(*responses)
 
@@ -334,7 +323,7 @@ async def blocked_in_reconnect_backoff(
 ) -> None:
     transport.on_open = on_first_stream(deliver("a1", exactly_once=False))
     (message,) = await drive.take(session, 1)
-    transport.stream.fail(rpc_error(grpc.StatusCode.UNAVAILABLE, "gone"))
+    transport.stream.fail(rpc_error("UNAVAILABLE", "gone"))
     await until(lambda: session.statistics().reconnects == 1, what="backing off")
     # Acked between streams: the sender waits for the next stream with it.
     message.ack()
@@ -366,13 +355,15 @@ SCENARIO_SETTINGS = {
 }
 
 
-@pytest.mark.usefixtures("quick_shutdown")
 @pytest.mark.parametrize("name", list(CONSUMER_SCENARIOS))
 async def test_cancelling_the_consumer_at_each_await(name: str) -> None:
     before = set(asyncio.all_tasks())
     transport = FakeTransport()
     session = make_session(
-        transport, stream=SCENARIO_SETTINGS.get(name, FAST_RECONNECT), rng=MaxJitter()
+        transport,
+        stream=SCENARIO_SETTINGS.get(name, FAST_RECONNECT),
+        rng=MaxJitter(),
+        shutdown=QUICK_SHUTDOWN,
     )
     loop = asyncio.get_running_loop()
     # The CancelledError has to travel out of the session (__anext__, ack_with_response,
@@ -453,13 +444,12 @@ ACLOSE_SCENARIOS: dict[str, AcloseSetup] = {
 }
 
 
-@pytest.mark.usefixtures("quick_shutdown")
 @pytest.mark.parametrize("name", list(ACLOSE_SCENARIOS))
 async def test_cancelling_aclose_at_each_await(name: str) -> None:
     before = set(asyncio.all_tasks())
     transport = FakeTransport()
     flow = FlowControl(max_messages=1) if name == "writing-shutdown-nacks" else None
-    session = make_session(transport, flow_control=flow)
+    session = make_session(transport, flow_control=flow, shutdown=QUICK_SHUTDOWN)
     await session.__aenter__()
     gate = await ACLOSE_SCENARIOS[name](session, transport)
     closing = asyncio.ensure_future(session.aclose())
@@ -472,12 +462,10 @@ async def test_cancelling_aclose_at_each_await(name: str) -> None:
     await assert_closed_cleanly(session, transport, before)
 
 
-async def test_a_second_aclose_waits_for_the_first_and_survives_its_cancellation(
-    quick_shutdown: None,
-) -> None:
+async def test_a_second_aclose_waits_for_the_first_and_survives_its_cancellation() -> None:
     before = set(asyncio.all_tasks())
     transport = FakeTransport()
-    session = make_session(transport)
+    session = make_session(transport, shutdown=QUICK_SHUTDOWN)
     await session.__aenter__()
     await waiting_for_an_outstanding_message(session, transport)
     first = asyncio.ensure_future(session.aclose())
@@ -506,9 +494,9 @@ async def test_first_request_fields_and_client_id_stable_across_reconnects(
 ) -> None:
     transport = FakeTransport()
 
-    def on_write(call: FakeStreamingPullCall, request: Request) -> None:
+    def on_write(call: FakeStream, request: Request) -> None:
         if call.index < 2:
-            call.fail(rpc_error(grpc.StatusCode.UNAVAILABLE, "try again"))
+            call.fail(rpc_error("UNAVAILABLE", "try again"))
         elif request.subscription:
             call.respond(deliver("a1"))
 
@@ -537,18 +525,18 @@ async def test_first_request_fields_and_client_id_stable_across_reconnects(
 async def test_retryable_status_reconnects_with_exponential_backoff(status: str) -> None:
     transport = FakeTransport()
 
-    def on_open(call: FakeStreamingPullCall) -> None:
+    def on_open(call: FakeStream) -> None:
         if call.index == 0:
             call.fail(error_for(call))  # refused at once: the first write raises it
         elif call.index == 3:
             call.respond(deliver("a1"))
 
-    def on_write(call: FakeStreamingPullCall, request: Request) -> None:
+    def on_write(call: FakeStream, request: Request) -> None:
         if call.index in (1, 2):
             call.fail(error_for(call))  # failing once open: reading raises it
 
-    def error_for(call: FakeStreamingPullCall) -> grpc.aio.AioRpcError:
-        return rpc_error(code(status), f"{status} #{call.index}")
+    def error_for(call: FakeStream) -> RpcError:
+        return rpc_error(status, f"{status} #{call.index}")
 
     transport.on_open = on_open
     transport.on_write = on_write
@@ -564,7 +552,7 @@ async def test_retryable_status_reconnects_with_exponential_backoff(status: str)
         assert all(gap >= delay * 0.9 for gap, delay in zip(gaps, [0.02, 0.04, 0.05], strict=True))
         assert session.statistics().reconnects == 3
         # A response resets the backoff: the next break waits the initial delay again.
-        transport.stream.fail(rpc_error(code(status), "again"))
+        transport.stream.fail(rpc_error(status, "again"))
         await transport.wait_for_stream(4)
         assert session.statistics().reconnects == 4
         assert rng.ranges[3:] == [(0, 0.02)]
@@ -574,9 +562,9 @@ async def test_retryable_status_reconnects_with_exponential_backoff(status: str)
 @pytest.mark.parametrize("when", ["at-open", "mid-stream"])
 async def test_permanent_status_ends_the_session_and_is_raised_once(status: str, when: str) -> None:
     transport = FakeTransport()
-    error = rpc_error(code(status), "no way")
+    error = rpc_error(status, "no way")
 
-    def on_open(call: FakeStreamingPullCall) -> None:
+    def on_open(call: FakeStream) -> None:
         if when == "at-open":
             call.fail(error)
         else:
@@ -610,7 +598,7 @@ async def test_permanent_status_reaches_a_consumer_waiting_in_anext() -> None:
         await transport.wait_for_stream(0)
         waiting = asyncio.ensure_future(anext(session))
         await asyncio.sleep(0.01)
-        transport.stream.fail(rpc_error(grpc.StatusCode.PERMISSION_DENIED, "denied"))
+        transport.stream.fail(rpc_error("PERMISSION_DENIED", "denied"))
         async with asyncio.timeout(1):
             with pytest.raises(rpc_error_class("PERMISSION_DENIED")):
                 await waiting
@@ -729,10 +717,10 @@ async def take_after_redelivery(
 async def test_ack_lost_with_its_stream_then_found_invalid_is_other_not_success() -> None:
     transport = FakeTransport()
 
-    def on_write(call: FakeStreamingPullCall, request: Request) -> None:
+    def on_write(call: FakeStream, request: Request) -> None:
         if request.ack_ids:
             # The stream breaks after the ack was written, before any confirmation.
-            call.fail(rpc_error(grpc.StatusCode.UNAVAILABLE, "connection reset"))
+            call.fail(rpc_error("UNAVAILABLE", "connection reset"))
         else:
             confirm_on_stream(call, request)
 

@@ -48,6 +48,7 @@ def test_settings_are_frozen() -> None:
         (AckRetrySettings, {"initial_backoff": 1, "max_backoff": 1, "multiplier": 1}),
         (ShutdownOptions, {"timeout": None}),
         (ShutdownOptions, {"behavior": ShutdownBehavior.NACK_IMMEDIATELY, "timeout": 0}),
+        (ShutdownOptions, {"flush_timeout": 0, "stream_close_timeout": 0}),
         (StreamSettings, {"stream_ack_deadline": 10}),
         (StreamSettings, {"stream_ack_deadline": 600, "reconnect_max_backoff": 0.1}),
     ],
@@ -87,6 +88,12 @@ def test_boundary_values_are_accepted(cls: type[Any], kwargs: dict[str, Any]) ->
         (AckRetrySettings, {"deadline": -1}, "AckRetrySettings.deadline"),
         (ShutdownOptions, {"timeout": -1}, "ShutdownOptions.timeout must be between 0"),
         (ShutdownOptions, {"behavior": "nack"}, "ShutdownOptions.behavior"),
+        (ShutdownOptions, {"flush_timeout": -1}, "ShutdownOptions.flush_timeout"),
+        (
+            ShutdownOptions,
+            {"stream_close_timeout": float("nan")},
+            "ShutdownOptions.stream_close_timeout",
+        ),
         (StreamSettings, {"stream_ack_deadline": 9}, "StreamSettings.stream_ack_deadline"),
         (StreamSettings, {"keepalive_interval": 0}, "StreamSettings.keepalive_interval"),
         (

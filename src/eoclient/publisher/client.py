@@ -342,9 +342,16 @@ class PublisherClient:
             )
         size = validate_message(data, attributes, ordering_key, topic=topic)
         self._sequencer.check_publish(topic, ordering_key)
-        message = pubsub_pb2.PubsubMessage(
-            data=data, attributes=attributes, ordering_key=ordering_key
-        )
+        # Empty fields are left out: an empty attributes dict still goes through the
+        # map's Python-level update() (~1 µs a message in the profile).
+        if attributes:
+            message = pubsub_pb2.PubsubMessage(
+                data=data, attributes=attributes, ordering_key=ordering_key
+            )
+        elif ordering_key:
+            message = pubsub_pb2.PubsubMessage(data=data, ordering_key=ordering_key)
+        else:
+            message = pubsub_pb2.PubsubMessage(data=data)
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         if self._flow.acquire(size, future):  # raises FlowControlLimitError (ERROR)
             self._enqueue(topic, ordering_key, message, future, size)

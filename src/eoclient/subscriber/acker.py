@@ -21,12 +21,12 @@ two stands. The first stream confirmation makes the mode STREAM; none within
 the service). Acks and nacks are not doubled: the second copy of an applied ack would
 come back INVALID_ACK_ID, and could be read first.
 
-Transient failures are retried by unary call with tenacity's jittered exponential
-backoff until ``AckRetrySettings.deadline``, then reported OTHER. An ack whose
-first attempt may have been applied without us hearing back (stream broke, or the
-call failed with a retryable code) is *ambiguous*: if a retry then finds the id
-invalid, that may be because the first attempt succeeded, so it is reported OTHER
-(may be redelivered) rather than a wrong INVALID_ACK_ID — never SUCCESS, which
+Transient failures are retried by unary call (``unary.py``) with jittered exponential
+backoff (:meth:`Acker.retry_delay`) until ``AckRetrySettings.deadline``, then reported
+OTHER. An ack whose first attempt may have been applied without us hearing back (stream
+broke, or the call failed with a retryable code) is *ambiguous*: if a retry then finds
+the id invalid, that may be because the first attempt succeeded, so it is reported
+OTHER (may be redelivered) rather than a wrong INVALID_ACK_ID — never SUCCESS, which
 would promise no redelivery.
 """
 
@@ -34,19 +34,12 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from tenacity import (
-    AsyncRetrying,
-    retry_if_exception_type,
-    stop_after_delay,
-    wait_exponential,
-    wait_random,
-)
-
+from eoclient._clock import AsyncClock, MonotonicClock
 from eoclient._proto import pubsub_pb2
-from eoclient._transport import PubSubTransport
 from eoclient.errors import RpcError
 from eoclient.subscriber.ack_results import (
     AcknowledgeStatus,
@@ -56,6 +49,8 @@ from eoclient.subscriber.ack_results import (
     classify_unary_error,
 )
 from eoclient.subscriber.settings import AckRetrySettings
+from eoclient.subscriber.transport import SubscriberTransport
+from eoclient.subscriber.unary import send_unary
 
 # Ids per request. Go's client derives 2500 from the service's 512 KiB limit per
 # Acknowledge/ModifyAckDeadline request and ack ids of up to 164 bytes (2979 would
@@ -72,6 +67,18 @@ PROBE_TIMEOUT = 2.0
 CONFIRMATION_TIMEOUT = 30.0
 
 _SUCCESS = AckResult(AcknowledgeStatus.SUCCESS)
+
+
+class Operation(enum.StrEnum):
+    """What a settlement asks of the server for one ack id.
+
+    A nack is a modack to 0 seconds on the wire; it is its own operation because its
+    result and its meaning to the session (the message goes back) differ.
+    """
+
+    ACK = "ack"
+    NACK = "nack"
+    MODACK = "modack"
 
 
 class AckMode(enum.Enum):
@@ -91,7 +98,7 @@ class AckRequest:
     """
 
     ack_id: str
-    operation: str  # "ack", "nack" or "modack"
+    operation: Operation
     seconds: int  # modack deadline; 0 for ack and nack
     ambiguous: bool = False  # an earlier attempt may have been applied
     sent_at: float = 0.0
@@ -101,12 +108,12 @@ class AckRequest:
     callback: Callable[[AckRequest], None] | None = None
 
     @classmethod
-    def resolved(cls, ack_id: str, operation: str, result: AckResult) -> AckRequest:
+    def resolved(cls, ack_id: str, operation: Operation, result: AckResult) -> AckRequest:
         return cls(ack_id, operation, 0, result=result)
 
     @property
     def wire_seconds(self) -> int:
-        return 0 if self.operation == "nack" else self.seconds
+        return 0 if self.operation is Operation.NACK else self.seconds
 
     def wait(self) -> asyncio.Future[AckResult]:
         """A future of the result, for one waiter."""
@@ -118,10 +125,6 @@ class AckRequest:
         else:
             self.waiters.append(future)
         return future
-
-
-class _RetryNeeded(Exception):
-    """Raised inside a tenacity attempt when some ids must be retried."""
 
 
 def _resolve(request: AckRequest, result: AckResult) -> None:
@@ -153,30 +156,37 @@ class Acker:
     def __init__(
         self,
         subscription: str,
-        transport: PubSubTransport,
+        transport: SubscriberTransport,
         retry: AckRetrySettings,
         *,
         exactly_once: bool = False,
         stream_capable: bool = True,
+        clock: AsyncClock | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.subscription = subscription
         self.transport = transport
         self.retry = retry
+        self.clock = clock or MonotonicClock()  # what unary retries wait on
+        self.rng = rng or random.Random()  # their jitter
         self.exactly_once = exactly_once
         # A pull()-only acker has no stream: everything goes by unary call.
         self.mode = AckMode.UNKNOWN if stream_capable else AckMode.UNARY
         self.stats = AckerStatistics()
         self.pending: list[AckRequest] = []
-        self.awaiting: dict[tuple[str, str], AckRequest] = {}  # (kind, ack_id) → request
+        # Sent on the stream, awaiting a confirmation: ack id → request, one table per
+        # confirmation kind (a nack is confirmed as a modack).
+        self.awaiting_acks: dict[str, AckRequest] = {}
+        self.awaiting_modacks: dict[str, AckRequest] = {}
         self.in_flight: set[AckRequest] = set()  # in unary calls (and their retries)
         self.wake = asyncio.Event()
 
     # ------------------------------------------------------------------ intake
 
-    def submit(self, ack_id: str, operation: str, seconds: int = 0) -> AckRequest:
-        if operation == "ack":
+    def submit(self, ack_id: str, operation: Operation, seconds: int = 0) -> AckRequest:
+        if operation is Operation.ACK:
             self.stats.acks += 1
-        elif operation == "nack":
+        elif operation is Operation.NACK:
             self.stats.nacks += 1
         else:
             self.stats.modacks += 1
@@ -205,7 +215,28 @@ class Acker:
         Modacks with a deadline only: applying one twice is harmless; an ack or a nack
         applied twice reports INVALID_ACK_ID the second time.
         """
-        return [r for r in batch if r.operation == "modack"]
+        return [r for r in batch if r.operation is Operation.MODACK]
+
+    def route(
+        self, batch: list[AckRequest], *, stream_open: bool, stopping: bool
+    ) -> tuple[list[AckRequest], list[AckRequest]]:
+        """Where the requests of ``batch`` go: ``(on the stream, by unary call)``.
+
+        Requests for the stream while none is open wait for the next one (back in
+        ``pending``; ack ids stay valid across streams), unless the session is stopping:
+        no stream will come, and ack ids are not tied to one, so a unary call does.
+        While the mode is unknown a request may go both ways (:meth:`probe`).
+        """
+        if not batch:
+            return [], []
+        if not self.uses_stream:
+            return (self.probe(batch) if self.probing and stream_open else []), batch
+        if stream_open:
+            return batch, []
+        if stopping:
+            return [], batch
+        self.pending[:0] = batch
+        return [], []
 
     # ------------------------------------------------------------ stream path
 
@@ -217,8 +248,8 @@ class Acker:
         Without exactly-once the batch resolves SUCCESS here: written is done.
         """
         requests: list[pubsub_pb2.StreamingPullRequest] = []
-        acks = [r for r in batch if r.operation == "ack"]
-        modacks = [r for r in batch if r.operation != "ack"]
+        acks = [r for r in batch if r.operation is Operation.ACK]
+        modacks = [r for r in batch if r.operation is not Operation.ACK]
         for start in range(0, max(len(acks), len(modacks)), ACK_IDS_PER_REQUEST):
             chunk_acks = acks[start : start + ACK_IDS_PER_REQUEST]
             chunk_modacks = modacks[start : start + ACK_IDS_PER_REQUEST]
@@ -234,9 +265,12 @@ class Acker:
             for request in batch:
                 _resolve(request, _SUCCESS)
         else:
-            for request in batch:
+            for request in acks:
                 request.sent_at = now
-                self.awaiting[(_kind(request), request.ack_id)] = request
+                self.awaiting_acks[request.ack_id] = request
+            for request in modacks:
+                request.sent_at = now
+                self.awaiting_modacks[request.ack_id] = request
         return requests
 
     def on_confirmation(self, response: pubsub_pb2.StreamingPullResponse) -> list[AckRequest]:
@@ -244,47 +278,71 @@ class Acker:
         retry: list[AckRequest] = []
         if response.HasField("acknowledge_confirmation"):
             c = response.acknowledge_confirmation
-            retry += self._apply_confirmation(
-                "ack",
-                classify_confirmation(
-                    [
-                        *c.ack_ids,
-                        *c.invalid_ack_ids,
-                        *c.unordered_ack_ids,
-                        *c.temporary_failed_ack_ids,
-                    ],
-                    confirmed=c.ack_ids,
-                    invalid=c.invalid_ack_ids,
-                    unordered=c.unordered_ack_ids,
-                    temporary_failed=c.temporary_failed_ack_ids,
-                ),
-            )
+            if not (c.invalid_ack_ids or c.unordered_ack_ids or c.temporary_failed_ack_ids):
+                self._confirm_all(self.awaiting_acks, c.ack_ids)  # the common case, fast
+            else:
+                retry += self._apply_confirmation(
+                    self.awaiting_acks,
+                    classify_confirmation(
+                        [
+                            *c.ack_ids,
+                            *c.invalid_ack_ids,
+                            *c.unordered_ack_ids,
+                            *c.temporary_failed_ack_ids,
+                        ],
+                        confirmed=c.ack_ids,
+                        invalid=c.invalid_ack_ids,
+                        unordered=c.unordered_ack_ids,
+                        temporary_failed=c.temporary_failed_ack_ids,
+                    ),
+                )
         if response.HasField("modify_ack_deadline_confirmation"):
             m = response.modify_ack_deadline_confirmation
-            retry += self._apply_confirmation(
-                "modack",
-                classify_confirmation(
-                    [*m.ack_ids, *m.invalid_ack_ids, *m.temporary_failed_ack_ids],
-                    confirmed=m.ack_ids,
-                    invalid=m.invalid_ack_ids,
-                    temporary_failed=m.temporary_failed_ack_ids,
-                ),
-            )
+            if not (m.invalid_ack_ids or m.temporary_failed_ack_ids):
+                self._confirm_all(self.awaiting_modacks, m.ack_ids)
+            else:
+                retry += self._apply_confirmation(
+                    self.awaiting_modacks,
+                    classify_confirmation(
+                        [*m.ack_ids, *m.invalid_ack_ids, *m.temporary_failed_ack_ids],
+                        confirmed=m.ack_ids,
+                        invalid=m.invalid_ack_ids,
+                        temporary_failed=m.temporary_failed_ack_ids,
+                    ),
+                )
         return retry
 
-    def _apply_confirmation(self, kind: str, outcome: AckOutcome) -> list[AckRequest]:
+    def _confirm_all(self, awaiting: dict[str, AckRequest], ack_ids: Iterable[str]) -> None:
+        """A confirmation listing only successes: what ``classify_confirmation`` would say
+        (every listed id SUCCESS), without building its tables (the per-message hot path)."""
+        pop = awaiting.pop
+        confirmed = False
+        for ack_id in ack_ids:
+            request = pop(ack_id, None)
+            if request is not None:
+                confirmed = True
+                _resolve(request, _SUCCESS)
+        if confirmed:
+            self.mode = AckMode.STREAM
+
+    def _apply_confirmation(
+        self, awaiting: dict[str, AckRequest], outcome: AckOutcome
+    ) -> list[AckRequest]:
         retry: list[AckRequest] = []
         for ack_id, result in outcome.final.items():
-            request = self.awaiting.pop((kind, ack_id), None)
+            request = awaiting.pop(ack_id, None)
             if request is not None:
                 self.mode = AckMode.STREAM
                 _resolve(request, result)
         for ack_id in outcome.retry:
-            request = self.awaiting.pop((kind, ack_id), None)
+            request = awaiting.pop(ack_id, None)
             if request is not None:
                 self.mode = AckMode.STREAM
                 retry.append(request)
         return retry
+
+    def awaiting_confirmation(self) -> bool:
+        return bool(self.awaiting_acks or self.awaiting_modacks)
 
     def overdue(self, now: float) -> list[AckRequest]:
         """Requests sent on the stream whose confirmation is late: resend them by unary call.
@@ -292,35 +350,40 @@ class Acker:
         While the mode is UNKNOWN, a late confirmation means the server does not
         confirm on streams: the mode becomes UNARY.
         """
-        if not self.awaiting:
+        if not self.awaiting_confirmation():
             return []
         limit = PROBE_TIMEOUT if self.mode is AckMode.UNKNOWN else CONFIRMATION_TIMEOUT
-        late = [r for r in self.awaiting.values() if now - r.sent_at >= limit]
+        everything = [*self.awaiting_acks.values(), *self.awaiting_modacks.values()]
+        late = [r for r in everything if now - r.sent_at >= limit]
         if not late:
             return []
         if self.mode is AckMode.UNKNOWN:
             # No confirmation will come for any of them: give up on all at once, not
             # each after its own timeout.
             self.mode = AckMode.UNARY
-            late = list(self.awaiting.values())
+            late = everything
         for request in late:
-            del self.awaiting[(_kind(request), request.ack_id)]
-            request.ambiguous = request.ambiguous or request.operation == "ack"
+            awaiting = (
+                self.awaiting_acks if kind_of(request) is Operation.ACK else self.awaiting_modacks
+            )
+            del awaiting[request.ack_id]
+            request.ambiguous = request.ambiguous or request.operation is Operation.ACK
         # Probe modacks already answered by their unary copy need nothing more.
         return [r for r in late if r.result is None]
 
     def stream_lost(self) -> list[AckRequest]:
         """The stream broke: what was awaiting confirmation goes unary, as ambiguous."""
-        lost = list(self.awaiting.values())
-        self.awaiting.clear()
+        lost = [*self.awaiting_acks.values(), *self.awaiting_modacks.values()]
+        self.awaiting_acks.clear()
+        self.awaiting_modacks.clear()
         for request in lost:
-            request.ambiguous = request.ambiguous or request.operation == "ack"
+            request.ambiguous = request.ambiguous or request.operation is Operation.ACK
         return lost
 
     # ------------------------------------------------------------- unary path
 
     async def send_unary(self, batch: Iterable[AckRequest]) -> None:
-        """Send ``batch`` by unary calls (grouped by operation), retrying transient failures.
+        """Send ``batch`` by unary calls, retrying transient failures (``unary.py``).
 
         Until they resolve, the requests count as in flight (``idle()`` is false), and
         ``fail_all`` resolves them if the session is torn down first.
@@ -328,103 +391,79 @@ class Acker:
         batch = list(batch)
         self.in_flight.update(batch)
         try:
-            groups: dict[tuple[str, int], list[AckRequest]] = {}
-            for request in batch:
-                groups.setdefault((_kind(request), request.wire_seconds), []).append(request)
-            calls = [
-                self._unary_with_retry(kind, seconds, requests[start : start + ACK_IDS_PER_REQUEST])
-                for (kind, seconds), requests in groups.items()
-                for start in range(0, len(requests), ACK_IDS_PER_REQUEST)
-            ]
-            if len(calls) == 1:
-                await calls[0]
-            else:
-                # The calls of one batch (acks, nacks, modacks of each deadline) are
-                # independent: in flight together, not one after another.
-                async with asyncio.TaskGroup() as group:
-                    for call in calls:
-                        group.create_task(call)
+            await send_unary(self, batch)
         finally:
             self.in_flight.difference_update(batch)
 
-    async def _unary_with_retry(self, kind: str, seconds: int, requests: list[AckRequest]) -> None:
-        remaining = {r.ack_id: r for r in requests}
-        last_reason: dict[str, str] = {}
-        retrying = AsyncRetrying(
-            stop=stop_after_delay(self.retry.deadline),
-            # initial × multiplier^(n-1), capped, plus up to one initial_backoff of
-            # jitter. Composed from wait_exponential + wait_random rather than
-            # wait_exponential_jitter, whose ``initial`` argument tenacity 9.1
-            # deprecated (a warning, i.e. an error under -W error) and whose
-            # replacement, ``multiplier``, 9.0 does not have.
-            wait=wait_exponential(
-                multiplier=self.retry.initial_backoff,
-                max=self.retry.max_backoff,
-                exp_base=self.retry.multiplier,
-            )
-            + wait_random(0, self.retry.initial_backoff),
-            retry=retry_if_exception_type(_RetryNeeded),
-            reraise=True,
-        )
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    ids = list(remaining)
-                    error: RpcError | None = None
-                    self.stats.unary_calls += 1
-                    try:
-                        if kind == "ack":
-                            await self.transport.acknowledge(self.subscription, ids)
-                        else:
-                            await self.transport.modify_ack_deadline(
-                                self.subscription, ids, seconds
-                            )
-                    except RpcError as failure:
-                        error = failure
-                    outcome = classify_unary_error(ids, error, exactly_once=True)
-                    for ack_id, result in outcome.final.items():
-                        request = remaining.pop(ack_id)
-                        if result.status is AcknowledgeStatus.INVALID_ACK_ID and request.ambiguous:
-                            result = AckResult(
-                                AcknowledgeStatus.OTHER,
-                                "an earlier attempt may have been applied but its answer was "
-                                f"lost; a retry found the id settled ({result.info})",
-                            )
-                        _resolve(request, result)
-                    whole_call_failed = error is not None and not error.error_info
-                    for ack_id, reason in outcome.retry.items():
-                        last_reason[ack_id] = reason
-                        if whole_call_failed and kind == "ack":
-                            # A retryable status for the whole call: it may have been
-                            # applied before the failure (e.g. DEADLINE_EXCEEDED).
-                            remaining[ack_id].ambiguous = True
-                    if remaining:
-                        self.stats.retried += len(remaining)
-                        raise _RetryNeeded
-        except _RetryNeeded:
-            for ack_id, request in remaining.items():
-                _resolve(
-                    request,
-                    AckResult(
-                        AcknowledgeStatus.OTHER,
-                        f"still failing after the {self.retry.deadline:g} s retry deadline: "
-                        f"{last_reason.get(ack_id, 'transient failure')}",
-                    ),
+    def apply_unary_answer(
+        self,
+        kind: Operation,
+        remaining: dict[str, AckRequest],
+        error: RpcError | None,
+        last_reason: dict[str, str],
+    ) -> None:
+        """Resolve what one unary call's answer settles; leave the rest in ``remaining``.
+
+        An INVALID_ACK_ID for an ambiguous ack (an earlier attempt may have been applied)
+        is reported OTHER, never a wrong INVALID_ACK_ID (module docstring). A retryable
+        status for the whole call makes its acks ambiguous: it may have been applied
+        before the failure (e.g. DEADLINE_EXCEEDED).
+        """
+        outcome = classify_unary_error(list(remaining), error, exactly_once=True)
+        for ack_id, result in outcome.final.items():
+            request = remaining.pop(ack_id)
+            if result.status is AcknowledgeStatus.INVALID_ACK_ID and request.ambiguous:
+                result = AckResult(
+                    AcknowledgeStatus.OTHER,
+                    "an earlier attempt may have been applied but its answer was "
+                    f"lost; a retry found the id settled ({result.info})",
                 )
+            _resolve(request, result)
+        whole_call_failed = error is not None and not error.error_info
+        for ack_id, reason in outcome.retry.items():
+            last_reason[ack_id] = reason
+            if whole_call_failed and kind is Operation.ACK:
+                remaining[ack_id].ambiguous = True
+        if remaining:
+            self.stats.retried += len(remaining)
+
+    def retry_delay(self, attempt: int, elapsed: float, rng: random.Random) -> float | None:
+        """Seconds to wait before retry number ``attempt`` (1, 2, ...), or ``None``: give up.
+
+        ``initial × multiplier^(attempt-1)``, capped at ``max_backoff``, plus up to one
+        ``initial_backoff`` of jitter; none once ``deadline`` has passed since the first
+        attempt (``AckRetrySettings``).
+        """
+        retry = self.retry
+        if elapsed >= retry.deadline:
+            return None
+        backoff = min(retry.max_backoff, retry.initial_backoff * retry.multiplier ** (attempt - 1))
+        return backoff + rng.uniform(0, retry.initial_backoff)
+
+    def give_up(self, remaining: dict[str, AckRequest], last_reason: dict[str, str]) -> None:
+        for ack_id, request in remaining.items():
+            _resolve(
+                request,
+                AckResult(
+                    AcknowledgeStatus.OTHER,
+                    f"still failing after the {self.retry.deadline:g} s retry deadline: "
+                    f"{last_reason.get(ack_id, 'transient failure')}",
+                ),
+            )
 
     # ---------------------------------------------------------------- closing
 
     def fail_all(self, info: str) -> None:
         """Resolve everything unresolved as OTHER (shutdown after the flush deadline)."""
-        for request in [*self.pending, *self.awaiting.values(), *self.in_flight]:
+        for request in [*self.pending, *self.stream_lost(), *self.in_flight]:
             _resolve(request, AckResult(AcknowledgeStatus.OTHER, info))
         self.pending.clear()
-        self.awaiting.clear()
         self.in_flight.clear()
 
     def idle(self) -> bool:
-        return not self.pending and not self.awaiting and not self.in_flight
+        return not self.pending and not self.awaiting_confirmation() and not self.in_flight
 
 
-def _kind(request: AckRequest) -> str:
-    return "ack" if request.operation == "ack" else "modack"
+def kind_of(request: AckRequest) -> Operation:
+    """The RPC a request goes in: Acknowledge (ACK) or ModifyAckDeadline (MODACK)."""
+    return Operation.ACK if request.operation is Operation.ACK else Operation.MODACK

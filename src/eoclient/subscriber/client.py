@@ -8,13 +8,14 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from eoclient._clock import Clock, MonotonicClock
+from eoclient._clock import AsyncClock, MonotonicClock
 from eoclient._transport import Endpoint, PubSubTransport, create_channel
 from eoclient.errors import ClosedError
 from eoclient.subscriber.ack_results import AckResult
-from eoclient.subscriber.acker import Acker, AckRequest
+from eoclient.subscriber.acker import Acker, AckRequest, Operation
+from eoclient.subscriber.handler import run_handler
 from eoclient.subscriber.message import Message, message_from_wire
-from eoclient.subscriber.session import StreamingSession, new_client_id, run_handler
+from eoclient.subscriber.session import StreamingSession, new_client_id
 from eoclient.subscriber.settings import (
     MAX_ACK_DEADLINE,
     AckRetrySettings,
@@ -25,7 +26,7 @@ from eoclient.subscriber.settings import (
 )
 
 # aclose() gives settlements of pulled messages still in flight this long to finish
-# (as the streaming session's FLUSH_TIMEOUT).
+# (as a streaming session's default ShutdownOptions.flush_timeout).
 SETTLE_TIMEOUT = 10.0
 
 
@@ -40,7 +41,7 @@ class SubscriberClient:
                     status = await message.ack_with_response()
     """
 
-    def __init__(self, endpoint: str | None = None, *, clock: Clock | None = None) -> None:
+    def __init__(self, endpoint: str | None = None, *, clock: AsyncClock | None = None) -> None:
         self._endpoint = Endpoint.resolve(endpoint)
         self._transport: PubSubTransport | None = None
         self._closed = False
@@ -168,7 +169,7 @@ class SubscriberClient:
         redelivery, or already acked). Transient failures are retried per ``ack_retry``.
         Without exactly-once the server does not check ids: every id reports SUCCESS.
         """
-        return await self._settle_by_id(subscription, ack_ids, "ack", 0, ack_retry)
+        return await self._settle_by_id(subscription, ack_ids, Operation.ACK, 0, ack_retry)
 
     async def modify_ack_deadline(
         self,
@@ -187,14 +188,14 @@ class SubscriberClient:
             raise ValueError(
                 f"modify_ack_deadline: seconds must be in 0..{MAX_ACK_DEADLINE}, got {seconds}"
             )
-        operation = "nack" if seconds == 0 else "modack"
+        operation = Operation.NACK if seconds == 0 else Operation.MODACK
         return await self._settle_by_id(subscription, ack_ids, operation, seconds, ack_retry)
 
     async def _settle_by_id(
         self,
         subscription: str,
         ack_ids: Iterable[str],
-        operation: str,
+        operation: Operation,
         seconds: int,
         ack_retry: AckRetrySettings | None,
     ) -> dict[str, AckResult]:
@@ -219,6 +220,7 @@ class SubscriberClient:
                 ack_retry,
                 exactly_once=True,
                 stream_capable=False,
+                clock=self._clock,
             )
             sink = self._unary_sinks[key] = _UnarySink(acker, self._settling)
         return sink
@@ -237,11 +239,11 @@ class _UnarySink:
         self._tasks = tasks
         self._batch: list[AckRequest] = []
 
-    def settle(self, message: Message, operation: str, seconds: int) -> AckRequest:
+    def settle(self, message: Message, operation: Operation, seconds: int) -> AckRequest:
         return self._queue(AckRequest(message.ack_id, operation, seconds))
 
     def extend(self, message: Message, seconds: int) -> AckRequest:
-        return self._queue(AckRequest(message.ack_id, "modack", seconds))
+        return self._queue(AckRequest(message.ack_id, Operation.MODACK, seconds))
 
     def _queue(self, request: AckRequest) -> AckRequest:
         if not self._batch:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
-from eoclient.subscriber.acker import AckRequest
+from eoclient.subscriber.acker import AckRequest, Operation
 
 if TYPE_CHECKING:
     from eoclient._proto.pubsub_pb2 import ReceivedMessage
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class _AckSink(Protocol):
     """Where a message's settlement goes (the streaming session or the unary acker)."""
 
-    def settle(self, message: Message, operation: str, seconds: int) -> AckRequest: ...
+    def settle(self, message: Message, operation: Operation, seconds: int) -> AckRequest: ...
 
     def extend(self, message: Message, seconds: int) -> AckRequest: ...
 
@@ -64,10 +64,10 @@ class Message:
 
     @property
     def settled(self) -> str:
-        """``"ack"``, ``"nack"`` or ``""`` (not yet)."""
+        """``"ack"``, ``"nack"`` (an :class:`Operation`, a ``str``) or ``""`` (not yet)."""
         return self._settled_as
 
-    def _settle(self, operation: str) -> AckRequest:
+    def _settle(self, operation: Operation) -> AckRequest:
         if self._settlement is None:
             if self._sink is None:
                 raise RuntimeError("this message was not received through eoclient")
@@ -79,11 +79,11 @@ class Message:
 
     def ack(self) -> None:
         """Acknowledge; the result is not awaited (see ``ack_with_response``)."""
-        self._settle("ack")
+        self._settle(Operation.ACK)
 
     def nack(self) -> None:
         """Ask for redelivery now (a modack to 0 seconds)."""
-        self._settle("nack")
+        self._settle(Operation.NACK)
 
     def modify_ack_deadline(self, seconds: int) -> None:
         """Set the server's deadline for this delivery to ``seconds`` from now (0..600)."""
@@ -93,12 +93,12 @@ class Message:
 
     async def ack_with_response(self) -> AcknowledgeStatus:
         """Acknowledge and return the outcome (SUCCESS guarantees no redelivery on EOD)."""
-        request = self._settle("ack")
+        request = self._settle(Operation.ACK)
         # Inlined rather than a shared helper coroutine: this is the exactly-once hot path.
         return (request.result or await request.wait()).status
 
     async def nack_with_response(self) -> AcknowledgeStatus:
-        request = self._settle("nack")
+        request = self._settle(Operation.NACK)
         return (request.result or await request.wait()).status
 
     async def modify_ack_deadline_with_response(self, seconds: int) -> AcknowledgeStatus:
@@ -107,14 +107,14 @@ class Message:
 
     async def ack_result(self) -> AckResult:
         """Like ``ack_with_response`` but with the server's reason for a failure."""
-        request = self._settle("ack")
+        request = self._settle(Operation.ACK)
         return request.result or await request.wait()
 
     def _extend(self, seconds: int) -> AckRequest:
         if not 0 <= seconds <= 600:
             raise ValueError(f"modify_ack_deadline: seconds must be in 0..600, got {seconds}")
         if seconds == 0:
-            return self._settle("nack")
+            return self._settle(Operation.NACK)
         if self._settlement is not None:
             # Already acked or nacked: nothing to extend; report the settlement.
             return self._settlement
@@ -125,17 +125,21 @@ class Message:
 
 def message_from_wire(received: ReceivedMessage, sink: _AckSink, received_at: float) -> Message:
     """The application's view of one ``google.pubsub.v1.ReceivedMessage``."""
+    # Positional, and each protobuf field read once: this runs once per delivery, and
+    # keyword arguments and repeated sub-message reads cost ~3 µs of its ~6 (measured).
     pb = received.message
+    attributes = pb.attributes
+    publish_time = pb.publish_time
     return Message(
-        data=pb.data,
-        attributes=dict(pb.attributes) if pb.attributes else {},
-        message_id=pb.message_id,
-        publish_seconds=pb.publish_time.seconds,
-        publish_nanos=pb.publish_time.nanos,
-        ordering_key=pb.ordering_key,
-        delivery_attempt=received.delivery_attempt,
-        ack_id=received.ack_id,
-        size=pb.ByteSize(),
-        received_at=received_at,
-        _sink=sink,
+        pb.data,
+        dict(attributes) if attributes else {},
+        pb.message_id,
+        publish_time.seconds,
+        publish_time.nanos,
+        pb.ordering_key,
+        received.delivery_attempt,
+        received.ack_id,
+        pb.ByteSize(),
+        received_at,
+        sink,
     )

@@ -199,10 +199,20 @@ class ShutdownOptions:
             30 s is the stop grace period process managers commonly give (Kubernetes'
             default ``terminationGracePeriodSeconds``); lower it if the process must
             finish other work within that window.
+        flush_timeout: seconds the acks, nacks and modacks still unsent or unanswered at
+            shutdown get to be sent and answered (retries included) before they are
+            reported OTHER; >= 0. Default 10 s: one round trip takes milliseconds, so
+            this bounds only a server that is down, and keeps ``aclose()`` finite.
+        stream_close_timeout: seconds the server gets, after the client half-closes its
+            stream, to send what it had in flight (confirmations, deliveries, which are
+            nacked) and end the call; >= 0. Default 2 s: our server and the emulator do
+            so within milliseconds; after it the stream is cancelled.
     """
 
     behavior: ShutdownBehavior = ShutdownBehavior.WAIT_FOR_PROCESSING
     timeout: float | None = 30.0
+    flush_timeout: float = 10.0
+    stream_close_timeout: float = 2.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.behavior, ShutdownBehavior):
@@ -211,6 +221,10 @@ class ShutdownOptions:
             )
         if self.timeout is not None:
             _check_range("ShutdownOptions", "timeout", self.timeout, 0, math.inf)
+        _check_range("ShutdownOptions", "flush_timeout", self.flush_timeout, 0, math.inf)
+        _check_range(
+            "ShutdownOptions", "stream_close_timeout", self.stream_close_timeout, 0, math.inf
+        )
 
 
 @dataclass(frozen=True, slots=True)
