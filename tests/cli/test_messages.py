@@ -116,6 +116,18 @@ def test_a_bad_line_on_stdin_stops_there(eod: Eo) -> None:
     assert _data(eod.json("pull", "billing", "--limit", "5", "--ack")) == ["a", "b"]
 
 
+def test_a_line_the_service_would_refuse_is_named(eod: Eo) -> None:
+    line = eod.fails(
+        "publish",
+        "orders",
+        "--json-lines",
+        input='{"data": "a"}\n{"data": "b", "attributes": {"": "v"}}\n{"data": "c"}\n',
+    )
+    assert line.startswith("eoclient: line 2: an attribute key must not be empty")
+    assert line.endswith("published the 1 message(s) before it, nothing after")
+    assert _data(eod.json("pull", "billing", "--limit", "5", "--ack")) == ["a"]
+
+
 def test_tail_output_replays_into_another_topic(eod: Eo) -> None:
     eod.ok("topics", "create", "replay")
     eod.ok("subscriptions", "create", "replayed", "--topic", "replay")
