@@ -205,6 +205,16 @@ def test_pull_nack_peeks_and_modify_ack_deadline(eod: Eo) -> None:
         "subscriptions", "modify-ack-deadline", "billing", leased[0]["ackId"], "--ack-deadline", "0"
     )
     assert extended == [{"ackId": leased[0]["ackId"], "status": "SUCCESS", "info": None}]
+    again = eod.json("pull", "billing")
+    table = eod.ok(
+        "subscriptions",
+        "modify-ack-deadline",
+        "billing",
+        again[0]["ackId"],
+        "--ack-deadline",
+        "0",
+    ).stdout.splitlines()
+    assert table[2].split() == [again[0]["ackId"], "SUCCESS"]
     table = eod.ok("pull", "billing", "--ack").stdout.splitlines()
     assert table[0].split() == [
         "MESSAGE",
