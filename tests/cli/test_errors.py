@@ -75,6 +75,15 @@ def test_an_unreachable_server_is_named(args: list[str]) -> None:
     assert "server 127.0.0.1:1: is it running?" in line
 
 
+def test_a_group_alone_shows_its_help(eo: Eo) -> None:
+    for args in ([], ["topics"]):
+        result = eo(*args)
+        assert result.exit_code == 2
+        assert result.stderr.startswith(f"Usage: eoclient {' '.join(args)}".replace("  ", " "))
+        assert "Commands:" in result.stderr
+        assert len(result.stderr.splitlines()) > 5  # whole, not squeezed onto one line
+
+
 def test_main_returns_the_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     assert "topics" in capsys.readouterr().out

@@ -167,6 +167,14 @@ def sdk_logging(verbose: bool) -> Iterator[None]:
 # ================================================================ errors
 
 
+# ``eoclient`` or ``eoclient topics`` alone: click (8.2+) raises this to show the help.
+_HELP_INSTEAD: tuple[type[click.UsageError], ...] = tuple(
+    getattr(click.exceptions, name)
+    for name in ("NoArgsIsHelpError",)
+    if hasattr(click.exceptions, name)
+)
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -186,6 +194,9 @@ def guarded(call: Callable[[], Any]) -> int:
         result = call()
     except click.exceptions.Exit as done:  # --help, --version, ctx.exit(n)
         return done.exit_code
+    except _HELP_INSTEAD as error:  # a group without its command: the help, as it is
+        click.echo(error.format_message(), err=True)
+        return EXIT_USAGE
     except click.UsageError as error:
         click.echo(_one_line(_usage(error)), err=True)
         return EXIT_USAGE
