@@ -272,7 +272,7 @@ def test_tail_nack_gives_messages_back(eod: Eo) -> None:
 
 
 def test_tail_of_a_missing_subscription(eod: Eo) -> None:
-    assert eod.fails("tail", "missing").startswith("eoclient: NOT_FOUND: ")
+    assert eod.fails("tail", "missing").startswith("eoclient: NOT_FOUND: ")  # stdout empty
 
 
 # ---------------------------------------------------------------- seek
