@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import importlib.util
 import logging
 import os
 import sys
@@ -65,7 +66,15 @@ class Invocation:
         return required_project(self.project, what)
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run one verb's coroutine; an unreachable server is reported with its address."""
+        """Run one verb's coroutine; an unreachable server is reported with its address,
+        and the real service without credentials as such."""
+        if self.target == SERVICE_ENDPOINT and importlib.util.find_spec("google.auth") is None:
+            coroutine.close()
+            raise CliError(
+                f"connecting to the real service ({SERVICE_ENDPOINT}) needs google-auth "
+                f"(pip install google-auth); for a local server set --endpoint or "
+                f"{EMULATOR_HOST_ENV}"
+            )
         try:
             return asyncio.run(coroutine)
         except Unavailable as error:
@@ -73,6 +82,13 @@ class Invocation:
                 f"{error} (server {self.target}: is it running? "
                 f"set --endpoint or {EMULATOR_HOST_ENV})"
             ) from error
+        except Exception as error:
+            if type(error).__module__.startswith("google.auth"):  # no or bad credentials
+                raise CliError(
+                    f"credentials for {SERVICE_ENDPOINT}: {error} (for a local server set "
+                    f"--endpoint or {EMULATOR_HOST_ENV})"
+                ) from error
+            raise
 
 
 async def check_exists(invocation: Invocation, kind: Kind, name: str) -> None:
