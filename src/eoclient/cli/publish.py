@@ -211,7 +211,8 @@ async def publish_all(
     async def settle_oldest() -> None:
         nonlocal position
         message, future = pending.popleft()
-        await asyncio.wait([future])
+        if not future.done():
+            await asyncio.wait([future])
         collect(position, message, future)
         position += 1
 
