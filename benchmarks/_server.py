@@ -9,10 +9,11 @@ from collections.abc import Callable
 from typing import Any
 
 
-def start_server() -> tuple[subprocess.Popen[str], str]:
-    """Start ``eoclient serve`` on a free port; return the process and its host:port."""
+def start_server(*extra_args: str) -> tuple[subprocess.Popen[str], str]:
+    """Start ``eoclient serve`` on a free port (``extra_args``: more of its flags, e.g.
+    ``--data-dir DIR``); return the process and its host:port."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "eoclient.cli", "serve", "--port", "0"],
+        [sys.executable, "-m", "eoclient.cli", "serve", "--port", "0", *extra_args],
         stdout=subprocess.PIPE,
         text=True,
     )

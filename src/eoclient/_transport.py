@@ -25,13 +25,39 @@ EMULATOR_HOST_ENV = "PUBSUB_EMULATOR_HOST"
 DEFAULT_ENDPOINT = "pubsub.googleapis.com:443"
 _SCOPES = ("https://www.googleapis.com/auth/pubsub",)
 
+# Received metadata (headers + trailers) a channel accepts. gRPC's default is 16 KiB,
+# but an exactly-once Acknowledge / ModifyAckDeadline that fails lists every failed id
+# in the ErrorInfo of its grpc-status-details-bin trailer: ~56 bytes an id on our
+# server, up to ~200 on the service (ack ids of up to 164 bytes, client-anchors §3.3),
+# so a few hundred failed ids overflow 16 KiB and the answer is lost as a local
+# RESOURCE_EXHAUSTED (issue 17). At our 2,500 ids a request the trailer stays under
+# ~700 KiB (base64 of 2,500 × ~200 bytes); 4 MiB is the value google-cloud-pubsub's
+# GAPIC transports set (pubsub_v1/services/*/transports/grpc.py, "grpc.max_metadata_size").
+MAX_METADATA_BYTES = 4 * 1024 * 1024
+
 # Channel options, as the official clients set them (client-anchors §1.7): no size
 # limit on messages (publish requests reach 10 MB; streaming responses are sized by
-# the server) and a 30 s keepalive so idle streams survive NATs and proxies.
+# the server), room for large error trailers, and a 30 s keepalive so idle streams
+# survive NATs and proxies.
 CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.max_send_message_length", -1),
     ("grpc.max_receive_message_length", -1),
+    ("grpc.max_metadata_size", MAX_METADATA_BYTES),
     ("grpc.keepalive_time_ms", 30_000),
+)
+
+# A plain-text endpoint is an emulator or a reference server, which developers stop and
+# start: gRPC's default reconnect backoff (1 s growing to 120 s) would leave a client
+# failing fast for up to two minutes after the server came back. Capped at 1 s here, so
+# clients reconnect within about a second of a restart; TLS endpoints (the service)
+# keep gRPC's defaults.
+LOCAL_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
+    *CHANNEL_OPTIONS,
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1_000),
+    # Not grpc.min_reconnect_backoff_ms: gRPC also uses it as the connection attempt's
+    # timeout (20 s by default), and a short one fails a slow server's handshake
+    # ("timed out before receiving SETTINGS frame", seen with Google's emulator).
 )
 
 ResponseT = TypeVar("ResponseT", bound=Message)
@@ -57,7 +83,7 @@ class Endpoint:
 
 def create_channel(endpoint: Endpoint) -> grpc.aio.Channel:
     if not endpoint.secure:
-        return grpc.aio.insecure_channel(endpoint.target, options=CHANNEL_OPTIONS)
+        return grpc.aio.insecure_channel(endpoint.target, options=LOCAL_CHANNEL_OPTIONS)
     try:
         import google.auth  # type: ignore[import-untyped, unused-ignore]
         import google.auth.transport.grpc  # type: ignore[import-untyped, unused-ignore]
@@ -99,7 +125,9 @@ def rpc_error_from_grpc(error: grpc.aio.AioRpcError) -> RpcError:
             reason = info.reason
             metadata = dict(info.metadata)
         break
-    return rpc_error_class(code)(message, reason=reason, error_info=metadata)
+    # The class depends on the message too: a size-limit RESOURCE_EXHAUSTED raised by the
+    # gRPC stack is permanent, a quota one is not (errors.py, the classification table).
+    return rpc_error_class(code, message)(message, reason=reason, error_info=metadata)
 
 
 def _routing(resource_field: str, name: str) -> tuple[tuple[str, str], ...]:

@@ -7,6 +7,7 @@
     ├── FlowControlLimitError         a publish would exceed flow control (behaviour ERROR)
     ├── OrderingKeyPausedError        publishing to an ordering key paused by an earlier failure
     ├── MessageTooLargeError          a message can never fit in one publish request
+    ├── SparkConnectorError           the Spark connector cannot run as configured (a ValueError)
     └── RpcError                      the server answered with a non-OK gRPC status
         ├── Cancelled                 CANCELLED
         ├── Unknown                   UNKNOWN              (retryable)
@@ -15,7 +16,8 @@
         ├── NotFound                  NOT_FOUND
         ├── AlreadyExists             ALREADY_EXISTS
         ├── PermissionDenied          PERMISSION_DENIED
-        ├── ResourceExhausted         RESOURCE_EXHAUSTED   (retryable)
+        ├── ResourceExhausted         RESOURCE_EXHAUSTED   (retryable: a quota or flow limit)
+        │   └── SizeLimitExceeded     RESOURCE_EXHAUSTED   a gRPC message / metadata size limit
         ├── FailedPrecondition        FAILED_PRECONDITION
         ├── Aborted                   ABORTED              (retryable)
         ├── OutOfRange                OUT_OF_RANGE
@@ -28,7 +30,54 @@
 Every class says whether retrying the same call can succeed (``retryable``); the
 retryable set is the one the official clients retry for streams and exactly-once
 acks (client-anchors §1.6, §1.8). gRPC errors become these classes in exactly one
-place, :func:`eoclient._transport.rpc_error_from_grpc`.
+place, :func:`eoclient._transport.rpc_error_from_grpc`, which picks the class with
+:func:`rpc_error_class` from the status code *and* its message.
+
+Which failures are transient (the classification every retry in eoclient follows)
+------------------------------------------------------------------------------------
+
+===================  ==========  ====================================================
+status               retryable   why
+===================  ==========  ====================================================
+UNAVAILABLE          yes         server restarting / connection lost (incl. the local
+                                 "failed to connect"): the next attempt may reach it
+DEADLINE_EXCEEDED    yes         the call's own timeout, local or server-side
+RESOURCE_EXHAUSTED   yes         a quota or flow-control limit of the *server*; Google's
+                                 exactly-once ack retry and stream reconnect retry it
+                                 (client-anchors §1.6, §1.8)
+  … size limit       **no**      the message text says a *size* limit was exceeded:
+                                 gRPC core's "Received message larger than max (N vs.
+                                 M)" / "Sent message larger than max" (message-size
+                                 filter; prefixed "CLIENT:" or "SERVER:") and
+                                 "received metadata size exceeds soft|hard limit"
+                                 (chttp2 ``hpack_parse_result.cc``). The local stack
+                                 (or the server's, for our request) raises these before
+                                 the call's answer is read; the same request meets the
+                                 same limit every time, so retrying only burns the retry
+                                 deadline (issue 17: 2,000 expired acks reported OTHER
+                                 after 33 s instead of INVALID_ACK_ID at once).
+                                 :class:`SizeLimitExceeded`.
+ABORTED              yes         concurrency conflict on the server
+INTERNAL             yes         as the official clients (includes a stream reset). One
+                                 reset is deterministic: a Java (netty) server such as
+                                 the emulator resets the stream, "Received RST_STREAM
+                                 with error code 1", rather than send trailers over the
+                                 metadata limit the client advertised; the 4 MiB limit
+                                 (``_transport.MAX_METADATA_BYTES``) keeps ack answers
+                                 under it. It stays retryable: the text does not say
+                                 why the peer reset, and streams must recover from
+                                 resets as Google's clients do
+UNKNOWN              yes         as the official clients for streams (client-anchors §1.8)
+everything else      no          the same request gets the same answer (CANCELLED is the
+                                 caller's own cancellation; the publisher alone retries
+                                 it, see ``RETRYABLE_PUBLISH_CODES``)
+===================  ==========  ====================================================
+
+A quota RESOURCE_EXHAUSTED and a size-limit one share the status code; only the message
+tells them apart. gRPC puts the text above in the status details of a locally generated
+error (measured with grpcio 1.85: ``details()`` = "Stream removed (received metadata size
+exceeds hard limit (value length 113155 vs. 16384))", no trailing metadata), and the
+service's quota errors never mention "larger than max" or "metadata size exceeds".
 """
 
 from __future__ import annotations
@@ -55,10 +104,14 @@ __all__ = [
     "PermissionDenied",
     "ResourceExhausted",
     "RpcError",
+    "SizeLimitExceeded",
+    "SparkConnectorError",
     "Unauthenticated",
     "Unavailable",
     "Unimplemented",
     "Unknown",
+    "is_retryable",
+    "is_size_limit",
     "rpc_error_class",
 ]
 
@@ -94,6 +147,12 @@ class OrderingKeyPausedError(EoclientError):
 
 class MessageTooLargeError(EoclientError):
     """A single message can never fit in one publish request."""
+
+
+class SparkConnectorError(EoclientError, ValueError):
+    """The Spark connector cannot run as configured: an unknown or bad option, or a
+    subscription that is missing or lacks exactly-once delivery. The message says what to
+    change; it reaches the user as one line (``eoclient.spark._errors``)."""
 
 
 class RpcError(EoclientError):
@@ -157,6 +216,17 @@ class ResourceExhausted(RpcError):
     retryable = True
 
 
+class SizeLimitExceeded(ResourceExhausted):
+    """RESOURCE_EXHAUSTED for a gRPC message or metadata size limit: permanent.
+
+    Raised by the local gRPC stack (a response or its trailers larger than the channel
+    allows, a request larger than it may send) or by the server for our request. The same
+    request meets the same limit again, so it is never retried (see the table above).
+    """
+
+    retryable = False
+
+
 class FailedPrecondition(RpcError):
     code = "FAILED_PRECONDITION"
 
@@ -215,6 +285,33 @@ _BY_CODE: dict[str, type[RpcError]] = {
 }
 
 
-def rpc_error_class(code: str) -> type[RpcError]:
-    """The RpcError subclass for a canonical status name (``Unknown`` if unrecognised)."""
+# Substrings of gRPC core's size-limit errors (see the table in the module docstring):
+# the message-size filter's "Received / Sent message larger than max (N vs. M)" and the
+# HPACK parser's "received metadata size exceeds soft / hard limit (...)".
+SIZE_LIMIT_TEXTS: tuple[str, ...] = ("message larger than max", "metadata size exceeds")
+
+
+def is_size_limit(message: str) -> bool:
+    """Whether a RESOURCE_EXHAUSTED status message names a gRPC size limit."""
+    return any(text in message for text in SIZE_LIMIT_TEXTS)
+
+
+def rpc_error_class(code: str, message: str = "") -> type[RpcError]:
+    """The RpcError subclass for a canonical status name and its message.
+
+    ``Unknown`` if the name is unrecognised; :class:`SizeLimitExceeded` for a
+    RESOURCE_EXHAUSTED whose message names a size limit.
+    """
+    if code == "RESOURCE_EXHAUSTED" and is_size_limit(message):
+        return SizeLimitExceeded
     return _BY_CODE.get(code, Unknown)
+
+
+def is_retryable(code: str, message: str = "") -> bool:
+    """Whether a call that failed with this status may succeed if sent again.
+
+    The one classification table (module docstring); a name that is not a canonical
+    status (``rpc_error_class`` maps it to ``Unknown``) is not UNKNOWN and not retried.
+    """
+    cls = rpc_error_class(code, message)
+    return cls.retryable and (cls.code == code)

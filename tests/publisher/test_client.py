@@ -25,6 +25,7 @@ from eoclient.errors import (
     MessageTooLargeError,
     NotFound,
     OrderingKeyPausedError,
+    SizeLimitExceeded,
     Unavailable,
 )
 from eoclient.publisher.client import PublisherClient, PublisherState
@@ -235,6 +236,23 @@ async def test_non_retryable_error_fails_the_whole_batch_with_the_server_message
     assert stats.publish_rpcs == 1  # not retried
     assert stats.failed_messages == 3
     assert spy.requests == []
+
+
+async def test_a_size_limit_is_not_retried_but_a_quota_is(srv: ReferenceServer) -> None:
+    # Both are RESOURCE_EXHAUSTED; only the message tells a gRPC size limit (permanent)
+    # from a quota (transient): errors.py's classification table.
+    topic, _ = new_topic(srv)
+    srv.faults.fail(
+        "Publish", "RESOURCE_EXHAUSTED", "SERVER: Received message larger than max (9 vs. 4)"
+    )
+    async with client_for(srv) as client:
+        with pytest.raises(SizeLimitExceeded, match="larger than max"):
+            await client.publish(topic, b"too big for this server")
+        assert client.statistics().publish_rpcs == 1
+    srv.faults.fail("Publish", "RESOURCE_EXHAUSTED", "Quota exceeded for this topic", times=2)
+    async with client_for(srv) as client:
+        assert await client.publish(topic, b"fits once the quota refills")
+        assert client.statistics().publish_rpcs == 3
 
 
 async def test_publishing_to_a_missing_topic_fails_with_not_found(srv: ReferenceServer) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from eoclient._clock import FakeClock
@@ -14,7 +14,8 @@ from eoclient.server_stub.core import (
     SubscriptionConfig,
     TopicConfig,
 )
-from eoclient.server_stub.core.delivery import StreamFlow
+from eoclient.server_stub.core.store import Store
+from eoclient.server_stub.core.stream_flow import StreamFlow
 
 PROJECT = "projects/p1"
 TOPIC = "projects/p1/topics/topic-a"
@@ -25,13 +26,21 @@ INVALID = "PERMANENT_FAILURE_INVALID_ACK_ID"
 UNORDERED = "TRANSIENT_FAILURE_UNORDERED_ACK_ID"
 
 
+# Set per test by tests/server_stub/conftest.py: every Env's broker runs on a store from
+# it (MemoryStore when None), and each Env made is recorded there for its restart check.
+STORE_FACTORY: Callable[[], Store] | None = None
+CREATED: list[Env] = []
+
+
 class Env:
     """A broker with ``TOPIC`` created; helpers default to ``SUB``."""
 
     def __init__(self) -> None:
         self.clock = FakeClock()
-        self.broker = Broker(self.clock)
+        self.store = STORE_FACTORY() if STORE_FACTORY is not None else None
+        self.broker = Broker(self.clock, store=self.store)
         self.broker.create_topic(TopicConfig(TOPIC))
+        CREATED.append(self)
 
     def subscribe(self, name: str = SUB, **kwargs: Any) -> str:
         self.broker.create_subscription(SubscriptionConfig(name, TOPIC, **kwargs))
@@ -62,7 +71,7 @@ class Env:
         """The stream's flow-control counters (no public accessor: read the core's state)."""
         name = self.broker.stream_subscription(stream_id)
         assert name is not None
-        flow = self.broker._subscriptions[name].delivery.stream(stream_id)
+        flow = self.broker._resources.subscriptions[name].delivery.stream(stream_id)
         assert flow is not None
         return flow
 

@@ -162,7 +162,7 @@ def measure(backlog: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     # Heaps stay bounded: nothing outstanding now, so no lease or delay entries remain
     # once the last deadlines passed; the ready heap holds at most the backlog.
     for name in (PLAIN, ORDERED):
-        state = broker._subscriptions[name].delivery
+        state = broker._resources.subscriptions[name].delivery
         broker.pull(name, 1)  # processes expiries, consumes one message
         assert len(state._leases) <= 1
         assert len(state._delayed) == 0

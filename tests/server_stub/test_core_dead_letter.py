@@ -13,7 +13,7 @@ from eoclient.server_stub.core import (
     SubscriptionConfig,
     TopicConfig,
 )
-from eoclient.server_stub.core.broker import rfc3339_millis
+from eoclient.server_stub.core.dispatch import rfc3339_millis
 
 from .core_support import DLT, INVALID, PROJECT, SUB, TOPIC, Env, data
 

@@ -201,3 +201,17 @@ def test_enabling_exactly_once_later_applies_the_rules(env: Env) -> None:
     reply = env.ack(d.ack_id, sub=plain)
     assert reply.exactly_once
     assert reply.failures == {d.ack_id: INVALID}
+
+
+@pytest.mark.parametrize(
+    "ack_id",
+    ["x-²-1", "x-1-²", "x-" + "9" * 5000 + "-1", "x--1", "x-1-", "x-1-1-1", "x-١-1", ""],
+)
+def test_malformed_ack_ids_fail_alone(env: Env, ack_id: str) -> None:
+    """Ids this server cannot have issued (non-ASCII digits, absurd lengths) fail that
+    id alone; the request's other ids are applied."""
+    delivery = deliver_one(env)
+    reply = env.broker.acknowledge(SUB, [ack_id, delivery.ack_id])
+    assert reply.failures == {ack_id: INVALID}
+    assert reply.confirmed == (delivery.ack_id,)
+    assert env.broker.backlog(SUB) == 0

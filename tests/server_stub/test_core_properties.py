@@ -22,6 +22,7 @@ drained (no key is ever stuck).
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 
 import pytest
@@ -46,6 +47,8 @@ from eoclient.server_stub.core import (
     SubscriptionConfig,
     TopicConfig,
 )
+from eoclient.server_stub.core.store import Store
+from eoclient.server_stub.storage.sqlite import SqliteStore
 
 from .core_support import DLT, INVALID, SUB, TOPIC, UNORDERED
 
@@ -74,6 +77,9 @@ class Stream:
 class BrokerMachine(RuleBasedStateMachine):
     # ---------------------------------------------------------------- set-up
 
+    def new_store(self) -> Store | None:
+        return None  # MemoryStore
+
     @initialize(
         exactly_once=st.booleans(),
         ordering=st.booleans(),
@@ -90,7 +96,7 @@ class BrokerMachine(RuleBasedStateMachine):
         ack_deadline: int,
     ) -> None:
         self.clock = FakeClock()
-        self.broker = Broker(self.clock)
+        self.broker = Broker(self.clock, store=self.new_store())
         self.broker.create_topic(TopicConfig(TOPIC))
         self.broker.create_topic(TopicConfig(DLT))
         self.exactly_once = exactly_once
@@ -194,7 +200,7 @@ class BrokerMachine(RuleBasedStateMachine):
 
     def check_streams(self) -> None:
         """Right after a broker call (which processes due expiries): counts match the model."""
-        delivery = self.broker._subscriptions[SUB].delivery
+        delivery = self.broker._resources.subscriptions[SUB].delivery
         for stream_id in self.streams:
             flow = delivery.stream(stream_id)
             assert flow is not None
@@ -375,7 +381,7 @@ class BrokerMachine(RuleBasedStateMachine):
     def stream_counts_never_negative(self) -> None:
         if not hasattr(self, "broker"):
             return
-        delivery = self.broker._subscriptions[SUB].delivery
+        delivery = self.broker._resources.subscriptions[SUB].delivery
         for stream_id in self.streams:
             flow = delivery.stream(stream_id)
             assert flow is not None
@@ -391,10 +397,27 @@ class BrokerMachine(RuleBasedStateMachine):
         assert self.broker.counters(SUB)["dead_lettered"] == self.dead_lettered
 
 
-BrokerMachine.TestCase.settings = settings(
-    max_examples=100,
-    stateful_step_count=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+class SqliteBrokerMachine(BrokerMachine):
+    """The same properties with the durable store and a window of 3 messages, so most of
+    the backlog is cold (read back from SQLite as the window drains)."""
+
+    def new_store(self) -> Store | None:
+        self._directory = tempfile.TemporaryDirectory()
+        self._store = SqliteStore(self._directory.name, window=3, gc_interval=0)
+        return self._store
+
+    def teardown(self) -> None:
+        if hasattr(self, "_store"):
+            self._store.close()
+            self._directory.cleanup()
+
+
+for machine in (BrokerMachine, SqliteBrokerMachine):
+    machine.TestCase.settings = settings(
+        max_examples=100,
+        stateful_step_count=40,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
 test_broker_core_properties = BrokerMachine.TestCase
+test_broker_core_properties_on_sqlite = SqliteBrokerMachine.TestCase

@@ -43,7 +43,8 @@ def main(argv: list[str]) -> None:
     from eoclient.spark import local_session
 
     spark = local_session("eoclient-crash-driver")
-    spark.sparkContext.setLogLevel("ERROR")
+    # WARN: the test checks the log for Spark's warnings about the session.
+    spark.sparkContext.setLogLevel("WARN")
     query = start_query(spark, subscription, Path(workdir), options)
     query.awaitTermination()
     print("done", flush=True)

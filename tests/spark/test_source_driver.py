@@ -24,7 +24,8 @@ pytest.importorskip("pyspark", reason="the spark extra is not installed")
 from eoclient.server_stub.core import NewMessage, SubscriptionConfig, TopicConfig
 from eoclient.server_stub.server import ReferenceServer, run_server
 from eoclient.spark._journal import read_table
-from eoclient.spark.source import SourceSettings, _Driver
+from eoclient.spark._options import SourceSettings
+from eoclient.spark.source import _Driver
 
 T = TypeVar("T")
 _names = itertools.count(1)
@@ -362,3 +363,36 @@ async def test_pulled_ahead_beyond_a_smaller_limit_is_given_back(scene: Scene) -
     assert len(journaled) == 400
     assert journaled <= ahead  # released, then pulled again
     assert all(scene.deliveries(m) == 2 for m in journaled)
+
+
+async def test_a_redelivery_arriving_while_its_stale_ack_is_sent_is_acked(scene: Scene) -> None:
+    # A journaled delivery whose ack id went stale (its lease ran out): the server
+    # redelivers it while settle_and_pull acks the stale id and pulls at once.
+    scene.publish(3)
+    driver = await scene.driver()
+    assert await scene.run(driver, lambda: driver.pull_batch(0, 10)) == 3
+    lost = scene.journaled_ids()[1]
+    stale = driver.ack_id_of[lost]
+    scene.srv.broker.modify_ack_deadline(scene.subscription, [stale], 0)
+
+    # The first ack call goes out only once the pull has admitted the redelivery: the
+    # order that loses it when it happens by chance.
+    client = driver._client()
+    acknowledge = client.acknowledge
+
+    async def after_the_redelivery(*args: Any, **kwargs: Any) -> Any:
+        client.acknowledge = acknowledge  # type: ignore[method-assign]
+        # The driver's own state, which no event announces: polled.
+        while driver.ack_id_of.get(lost) == stale:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        return await acknowledge(*args, **kwargs)
+
+    client.acknowledge = after_the_redelivery  # type: ignore[method-assign]
+
+    assert await scene.run(driver, lambda: driver.settle_and_pull(3, 10)) == 3
+
+    # The redelivery was acked in the same settle: nothing pending, nothing left leased.
+    assert driver.pending == {}
+    assert scene.deliveries(lost) == 2
+    assert scene.successful_acks(lost) == 1
+    assert scene.srv.broker.backlog(scene.subscription) == 0

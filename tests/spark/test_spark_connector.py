@@ -29,6 +29,7 @@ from eoclient.publisher import PublisherClient
 from eoclient.subscriber import SubscriberClient
 
 from ._driver import start_query
+from ._server import ThreadedServer
 
 pytest.importorskip(
     "pyspark", reason="the spark extra is not installed (pip install -e '.[spark]')"
@@ -186,6 +187,8 @@ class Driver:
                 if process.poll() is not None:
                     text = Path(log.name).read_text(errors="replace")
                     assert process.returncode == 0, text[-3000:]
+                    # local_session turns adaptive execution off: no warning per query.
+                    assert "is not supported in streaming" not in text, text[-3000:]
                     return "done"
                 time.sleep(0.05)
             raise AssertionError(f"driver still running after {timeout} s")
@@ -213,7 +216,10 @@ def spark() -> Iterator[Any]:
 
 
 @pytest.mark.timeout(180)
-def test_round_trip_is_exactly_once(spark: Any, served: str, tmp_path: Path) -> None:
+def test_round_trip_is_exactly_once(
+    spark: Any, spark_server: ThreadedServer, tmp_path: Path
+) -> None:
+    served = spark_server.address
     topic, subscription = make_subscription(served)
     published = publish(served, topic, 2000)
 
@@ -228,27 +234,83 @@ def test_round_trip_is_exactly_once(spark: Any, served: str, tmp_path: Path) -> 
     # and the journal pruned.
     assert len(list((tmp_path / "checkpoint" / "commits").glob("[0-9]*"))) == 4
     assert list((tmp_path / "journal").glob("batch-*")) == []
-    assert drain(served, subscription, 1) == []
+    assert spark_server.backlog(subscription) == 0
+
+
+def test_the_session_runs_streaming_queries_without_adaptive_execution(spark: Any) -> None:
+    # Spark disables it for every streaming query, warning each time (a crash driver's log
+    # has no such warning: Driver.run checks).
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
+
+
+def _first_line_of_failure(call: Callable[[], None]) -> str:
+    """The first line of the error ``call()`` raises, as the user sees it."""
+    # An AnalysisException from load(), a StreamingQueryException from a query.
+    with pytest.raises(Exception) as caught:
+        call()
+    return str(caught.value).splitlines()[0]
 
 
 @pytest.mark.timeout(120)
-def test_refuses_a_subscription_without_exactly_once(
-    spark: Any, served: str, tmp_path: Path
+def test_a_mistake_reaches_the_user_as_one_line_at_the_top(
+    spark: Any, spark_server: ThreadedServer, tmp_path: Path
 ) -> None:
-    from pyspark.errors import StreamingQueryException
+    served = spark_server.address
+    _, plain = make_subscription(served, exactly_once=False)
+    missing = plain.replace("sub-", "missing-")
 
+    def load(**options: str) -> Any:
+        reader = spark.readStream.format("eoclient").option("endpoint", served)
+        for key, value in {"journalPath": str(tmp_path / "journal"), **options}.items():
+            reader = reader.option(key, value)
+        return reader
+
+    # Found by load(), before a query starts.
+    line = _first_line_of_failure(lambda: load(subscription="orders").load())
+    assert 'eoclient source: "orders" is not a subscription name: expected projects/' in line
+    line = _first_line_of_failure(lambda: load(subscription=plain, maxMessagesPerTriger="9").load())
+    assert 'unknown option "maxmessagespertriger"; did you mean "maxMessagesPerTrigger"?' in line
+    # Found by the running query (the server's answer; a schema given with .schema() skips
+    # the check in load()).
+    line = _first_line_of_failure(
+        lambda: run_stream(spark, missing, tmp_path / "missing", endpoint=served)
+    )
+    assert f"eoclient source: the subscription {missing} does not exist" in line
+    line = _first_line_of_failure(
+        lambda: run_stream(spark, plain, tmp_path / "plain", endpoint=served)
+    )
+    assert f"eoclient source: {plain} does not have exactly-once delivery" in line
+    assert 'set .option("allowAtLeastOnce", "true")' in line
+    from eoclient.spark import SCHEMA
+
+    stream = load(subscription="nope").schema(SCHEMA).load()
+    line = _first_line_of_failure(
+        lambda: (
+            stream.writeStream.format("noop")
+            .trigger(availableNow=True)
+            .start()
+            .awaitTermination(60)
+        )
+    )
+    assert '"nope" is not a subscription name' in line
+
+
+@pytest.mark.timeout(120)
+def test_accepts_a_subscription_without_exactly_once_if_told(
+    spark: Any, spark_server: ThreadedServer, tmp_path: Path
+) -> None:
+    served = spark_server.address
     topic, subscription = make_subscription(served, exactly_once=False)
     published = publish(served, topic, 20)
-    with pytest.raises(StreamingQueryException, match="allowAtLeastOnce"):
-        run_stream(spark, subscription, tmp_path / "refused", endpoint=served)
-
-    # Accepted when the caller says at-least-once is fine.
     run_stream(spark, subscription, tmp_path / "accepted", endpoint=served, allowAtLeastOnce="true")
     assert set(sink_ids(spark, tmp_path / "accepted" / "out")) == set(published)
 
 
 @pytest.mark.timeout(120)
-def test_sink_publishes_batch_and_stream_rows(spark: Any, served: str, tmp_path: Path) -> None:
+def test_sink_publishes_batch_and_stream_rows(
+    spark: Any, spark_server: ThreadedServer, tmp_path: Path
+) -> None:
+    served = spark_server.address
     topic, subscription = make_subscription(served)
     rows = [(f"row-{i}", {"n": str(i), "unset": None}, f"k{i % 2}") for i in range(50)]
     frame = spark.createDataFrame(
@@ -292,8 +354,9 @@ def test_sink_publishes_batch_and_stream_rows(spark: Any, served: str, tmp_path:
 
 @pytest.mark.timeout(300)
 def test_driver_killed_at_four_points_restarts_exactly_once(
-    spark: Any, served: str, tmp_path: Path
+    spark: Any, spark_server: ThreadedServer, tmp_path: Path
 ) -> None:
+    served = spark_server.address
     topic, subscription = make_subscription(served)
     published = publish(served, topic, 1500)
     driver = Driver(served, subscription, tmp_path)
@@ -329,12 +392,16 @@ def test_driver_killed_at_four_points_restarts_exactly_once(
     assert driver.run(*options) == "done"
 
     assert exactly_once_errors(sink_ids(spark, tmp_path / "out"), published) == []
+    assert spark_server.backlog(subscription) == 0
 
 
 @pytest.mark.timeout(180)
-def test_negative_control_catches_duplicates(spark: Any, served: str, tmp_path: Path) -> None:
+def test_negative_control_catches_duplicates(
+    spark: Any, spark_server: ThreadedServer, tmp_path: Path
+) -> None:
     """The same crash with dedup switched off emits the redelivered batch again: the check
     above would fail, so it can fail."""
+    served = spark_server.address
     topic, subscription = make_subscription(served)
     published = publish(served, topic, 300)
     driver = Driver(served, subscription, tmp_path)

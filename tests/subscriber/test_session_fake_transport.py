@@ -648,13 +648,20 @@ async def test_exactly_once_with_stream_confirmations_uses_the_stream() -> None:
     transport.on_open = on_first_stream(deliver("a1", "a2", exactly_once=True))
     async with make_session(transport) as session:
         messages = await take(session, 2)
+        # The receipts went both ways while the mode was unknown; the stream's
+        # confirmation settles it.
+        await until(lambda: session.statistics().ack_mode == "stream", what="stream mode")
         statuses = [await m.ack_with_response() for m in messages]
         assert statuses == [AcknowledgeStatus.SUCCESS] * 2
-        assert session.statistics().ack_mode == "stream"
         stream = transport.stream
         assert {("a1", 60), ("a2", 60)} <= set(stream.modacks())
         assert stream.acked_ids() == ["a1", "a2"]
-    assert transport.unary_calls == []
+    (receipts,) = transport.unary_calls
+    assert (receipts.method, receipts.ack_ids, receipts.seconds) == (
+        MODIFY_ACK_DEADLINE,
+        ["a1", "a2"],
+        60,
+    )
 
 
 async def enter_unary_mode(
@@ -663,30 +670,60 @@ async def enter_unary_mode(
     """Deliver ``ids`` on an exactly-once stream that never confirms; pass the probe timeout."""
     transport.on_open = on_first_stream(deliver(*ids, exactly_once=True))
     stream = await transport.wait_for_stream(0)
-    await until(lambda: [i for i, _ in stream.modacks()] == ids, what="receipt modacks")
-    # No result for the receipts yet: nothing is handed out, the mode is unknown.
-    await asyncio.sleep(0.02)
-    assert not session._ready
+    # The receipt modacks go on the stream (the probe) and by unary call at once; the
+    # unary answer hands the messages out without waiting for the probe.
+    messages = await take(session, len(ids))
+    assert [i for i, _ in stream.modacks()] == ids
+    (receipts,) = transport.calls(MODIFY_ACK_DEADLINE)
+    assert (receipts.ack_ids, receipts.seconds) == (ids, 60)
     assert session.statistics().ack_mode == "unknown"
     clock.advance(acker_module.PROBE_TIMEOUT)
-    return await take(session, len(ids))
+    session.acker.wake.set()
+    await until(lambda: session.statistics().ack_mode == "unary", what="unary mode")
+    return messages
 
 
-async def test_exactly_once_without_confirmations_falls_back_to_unary() -> None:
+async def test_exactly_once_without_confirmations_goes_unary_at_once() -> None:
     transport = FakeTransport()
     clock = FakeClock()
     async with make_session(transport, clock=clock) as session:
         messages = await enter_unary_mode(session, transport, clock, ["a1", "a2"])
-        assert session.statistics().ack_mode == "unary"
-        # The receipt modacks were sent again, by unary call, with the same deadline.
-        (resent,) = transport.calls(MODIFY_ACK_DEADLINE)
-        assert (resent.ack_ids, resent.seconds) == (["a1", "a2"], 60)
+        # The probe's stream copies were answered by their unary copies: not sent again.
+        assert len(transport.calls(MODIFY_ACK_DEADLINE)) == 1
         for message in messages:
             message.ack()
         statuses = [await m.ack_with_response() for m in messages]
         assert statuses == [AcknowledgeStatus.SUCCESS] * 2
         assert [c.ack_ids for c in transport.calls(ACKNOWLEDGE)] == [["a1", "a2"]]
-        assert transport.stream.acked_ids() == []  # acks no longer go on the stream
+        assert transport.stream.acked_ids() == []  # acks never went on the stream
+
+
+async def test_acks_while_the_mode_is_unknown_go_by_unary_call_only() -> None:
+    transport = FakeTransport()
+    transport.on_open = on_first_stream(deliver("a1", "a2", exactly_once=True))
+    async with make_session(transport) as session:
+        messages = await take(session, 2)
+        assert session.statistics().ack_mode == "unknown"
+        statuses = [await m.ack_with_response() for m in messages]
+        nacked = await (await take_after_redelivery(session, transport, "a3")).nack_with_response()
+        assert statuses == [AcknowledgeStatus.SUCCESS] * 2
+        assert nacked is AcknowledgeStatus.SUCCESS
+        assert [c.ack_ids for c in transport.calls(ACKNOWLEDGE)] == [["a1"], ["a2"]]
+        # An ack or nack applied twice reports INVALID_ACK_ID the second time: never doubled.
+        assert transport.stream.acked_ids() == []
+        assert ("a3", 0) not in transport.stream.modacks()
+        assert [(c.ack_ids, c.seconds) for c in transport.calls(MODIFY_ACK_DEADLINE)][-1] == (
+            ["a3"],
+            0,
+        )
+
+
+async def take_after_redelivery(
+    session: StreamingSession, transport: FakeTransport, ack_id: str
+) -> Message:
+    transport.stream.respond(deliver(ack_id, exactly_once=True))
+    (message,) = await take(session, 1)
+    return message
 
 
 async def test_ack_lost_with_its_stream_then_found_invalid_is_other_not_success() -> None:

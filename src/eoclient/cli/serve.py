@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from eoclient.cli.errors import CliError
+
+if TYPE_CHECKING:
+    from eoclient.server_stub.security import DoorSecurity
+    from eoclient.server_stub.server import ReferenceServer
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8085  # the port Google's emulator uses by default
@@ -26,15 +32,35 @@ def rest_port_for(port: int, rest_port: int | None, no_rest: bool) -> int | None
     return port + 1 if port else 0
 
 
-async def _serve(host: str, port: int, rest_port: int | None, record_history: bool) -> None:
-    from eoclient._clock import SystemClock
-    from eoclient.server_stub.core import Broker
-    from eoclient.server_stub.server import ReferenceServer
+async def _serve(
+    host: str,
+    port: int,
+    rest_port: int | None,
+    record_history: bool,
+    data_dir: Path | None,
+    security: DoorSecurity,
+) -> None:
+    from eoclient.server_stub.server import run_server
 
-    clock = SystemClock()
-    server = ReferenceServer(Broker(clock, record_history=record_history), clock)
-    await server.start(host, port, rest_port)
+    async with run_server(
+        host,
+        port,
+        rest_port=rest_port,
+        record_history=record_history,
+        data_dir=data_dir,
+        security=security,
+    ) as server:
+        await _announce_and_wait(server, rest_port, data_dir)
+
+
+async def _announce_and_wait(
+    server: ReferenceServer, rest_port: int | None, data_dir: Path | None
+) -> None:
     print(f"eoclient reference server listening on {server.address} (gRPC)", flush=True)
+    if data_dir is not None:
+        print(f"state kept in {data_dir} (it survives restarts)", flush=True)
+    else:
+        print("state kept in memory (gone when it stops; --data-dir keeps it)", flush=True)
     if rest_port is not None:
         print(f"REST/JSON on {server.rest_url}/v1/", flush=True)
     print(f"export PUBSUB_EMULATOR_HOST={server.address}", flush=True)
@@ -46,7 +72,6 @@ async def _serve(host: str, port: int, rest_port: int | None, record_history: bo
         await stop.wait()
     finally:
         print("shutting down", flush=True)
-        await server.stop()
 
 
 @click.command()
@@ -70,17 +95,55 @@ async def _serve(host: str, port: int, rest_port: int | None, record_history: bo
     is_flag=True,
     help="Record every delivery, ack and modack per message (memory grows with traffic).",
 )
-def serve(host: str, port: int, rest_port: int | None, no_rest: bool, history: bool) -> None:
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep topics, subscriptions, snapshots, messages and acks in this directory "
+    "(SQLite), so they survive a restart or a crash. Default: in memory only.",
+)
+# -- door security (issue 13; eoclient.server_stub.security) --------------------------
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Accept this Host in REST requests besides loopback ones (repeatable).",
+)
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="Let web pages of this origin (scheme://host[:port]) call the REST door (repeatable).",
+)
+def serve(
+    host: str,
+    port: int,
+    rest_port: int | None,
+    no_rest: bool,
+    history: bool,
+    data_dir: Path | None,
+    allow_hosts: tuple[str, ...],
+    allow_origins: tuple[str, ...],
+) -> None:
     """Run the reference server (google.pubsub.v1 over gRPC and REST/JSON).
 
     It prints the export PUBSUB_EMULATOR_HOST=... line for clients, and stops cleanly
     on Ctrl-C or SIGTERM.
     """
+    # The server's imports here, not at module level: every other verb starts faster.
+    from eoclient.server_stub.security import BrowserPolicy, DoorSecurity
+    from eoclient.server_stub.storage.sqlite import StoreError
+
     rest = rest_port_for(port, rest_port, no_rest)
+    security = DoorSecurity(browser=BrowserPolicy.of(allow_hosts, allow_origins))
     try:
-        asyncio.run(_serve(host, port, rest, history))
+        asyncio.run(_serve(host, port, rest, history, data_dir, security))
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         pass
+    except StoreError as error:  # foreign or corrupt files, another server on the directory
+        raise CliError(f"serve: {error}") from error
     except OSError as error:  # e.g. the REST port (--port + 1 by default) is taken
         raise CliError(f"serve: {error} (see --rest-port / --no-rest)") from error
 

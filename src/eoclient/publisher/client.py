@@ -56,7 +56,13 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_bef
 from eoclient._clock import Clock, MonotonicClock
 from eoclient._proto import pubsub_pb2
 from eoclient._transport import Endpoint, PubSubTransport, create_channel
-from eoclient.errors import ClosedError, Internal, OrderingKeyPausedError, RpcError
+from eoclient.errors import (
+    ClosedError,
+    Internal,
+    OrderingKeyPausedError,
+    RpcError,
+    SizeLimitExceeded,
+)
 from eoclient.publisher.batcher import Batch, Batcher
 from eoclient.publisher.flow_control import PublishFlowController
 from eoclient.publisher.sequencer import Sequencer, SequencerActions
@@ -114,8 +120,13 @@ class PublisherStatistics:
 
 
 def _retryable(error: BaseException) -> bool:
-    # Only server statuses are retried; CancelledError and client bugs never are.
-    return isinstance(error, RpcError) and error.code in RETRYABLE_PUBLISH_CODES
+    # Only server statuses are retried; CancelledError and client bugs never are, nor a
+    # gRPC size limit (the same request meets it again: errors.py's table).
+    return (
+        isinstance(error, RpcError)
+        and error.code in RETRYABLE_PUBLISH_CODES
+        and not isinstance(error, SizeLimitExceeded)
+    )
 
 
 class PublisherClient:

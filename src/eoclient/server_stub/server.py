@@ -8,12 +8,17 @@ broker (``srv.broker``), per-RPC fault injection (``srv.faults``), per-message a
 failures (``srv.inject_ack_failure``), dropped streams (``srv.drop_streams``),
 history of deliveries/acks/modacks (``srv.history``), and time: pass a
 ``FakeClock`` and call ``srv.tick()`` after advancing it.
+
+``run_server(data_dir=...)`` (and ``eoclient serve --data-dir``) keep the state in a
+``SqliteStore``: it survives a restart or a crash, and nothing is answered before it is
+committed (``group_commit``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Iterable
 
 import grpc
@@ -23,8 +28,11 @@ from eoclient._clock import Clock, SystemClock
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.history import MessageHistory
 from eoclient.server_stub.faults import InjectedStatus, RpcFaults
-from eoclient.server_stub.grpc_service import PubSubService, StreamRegistry
+from eoclient.server_stub.group_commit import GroupCommit
+from eoclient.server_stub.grpc_door import GrpcDoor
 from eoclient.server_stub.rest import RestDoor
+from eoclient.server_stub.security import DoorSecurity
+from eoclient.server_stub.service import PubSubService, StreamRegistry
 
 # Publish requests may be 10 MB (plus framing): accept up to 32 MiB.
 MAX_RECEIVE_BYTES = 32 * 2**20
@@ -34,12 +42,14 @@ MAX_TICK_INTERVAL = 0.25
 
 
 class ReferenceServer:
-    def __init__(self, broker: Broker, clock: Clock) -> None:
+    def __init__(self, broker: Broker, clock: Clock, security: DoorSecurity | None = None) -> None:
         self.broker = broker
         self.clock = clock
+        self.security = security or DoorSecurity()
         self.faults = RpcFaults()
         self.streams = StreamRegistry()
-        self.service = PubSubService(broker, self.faults, self.streams)
+        self.group_commit = GroupCommit(broker.store)
+        self.service = PubSubService(broker, self.faults, self.streams, self.group_commit)
         broker.set_listener(self.service.notify)
         self.host = ""
         self.port = 0
@@ -78,10 +88,16 @@ class ReferenceServer:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        server.add_generic_rpc_handlers(self.service.generic_handlers())
-        bound = server.add_insecure_port(f"{host}:{port}")
+        server.add_generic_rpc_handlers(GrpcDoor(self.service).generic_handlers())
+        try:
+            bound = server.add_insecure_port(f"{host}:{port}")
+        except RuntimeError:  # grpc raises this for an address in use
+            bound = 0
         if bound == 0:
-            raise OSError(f"could not bind the reference server to {host}:{port}")
+            raise OSError(
+                f"could not bind the reference server to {host}:{port} "
+                "(is the port in use? --port 0 picks a free one)"
+            )
         await server.start()
         self._grpc = server
         self.host, self.port = host, bound
@@ -95,9 +111,7 @@ class ReferenceServer:
 
     async def _start_rest(self, host: str, port: int) -> int:
         # gRPC (HTTP/2) and HTTP/1.1 cannot share grpc.aio's port: REST gets its own.
-        runner = web.AppRunner(
-            RestDoor(self.service).application(), access_log=None, shutdown_timeout=1.0
-        )
+        runner = RestDoor(self.service, self.security.browser.with_host(host)).runner()
         await runner.setup()
         self._rest = runner
         site = web.TCPSite(runner, host, port)
@@ -120,6 +134,8 @@ class ReferenceServer:
             self.drop_streams("UNAVAILABLE", "The reference server is shutting down.")
             await self._grpc.stop(grace)
             self._grpc = None
+        await self.group_commit.aclose()
+        self.group_commit.commit()  # what the last calls changed, answered or not
 
     async def wait_closed(self) -> None:
         if self._grpc is not None:
@@ -128,6 +144,9 @@ class ReferenceServer:
     async def _tick_forever(self) -> None:
         while True:
             self.broker.tick()
+            # Changes nobody waits for (expiries, streaming acks without exactly-once,
+            # activity clocks) are committed here, at least every MAX_TICK_INTERVAL.
+            self.group_commit.commit_pending()
             wakeup = self.broker.next_wakeup()
             delay = MAX_TICK_INTERVAL
             if wakeup is not None:
@@ -173,13 +192,25 @@ async def run_server(
     clock: Clock | None = None,
     record_history: bool = True,
     rest_port: int | None = 0,
+    data_dir: str | os.PathLike[str] | None = None,
+    security: DoorSecurity | None = None,
 ) -> AsyncIterator[ReferenceServer]:
     """Run a reference server for the duration of the block (REST too unless ``rest_port``
-    is None)."""
+    is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used)."""
     clock = clock or SystemClock()
-    server = ReferenceServer(Broker(clock, record_history=record_history), clock)
-    await server.start(host, port, rest_port)
+    store = None
+    if data_dir is not None:
+        from eoclient.server_stub.storage.sqlite import SqliteStore
+
+        store = SqliteStore(data_dir)
     try:
-        yield server
+        broker = Broker(clock, record_history=record_history, store=store)
+        server = ReferenceServer(broker, clock, security)
+        await server.start(host, port, rest_port)
+        try:
+            yield server
+        finally:
+            await server.stop()
     finally:
-        await server.stop()
+        if store is not None:
+            store.close()

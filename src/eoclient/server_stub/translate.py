@@ -8,6 +8,7 @@ back on the way out, so resources round-trip unchanged.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from google.protobuf import duration_pb2, timestamp_pb2
@@ -53,10 +54,26 @@ def seconds_of(duration: duration_pb2.Duration) -> float:
     return duration.seconds + duration.nanos / 1e9
 
 
+# What proto3 JSON can render (google/protobuf/duration.proto, timestamp.proto): the
+# core keeps float seconds, and a value at the edge of the range a request may carry
+# (request_checks) can round past it on the way back; it is clamped, never rendered
+# out of range.
+MAX_DURATION_SECONDS = 315_576_000_000  # 10,000 years
+MIN_TIMESTAMP_SECONDS = -62_135_596_800  # 0001-01-01T00:00:00Z
+MAX_TIMESTAMP_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z
+_NANOS = 1_000_000_000
+
+
 def _set_duration(target: duration_pb2.Duration, seconds: float) -> None:
-    whole = int(seconds)
-    target.seconds = whole
-    target.nanos = round((seconds - whole) * 1e9)
+    sign = -1 if seconds < 0 else 1  # seconds and nanos share the sign of the duration
+    whole = int(abs(seconds))
+    nanos = round((abs(seconds) - whole) * _NANOS)
+    if nanos >= _NANOS:  # 0.9999999996 rounds up to the next second
+        whole, nanos = whole + 1, nanos - _NANOS
+    if whole > MAX_DURATION_SECONDS:
+        whole, nanos = MAX_DURATION_SECONDS, _NANOS - 1
+    target.seconds = sign * whole
+    target.nanos = sign * nanos
 
 
 def _extras(message: Message, modeled: Sequence[str]) -> bytes:
@@ -217,9 +234,16 @@ def seconds_of_timestamp(timestamp: timestamp_pb2.Timestamp) -> float:
 
 
 def _set_timestamp(target: timestamp_pb2.Timestamp, seconds: float) -> None:
-    whole = int(seconds // 1)
+    whole = math.floor(seconds)  # nanos are never negative, before the epoch too
+    nanos = round((seconds - whole) * _NANOS)
+    if nanos >= _NANOS:
+        whole, nanos = whole + 1, nanos - _NANOS
+    if whole > MAX_TIMESTAMP_SECONDS:
+        whole, nanos = MAX_TIMESTAMP_SECONDS, _NANOS - 1
+    elif whole < MIN_TIMESTAMP_SECONDS:
+        whole, nanos = MIN_TIMESTAMP_SECONDS, 0
     target.seconds = whole
-    target.nanos = min(round((seconds - whole) * 1e9), 999_999_999)
+    target.nanos = nanos
 
 
 def snapshot_to_pb(view: SnapshotView) -> pubsub_pb2.Snapshot:

@@ -7,6 +7,8 @@ from typing import Any
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
+from eoclient.spark._errors import one_line_errors
+from eoclient.spark._options import SourceSettings
 from eoclient.spark.sink import EoclientBatchWriter, EoclientStreamWriter
 from eoclient.spark.source import EoclientStreamReader
 
@@ -25,6 +27,11 @@ class EoclientDataSource(DataSource):
         return "eoclient"
 
     def schema(self) -> str:
+        # Spark asks for the schema in `spark.readStream...load()`, not for writes: the
+        # source's options are checked there, so a mistake fails load() at once, not later
+        # the started query (which checks again, for a schema given with .schema()).
+        with one_line_errors():
+            SourceSettings(self.options)
         return SCHEMA
 
     def streamReader(self, schema: Any) -> EoclientStreamReader:

@@ -29,6 +29,9 @@ def local_session(
       lack pyarrow, and the failure then shows only as "Python worker failed to connect back".
     * ``SPARK_LOCAL_IP`` = 127.0.0.1, unless set: otherwise Spark binds the eth0 address.
     * the UI is off, and shuffles use 2 partitions (a local job, not a cluster).
+    * adaptive query execution is off: Spark turns it off for every streaming query anyway,
+      warning each time that it "is not supported in streaming DataFrames/Datasets". Pass
+      ``conf={"spark.sql.adaptive.enabled": "true"}`` for a session that runs batch jobs.
     """
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -43,6 +46,7 @@ def local_session(
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.adaptive.enabled", "false")
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)

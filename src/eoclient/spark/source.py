@@ -49,9 +49,12 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from eoclient.admin import AdminClient
+from eoclient.errors import NotFound, RpcError, SparkConnectorError
+from eoclient.spark._errors import one_line_errors
 from eoclient.spark._faults import fault_point
 from eoclient.spark._journal import JOURNAL_SCHEMA, ROW_SCHEMA, Journal, read_table
 from eoclient.spark._loop import LoopThread
+from eoclient.spark._options import SourceSettings
 from eoclient.subscriber import AcknowledgeStatus, AckRetrySettings, Message, SubscriberClient
 
 # Rows an executor gets per Arrow batch; bounds a read task's memory at ~this x message size.
@@ -79,42 +82,6 @@ ACK_RETRY = AckRetrySettings(deadline=30.0)
 LEASE_RETRY = AckRetrySettings(deadline=LEASE_TICK * 2)
 
 logger = logging.getLogger("eoclient.spark")
-
-
-def _option(options: Mapping[str, str], name: str, default: str | None = None) -> str:
-    value = options.get(name.lower(), default)
-    if value is None:
-        raise ValueError(f'the eoclient source needs .option("{name}", ...)')
-    return value
-
-
-def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
-    return _option(options, name, str(default)).strip().lower() in ("true", "1", "yes")
-
-
-class SourceSettings:
-    """The source's options, parsed once (picklable: plain values only)."""
-
-    def __init__(self, options: Mapping[str, str]) -> None:
-        self.subscription = _option(options, "subscription")
-        self.journal_path = _option(options, "journalPath")
-        self.endpoint = options.get("endpoint") or None
-        self.max_rows = int(_option(options, "maxMessagesPerTrigger", "10000"))
-        self.num_partitions = int(_option(options, "numPartitions", "2"))
-        self.pull_timeout = float(_option(options, "pullTimeoutSeconds", "2"))
-        self.lease_seconds = int(_option(options, "leaseSeconds", "60"))
-        grace = options.get("restartgraceseconds")
-        self.restart_grace = float(grace) if grace else None
-        self.allow_at_least_once = _flag(options, "allowAtLeastOnce", False)
-        # Only for the negative control of the crash tests: emit redeliveries again.
-        self.dedupe = _flag(options, "dedupe", True)
-        # Crash-test instrumentation (eoclient.spark._faults).
-        self.fault_points = options.get("faultpoints") or None
-        self.fault_dir = options.get("faultdir") or None
-        if self.max_rows < 1 or self.num_partitions < 1:
-            raise ValueError("maxMessagesPerTrigger and numPartitions must be >= 1")
-        if not 10 <= self.lease_seconds <= 600:
-            raise ValueError("leaseSeconds must be in 10..600")
 
 
 class _Driver:
@@ -166,12 +133,23 @@ class _Driver:
 
     async def _start(self) -> None:
         self.client = SubscriberClient(self.settings.endpoint)
-        async with AdminClient(self.settings.endpoint) as admin:
-            subscription = await admin.get_subscription(self.settings.subscription)
+        name = self.settings.subscription
+        try:
+            async with AdminClient(self.settings.endpoint) as admin:
+                subscription = await admin.get_subscription(name)
+        except NotFound as error:
+            raise SparkConnectorError(
+                f"eoclient source: the subscription {name} does not exist ({error}); create "
+                "it (with exactly-once delivery), or correct the subscription option"
+            ) from error
+        except RpcError as error:
+            raise SparkConnectorError(
+                f"eoclient source: cannot read the subscription {name}: {error}"
+            ) from error
         if not subscription.enable_exactly_once_delivery and not self.settings.allow_at_least_once:
-            raise ValueError(
-                f"{self.settings.subscription} does not have exactly-once delivery: the "
-                "eoclient source is exactly-once only on such subscriptions. Enable it, or set "
+            raise SparkConnectorError(
+                f"eoclient source: {name} does not have exactly-once delivery, and the source "
+                "is exactly-once only on such subscriptions. Enable it, or set "
                 '.option("allowAtLeastOnce", "true") to accept at-least-once results.'
             )
         self.ack_deadline = float(subscription.ack_deadline_seconds or 10)
@@ -244,15 +222,37 @@ class _Driver:
         return {ack_id: result.status for ack_id, result in results.items()}
 
     async def settle(self, upto: int) -> None:
-        """Ack every journaled message with ``seq < upto`` (its batch is committed)."""
+        """Ack every journaled message with ``seq < upto`` (its batch is committed).
+
+        A redelivery of one of them may arrive while the ack is under way (settle_and_pull
+        pulls meanwhile): ``_admit`` records its newer ack id, which is acked in another
+        round. (Marking the message pending instead would drop that delivery: it would sit
+        leased and unacked until its deadline, past the end of an availableNow run.)
+        """
         ids = [message_id for message_id, seq in self.seq_of.items() if seq < upto]
         if ids:
-            sent = {m: self.ack_id_of[m] for m in ids if m in self.ack_id_of}
-            statuses = await self._acknowledge(sent.values())
+            unconfirmed = set(ids)
+            tried: dict[str, str] = {}
+            while True:
+                # Each round sends only ack ids no round has sent (redeliveries since the
+                # last): it ends once none came, and a broken channel does not loop.
+                sent = {
+                    m: ack_id
+                    for m in unconfirmed
+                    if (ack_id := self.ack_id_of.get(m)) is not None and tried.get(m) != ack_id
+                }
+                if not sent:
+                    break
+                statuses = await self._acknowledge(sent.values())
+                tried.update(sent)
+                unconfirmed -= {
+                    m
+                    for m, ack_id in sent.items()
+                    if statuses.get(ack_id) is AcknowledgeStatus.SUCCESS
+                }
             now = time.time()
             for message_id in ids:
-                ack_id = sent.get(message_id)
-                if ack_id is None or statuses.get(ack_id) is not AcknowledgeStatus.SUCCESS:
+                if message_id in unconfirmed:
                     # Unconfirmed: a redelivery is acked, not emitted (pull_batch).
                     self.pending[message_id] = now
                 del self.seq_of[message_id]
@@ -487,15 +487,26 @@ class EoclientStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     until a driver-side method is first called."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
-        self.settings = SourceSettings(options)
+        # Checked (SourceSettings) at the first call, not here: Spark's source runner turns
+        # an error raised while it builds the reader into an UnboundLocalError of its own.
+        self._options = dict(options)
+        self._settings: SourceSettings | None = None
         self._driver: _Driver | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"settings": self.settings, "_driver": None}
+        return {"_options": self._options, "_settings": self.settings, "_driver": None}
+
+    @property
+    def settings(self) -> SourceSettings:
+        if self._settings is None:
+            with one_line_errors():
+                self._settings = SourceSettings(self._options)
+        return self._settings
 
     def _get_driver(self) -> _Driver:
         if self._driver is None:
-            self._driver = _Driver(self.settings)
+            with one_line_errors():
+                self._driver = _Driver(self.settings)
         return self._driver
 
     def _seq(self, offset: Mapping[str, Any], driver: _Driver) -> int:

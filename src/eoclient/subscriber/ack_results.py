@@ -20,7 +20,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from eoclient.errors import RpcError, rpc_error_class
+from eoclient.errors import RpcError, is_retryable
 
 __all__ = [
     "EXACTLY_ONCE_ACKID_FAILURE",
@@ -107,16 +107,6 @@ class AckOutcome:
         return frozenset(self.retry)
 
 
-# Whole-request failures worth retrying: the five of Python's
-# _EXACTLY_ONCE_DELIVERY_TEMPORARY_RETRY_ERRORS and Go's processResults (client-anchors §1.6, §3.4)
-# plus UNKNOWN, which the official clients retry for streams (§1.8) and google-cloud-rust retries
-# for acks. This is exactly errors.py's `retryable` set, so it is read from there, not repeated.
-def _is_retryable_code(code: str) -> bool:
-    cls = rpc_error_class(code)
-    # rpc_error_class maps unrecognised names to Unknown; a name we do not know is not UNKNOWN.
-    return cls.code == code and cls.retryable
-
-
 def classify_unary(
     ack_ids: Iterable[str],
     *,
@@ -156,11 +146,12 @@ def classify_unary(
        "partial success", measured on the emulator). The official Python and Go clients
        report these ids as OTHER, i.e. claim an applied ack failed; Java and
        google-cloud-rust report SUCCESS, and so do we (client-anchors §1.6 "Quirks").
-    5. No per-id information: a retryable code (DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED,
-       ABORTED, INTERNAL, UNAVAILABLE, UNKNOWN) → retry; PERMISSION_DENIED and
-       FAILED_PRECONDITION → the status of that name; anything else → OTHER("CODE: message"),
-       e.g. the emulator's plain INVALID_ARGUMENT "Invalid ack id (ack_id=…)" for a
-       malformed id (wire-contract §1.5), or NOT_FOUND for a deleted subscription.
+    5. No per-id information: a retryable status (``errors.is_retryable``: DEADLINE_EXCEEDED,
+       RESOURCE_EXHAUSTED, ABORTED, INTERNAL, UNAVAILABLE, UNKNOWN) → retry; PERMISSION_DENIED
+       and FAILED_PRECONDITION → the status of that name; anything else → OTHER("CODE:
+       message"), e.g. the emulator's plain INVALID_ARGUMENT "Invalid ack id (ack_id=…)" for
+       a malformed id (wire-contract §1.5), NOT_FOUND for a deleted subscription, or a
+       RESOURCE_EXHAUSTED whose message names a gRPC size limit (permanent: errors.py).
     """
     ids = dict.fromkeys(ack_ids)  # ordered de-duplication
     if code is None or code == "OK" or not exactly_once:
@@ -172,7 +163,11 @@ def classify_unary(
     unlisted: AckResult | str  # a str means "retry, for this reason"
     if partial_success:
         unlisted = _SUCCESS
-    elif _is_retryable_code(code):
+    elif is_retryable(code, message):
+        # Whole-request failures worth retrying: the five of Python's
+        # _EXACTLY_ONCE_DELIVERY_TEMPORARY_RETRY_ERRORS and Go's processResults
+        # (client-anchors §1.6, §3.4) plus UNKNOWN, less a RESOURCE_EXHAUSTED that names a
+        # gRPC size limit (permanent) — errors.py's table, read from there, not repeated.
         unlisted = described
     elif code == "PERMISSION_DENIED":
         unlisted = AckResult(AcknowledgeStatus.PERMISSION_DENIED, described)

@@ -12,11 +12,14 @@ results come from (architecture principle 4, one pure classifier in ``ack_result
   confirmations; wire-contract §2.3): unary Acknowledge / ModifyAckDeadline, whose
   INVALID_ARGUMENT + ErrorInfo says which ids failed.
 
-The mode is learnt from the first receipt modacks: they go on the stream, and if no
-confirmation arrives within ``PROBE_TIMEOUT`` they are sent again by unary call (a
-modack is idempotent, so sending it twice is harmless) and the session stays unary.
-Receipt modacks always precede the acks of the same messages, so acks are never sent
-before the mode is known.
+The mode is learnt without holding anything back. While it is UNKNOWN, every request
+goes by unary call (which gives exactly-once results on any server), and the modacks
+with a deadline (receipts, lease extensions) also go on the stream as the probe: a
+modack is idempotent, so applying it twice is harmless, and the first result of the
+two stands. The first stream confirmation makes the mode STREAM; none within
+``PROBE_TIMEOUT`` makes it UNARY (Google's emulator, and the official clients' way with
+the service). Acks and nacks are not doubled: the second copy of an applied ack would
+come back INVALID_ACK_ID, and could be read first.
 
 Transient failures are retried by unary call with tenacity's jittered exponential
 backoff until ``AckRetrySettings.deadline``, then reported OTHER. An ack whose
@@ -58,10 +61,10 @@ from eoclient.subscriber.settings import AckRetrySettings
 # Acknowledge/ModifyAckDeadline request and ack ids of up to 164 bytes (2979 would
 # fit; 2500 leaves room for the rest of the request) — client-anchors §3.3.
 ACK_IDS_PER_REQUEST = 2500
-# How long the first exactly-once modacks sent on the stream wait for a
-# confirmation before the session concludes the server does not confirm on
-# streams. Our server answers within milliseconds; 2 s leaves a loaded CI machine
-# ample room and costs the emulator one delay at start.
+# How long the probe modacks sent on the stream wait for a confirmation before the
+# session concludes the server does not confirm on streams. Our server answers within
+# milliseconds; 2 s leaves a loaded CI machine ample room. Nothing waits for it: the
+# same modacks went by unary call too.
 PROBE_TIMEOUT = 2.0
 # Sent on the stream under exactly-once, a request that has had no confirmation
 # for this long (the server may leave confirmations out: proto comment) is resent
@@ -188,7 +191,21 @@ class Acker:
 
     @property
     def uses_stream(self) -> bool:
-        return not self.exactly_once or self.mode in (AckMode.UNKNOWN, AckMode.STREAM)
+        """Whether requests go on the stream (else by unary call; see :meth:`probe`)."""
+        return not self.exactly_once or self.mode is AckMode.STREAM
+
+    @property
+    def probing(self) -> bool:
+        return self.exactly_once and self.mode is AckMode.UNKNOWN
+
+    @staticmethod
+    def probe(batch: Sequence[AckRequest]) -> list[AckRequest]:
+        """While the mode is unknown: the part of ``batch`` that also goes on the stream.
+
+        Modacks with a deadline only: applying one twice is harmless; an ack or a nack
+        applied twice reports INVALID_ACK_ID the second time.
+        """
+        return [r for r in batch if r.operation == "modack"]
 
     # ------------------------------------------------------------ stream path
 
@@ -282,11 +299,15 @@ class Acker:
         if not late:
             return []
         if self.mode is AckMode.UNKNOWN:
+            # No confirmation will come for any of them: give up on all at once, not
+            # each after its own timeout.
             self.mode = AckMode.UNARY
+            late = list(self.awaiting.values())
         for request in late:
             del self.awaiting[(_kind(request), request.ack_id)]
             request.ambiguous = request.ambiguous or request.operation == "ack"
-        return late
+        # Probe modacks already answered by their unary copy need nothing more.
+        return [r for r in late if r.result is None]
 
     def stream_lost(self) -> list[AckRequest]:
         """The stream broke: what was awaiting confirmation goes unary, as ambiguous."""
@@ -310,11 +331,19 @@ class Acker:
             groups: dict[tuple[str, int], list[AckRequest]] = {}
             for request in batch:
                 groups.setdefault((_kind(request), request.wire_seconds), []).append(request)
-            for (kind, seconds), requests in groups.items():
-                for start in range(0, len(requests), ACK_IDS_PER_REQUEST):
-                    await self._unary_with_retry(
-                        kind, seconds, requests[start : start + ACK_IDS_PER_REQUEST]
-                    )
+            calls = [
+                self._unary_with_retry(kind, seconds, requests[start : start + ACK_IDS_PER_REQUEST])
+                for (kind, seconds), requests in groups.items()
+                for start in range(0, len(requests), ACK_IDS_PER_REQUEST)
+            ]
+            if len(calls) == 1:
+                await calls[0]
+            else:
+                # The calls of one batch (acks, nacks, modacks of each deadline) are
+                # independent: in flight together, not one after another.
+                async with asyncio.TaskGroup() as group:
+                    for call in calls:
+                        group.create_task(call)
         finally:
             self.in_flight.difference_update(batch)
 

@@ -56,11 +56,6 @@ from eoclient.subscriber.settings import (
 
 logger = logging.getLogger("eoclient.subscriber")
 
-# Stream statuses that mean "reconnect" (client-anchors §1.8, issue 3 §1); all
-# others end the session with the error.
-RETRYABLE_STREAM_CODES = frozenset(
-    {"UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "RESOURCE_EXHAUSTED", "ABORTED", "UNKNOWN"}
-)
 # After waking, the sender waits this long before taking the pending acks. Zero
 # still means one turn of the event loop, which is enough to batch every ack
 # issued in the same turn (a burst of handlers finishing, or the consumer's loop,
@@ -413,7 +408,9 @@ class StreamingSession:
                 if not self._receiving():
                     return
                 if error is not None:
-                    if error.code not in RETRYABLE_STREAM_CODES:
+                    # Reconnect on a retryable status (the official clients' recover set,
+                    # client-anchors §1.8: errors.py's table); any other ends the session.
+                    if not error.retryable:
                         self._fail(error)
                         return
                     logger.info("stream of %s ended (%s); reconnecting", self.subscription, error)
@@ -648,7 +645,13 @@ class StreamingSession:
             return
         if batch and not self.acker.uses_stream:
             self._requeue(batch)
-            return
+            if not self.acker.probing:
+                return
+            # The mode is not known yet: everything went by unary call; the modacks also
+            # go on the stream, where a confirmation shows the server confirms there.
+            batch = self.acker.probe(batch) if call is not None else []
+            if not batch:
+                return
         if call is None:
             if self._stop_receiving:
                 # Shutting down: no new stream will come. Ack ids are not tied to a

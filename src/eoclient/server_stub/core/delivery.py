@@ -1,7 +1,7 @@
 """Per-subscription delivery state: what is waiting, what is leased, what each ack id means.
 
 One ``SubscriptionDelivery`` per subscription. It holds, for every message the
-subscription has not acknowledged, a ``_Entry`` in one of two states:
+subscription has not acknowledged, a ``Entry`` in one of two states:
 
 * WAITING: deliverable at ``ready_at`` (publish time, or after a retry backoff);
 * OUTSTANDING: leased to a client until ``deadline`` under one ack id.
@@ -40,8 +40,16 @@ Policies applied here (the broker sets them from the subscription's config):
   front (O(1) each, amortized). A waiting message is dropped when its time is up; an
   outstanding one stays leased (its ack still succeeds) and is dropped at its next
   nack or expiry instead of going back to waiting.
-* Retained acknowledged messages (``retain_acked``): kept in ``RetainedAcked`` with
-  their publish time until retention drops them, for seek to replay.
+* Retained acknowledged messages (``retain_acked``): handed to the store with their
+  publish time and kept there until retention drops them, for seek to replay.
+
+The window (``core/store.py``): with a store that bounds it, only the oldest part of
+the backlog is held here; the *cold* rest (``_cold`` rows, every seq above
+``_loaded_through``) stays in the store and is loaded in seq order as the window
+drains. Loading in seq order keeps every invariant above: an ordering key's loaded
+messages are always a prefix of its sequence, and the oldest messages (the first to
+meet the retention) are always the loaded ones. Every change the store must keep
+(settled, failed attempts, retained, reset) is handed to ``storage`` as it happens.
 
 Seek (``reset``) rebuilds the whole state from the messages the seek leaves unacked
 and the ones it leaves acked, under a new uid: every ack id issued before it stops
@@ -51,144 +59,19 @@ uid still counts as well formed) and every message made unacked is delivered aga
 
 from __future__ import annotations
 
-import enum
 import heapq
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import NamedTuple
 
+from eoclient.server_stub.core.ack_ids import AckIdParts
+from eoclient.server_stub.core.backlog_entry import Counters, Entry, KeySequence, State
 from eoclient.server_stub.core.model import Delivery, RetryPolicy, StoredMessage
-
-PERMANENT_FAILURE_INVALID_ACK_ID = "PERMANENT_FAILURE_INVALID_ACK_ID"
-TRANSIENT_FAILURE_UNORDERED_ACK_ID = "TRANSIENT_FAILURE_UNORDERED_ACK_ID"
-
-
-class State(enum.Enum):
-    WAITING = "waiting"
-    OUTSTANDING = "outstanding"
-
-
-@dataclass(slots=True)
-class _Entry:
-    seq: int
-    message: StoredMessage
-    state: State = State.WAITING
-    ready_at: float = 0.0
-    generation: int = 0  # number of deliveries so far; the ack id carries the latest
-    failed_attempts: int = 0  # nacks + deadline expiries (delivery_attempt = this + 1)
-    deadline: float = 0.0
-    stream_id: int | None = None  # the stream whose flow control counts this lease
-    key_position: int = -1  # absolute position in its ordering key's sequence
-
-
-@dataclass(slots=True)
-class _KeySequence:
-    """The unacknowledged messages of one ordering key, by absolute position."""
-
-    seqs: deque[int] = field(default_factory=deque)
-    base: int = 0  # absolute position of seqs[0]
-    next_position: int = 0  # first position not delivered (or not since a rewind)
-
-    def seq_at(self, position: int) -> int:
-        return self.seqs[position - self.base]
-
-    def end(self) -> int:
-        return self.base + len(self.seqs)
-
-
-@dataclass(slots=True)
-class StreamFlow:
-    """Server-side flow control of one StreamingPull stream (wire-contract §1.2 fields 7, 8)."""
-
-    stream_id: int
-    ack_deadline: int
-    max_messages: int  # <= 0: unlimited
-    max_bytes: int  # <= 0: unlimited
-    outstanding_messages: int = 0
-    outstanding_bytes: int = 0
-
-    def has_room(self) -> bool:
-        # A stream with nothing outstanding always gets one message, even one larger
-        # than max_bytes: otherwise that message could never be delivered to it.
-        if self.outstanding_messages == 0:
-            return True
-        if 0 < self.max_messages <= self.outstanding_messages:
-            return False
-        return not 0 < self.max_bytes <= self.outstanding_bytes
-
-
-class AckIdParts(NamedTuple):
-    # A NamedTuple, not a frozen dataclass: ack ids are parsed on every ack and
-    # modack, and a tuple is several times cheaper to build.
-    uid: str
-    seq: int
-    generation: int
-
-
-def parse_ack_id(ack_id: str) -> AckIdParts | None:
-    parts = ack_id.split("-")
-    if len(parts) != 3:
-        return None
-    uid, seq, generation = parts
-    if not (seq.isdigit() and generation.isdigit()):
-        return None
-    return AckIdParts(uid, int(seq), int(generation))
-
-
-@dataclass
-class Counters:
-    delivered: int = 0
-    acked: int = 0
-    nacked: int = 0
-    expired: int = 0  # leases that ran out
-    dead_lettered: int = 0  # forwarded to the dead-letter topic (and settled here)
-    filtered: int = 0  # did not match the filter: settled at publish, never delivered
-    discarded: int = 0  # older than the retention: dropped undelivered
-
+from eoclient.server_stub.core.store import BacklogRow, SeqMessage, SubscriptionStorage
+from eoclient.server_stub.core.stream_flow import StreamFlow
 
 # ``forward(message, delivery_count) -> bool``: publish to the dead-letter topic;
 # False when that is impossible now (the topic is gone) and the message must stay.
 Forwarder = Callable[[StoredMessage, int], bool]
-
-
-class RetainedAcked:
-    """Acknowledged messages kept for replay (retain_acked_messages), oldest first out.
-
-    ``_heap`` orders (publish_time, seq) so pruning by retention costs O(log n) per
-    message whatever order the acks came in; ``_messages`` holds the bodies by seq.
-    """
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[float, int]] = []
-        self._messages: dict[int, StoredMessage] = {}
-
-    def __len__(self) -> int:
-        return len(self._messages)
-
-    def __contains__(self, seq: object) -> bool:
-        return seq in self._messages
-
-    def add(self, seq: int, message: StoredMessage) -> None:
-        self._messages[seq] = message
-        heapq.heappush(self._heap, (message.publish_time, seq))
-
-    def prune(self, cutoff: float) -> None:
-        """Forget every message published at or before ``cutoff``."""
-        while self._heap and self._heap[0][0] <= cutoff:
-            _, seq = heapq.heappop(self._heap)
-            self._messages.pop(seq, None)
-
-    def clear(self) -> None:
-        self._heap.clear()
-        self._messages.clear()
-
-    def oldest(self) -> float | None:
-        return self._heap[0][0] if self._heap else None
-
-    def items(self) -> list[tuple[int, StoredMessage]]:
-        """(seq, message) in publish order."""
-        return sorted(self._messages.items())
 
 
 class SubscriptionDelivery:
@@ -197,6 +80,7 @@ class SubscriptionDelivery:
     def __init__(
         self,
         uid: str,
+        storage: SubscriptionStorage,
         *,
         ordered: bool,
         exactly_once: bool,
@@ -216,14 +100,17 @@ class SubscriptionDelivery:
         self.forward = forward
         self.retention = retention  # seconds since publish; inf: kept until acked
         self.retain_acked = retain_acked
-        self.retained = RetainedAcked()
+        self.storage = storage
         self.counters = Counters()
+        self._window = storage.window  # None: the whole backlog in memory
+        self._cold = 0  # backlog rows only the store holds (all seqs > _loaded_through)
+        self._loaded_through = 0
         self._by_publish: deque[tuple[float, int]] = deque()
-        self._entries: dict[int, _Entry] = {}
+        self._entries: dict[int, Entry] = {}
         self._ready: list[int] = []
         self._delayed: list[tuple[float, int]] = []
         self._leases: list[tuple[float, int, int]] = []
-        self._keys: dict[str, _KeySequence] = {}
+        self._keys: dict[str, KeySequence] = {}
         self._streams: dict[int, StreamFlow] = {}
         self._former_uids: set[str] = set()  # before each seek: ids still well formed
 
@@ -231,22 +118,37 @@ class SubscriptionDelivery:
         waiting = sum(1 for e in self._entries.values() if e.state is State.WAITING)
         return (
             f"<SubscriptionDelivery {self.uid} [{waiting} waiting, "
-            f"{len(self._entries) - waiting} outstanding | {len(self._streams)} streams]>"
+            f"{len(self._entries) - waiting} outstanding, {self._cold} cold | "
+            f"{len(self._streams)} streams]>"
         )
 
     # ------------------------------------------------------------------ intake
 
     def add(self, seq: int, message: StoredMessage, ready_at: float, now: float) -> None:
-        """A message published to the topic (and matching the subscription) arrives."""
+        """A message published to the topic (and matching the subscription) arrives.
+
+        It joins the window if the window has room and nothing is cold (seq order), else
+        it stays a cold row of the store (which the publish gave it).
+        """
         self._now_hint = now
-        entry = _Entry(seq=seq, message=message, ready_at=ready_at)
+        if self._cold or (self._window is not None and len(self._entries) >= self._window):
+            self._cold += 1
+            return
+        self._admit(seq, message, ready_at, 0)
+
+    def _admit(
+        self, seq: int, message: StoredMessage, ready_at: float, failed_attempts: int
+    ) -> None:
+        """Into the window: scheduled now, or behind the earlier messages of its key."""
+        entry = Entry(seq=seq, message=message, ready_at=ready_at, failed_attempts=failed_attempts)
         self._entries[seq] = entry
+        self._loaded_through = max(self._loaded_through, seq)
         self._by_publish.append((message.publish_time, seq))
         key = message.ordering_key if self.ordered else ""
         if key:
             sequence = self._keys.get(key)
             if sequence is None:
-                sequence = self._keys[key] = _KeySequence()
+                sequence = self._keys[key] = KeySequence()
             entry.key_position = sequence.end()
             sequence.seqs.append(seq)
             if sequence.next_position == entry.key_position:
@@ -254,7 +156,45 @@ class SubscriptionDelivery:
         else:
             self._schedule(entry)
 
-    def _schedule(self, entry: _Entry) -> None:
+    # The fewest rows a refill asks the store for (when the window is nearly full of
+    # leased messages, it still moves on): one store read per this many deliveries.
+    MIN_REFILL = 100
+
+    def _refill(self, now: float, want: int) -> bool:
+        """Load the next cold rows into the window (seq order); False if none came.
+
+        ``want``: how many deliveries the caller still asks for. The window may grow
+        past its size (to twice it plus ``want``) when what it holds cannot be delivered
+        yet — ordering keys waiting behind leased heads — so other keys get a chance;
+        beyond that it waits for acks (every key it holds has its head in it, so
+        something there is always deliverable or leased: no deadlock).
+        """
+        if not self._cold or self._window is None or len(self._entries) >= 2 * self._window + want:
+            return False
+        limit = max(self._window - len(self._entries), self.MIN_REFILL, want)
+        rows: list[BacklogRow] = self.storage.backlog(self._loaded_through, limit)
+        self._cold = self._cold - len(rows) if len(rows) == limit else 0
+        if not rows:
+            return False
+        self._loaded_through = rows[-1].seq
+        cutoff = now - self.retention
+        expired: list[int] = []
+        for row in rows:
+            if row.message.publish_time <= cutoff:
+                self.counters.discarded += 1
+                expired.append(row.seq)
+                continue
+            self._admit(row.seq, row.message, now, row.failed_attempts)
+        if expired:
+            self.storage.settle(expired)
+        return True
+
+    def restore_backlog(self, rows: int) -> None:
+        """After a restart: the store holds ``rows`` unacknowledged messages, all cold."""
+        self._cold = rows
+        self._loaded_through = 0
+
+    def _schedule(self, entry: Entry) -> None:
         if entry.ready_at > self._now_hint:
             heapq.heappush(self._delayed, (entry.ready_at, entry.seq))
         else:
@@ -266,13 +206,13 @@ class SubscriptionDelivery:
 
     # ---------------------------------------------------------------- time
 
-    def advance(self, now: float) -> list[_Entry]:
+    def advance(self, now: float) -> list[Entry]:
         """Expire leases whose deadline has passed and release delayed messages.
 
         Returns the entries whose lease expired (for counting delivery attempts).
         """
         self._now_hint = now
-        expired: list[_Entry] = []
+        expired: list[Entry] = []
         while self._leases and self._leases[0][0] <= now:
             deadline, seq, generation = heapq.heappop(self._leases)
             entry = self._entries.get(seq)
@@ -312,10 +252,10 @@ class SubscriptionDelivery:
             if entry is not None and entry.state is State.WAITING:
                 self.counters.discarded += 1
                 self._remove(entry)
-        if self.retained:
-            self.retained.prune(cutoff)
+        if self.retain_acked:
+            self.storage.prune_retained(cutoff)
 
-    def _past_retention(self, entry: _Entry) -> bool:
+    def _past_retention(self, entry: Entry) -> bool:
         return entry.message.publish_time <= self._now_hint - self.retention
 
     def next_wakeup(self) -> float | None:
@@ -327,7 +267,7 @@ class SubscriptionDelivery:
             candidates.append(self._delayed[0][0])
         if self._by_publish and self.retention != float("inf"):
             candidates.append(self._by_publish[0][0] + self.retention)
-        oldest = self.retained.oldest()
+        oldest = self.storage.oldest_retained() if self.retain_acked else None
         if oldest is not None and self.retention != float("inf"):
             candidates.append(oldest + self.retention)
         return min(candidates) if candidates else None
@@ -341,7 +281,7 @@ class SubscriptionDelivery:
         exponent = max(failed_attempts - 1, 0)
         return float(min(policy.maximum_backoff, policy.minimum_backoff * (2 ** min(exponent, 32))))
 
-    def _return_to_waiting(self, entry: _Entry, now: float, *, failed: bool) -> None:
+    def _return_to_waiting(self, entry: Entry, now: float, *, failed: bool) -> None:
         """Nack or expiry of ``entry``: back to WAITING, with its key's later deliveries.
 
         Then, instead of waiting for redelivery, the message may leave: to the
@@ -351,6 +291,7 @@ class SubscriptionDelivery:
         self._release_lease(entry)
         if failed:
             entry.failed_attempts += 1
+            self.storage.set_failed_attempts(entry.seq, entry.failed_attempts)
         entry.ready_at = now + self._backoff(entry.failed_attempts)
         key = entry.message.ordering_key if self.ordered else ""
         if not key:
@@ -372,11 +313,11 @@ class SubscriptionDelivery:
             self.counters.discarded += 1
             self._remove(entry)
 
-    def _attempts_used_up(self, entry: _Entry) -> bool:
+    def _attempts_used_up(self, entry: Entry) -> bool:
         limit = self.max_delivery_attempts
         return limit is not None and entry.failed_attempts >= limit
 
-    def _forward(self, entry: _Entry) -> bool:
+    def _forward(self, entry: Entry) -> bool:
         """Divert the would-be next delivery to the dead-letter topic (True if done)."""
         if self.forward is None or not self.forward(entry.message, entry.failed_attempts):
             return False  # the dead-letter topic is gone: keep redelivering
@@ -384,7 +325,7 @@ class SubscriptionDelivery:
         self._settle(entry)  # acked on the source subscription
         return True
 
-    def _release_lease(self, entry: _Entry) -> None:
+    def _release_lease(self, entry: Entry) -> None:
         if entry.state is State.OUTSTANDING and entry.stream_id is not None:
             stream = self._streams.get(entry.stream_id)
             if stream is not None:
@@ -413,7 +354,11 @@ class SubscriptionDelivery:
         stream = self._streams.get(stream_id) if stream_id is not None else None
         deliveries: list[Delivery] = []
         total_bytes = 0
-        while self._ready and len(deliveries) < max_messages:
+        while len(deliveries) < max_messages:
+            if not self._ready:
+                if not self._refill(now, max_messages - len(deliveries)):
+                    break
+                continue
             if stream is not None and not stream.has_room():
                 break
             seq = heapq.heappop(self._ready)
@@ -451,7 +396,7 @@ class SubscriptionDelivery:
                 self._advance_key(sequence)
         return deliveries
 
-    def _head_ready(self, seq: int, now: float) -> _Entry | None:
+    def _head_ready(self, seq: int, now: float) -> Entry | None:
         """The entry a ``_ready`` seq names if it is deliverable now, else None (stale)."""
         entry = self._entries.get(seq)
         if entry is None or entry.state is not State.WAITING or entry.ready_at > now:
@@ -462,7 +407,7 @@ class SubscriptionDelivery:
             return None  # not the head of its key (a stale entry from before a rewind)
         return entry
 
-    def _advance_key(self, sequence: _KeySequence) -> None:
+    def _advance_key(self, sequence: KeySequence) -> None:
         """After delivering a key's head: schedule the next undelivered message of the key."""
         sequence.next_position += 1
         while sequence.next_position < sequence.end():
@@ -472,16 +417,12 @@ class SubscriptionDelivery:
                 return
             sequence.next_position += 1  # acked out of order (no exactly-once): skip
 
-    def ack_id(self, entry: _Entry) -> str:
+    def ack_id(self, entry: Entry) -> str:
         return f"{self.uid}-{entry.seq}-{entry.generation}"
 
     # --------------------------------------------------------- ack / modack
 
-    def resolve(self, ack_id: str) -> _Entry | None:
-        """The entry an ack id currently leases, or None (malformed, stale, expired, acked)."""
-        return self.resolve_parts(parse_ack_id(ack_id))
-
-    def resolve_parts(self, parts: AckIdParts | None) -> _Entry | None:
+    def resolve_parts(self, parts: AckIdParts | None) -> Entry | None:
         """``resolve`` for an id already parsed (acks parse each id once)."""
         if parts is None or parts.uid != self.uid:
             return None
@@ -495,11 +436,7 @@ class SubscriptionDelivery:
             return None
         return entry
 
-    def lookup_any_generation(self, ack_id: str) -> _Entry | None:
-        """The unacked entry an ack id names, whatever delivery it came from."""
-        return self.lookup_parts(parse_ack_id(ack_id))
-
-    def lookup_parts(self, parts: AckIdParts | None) -> _Entry | None:
+    def lookup_parts(self, parts: AckIdParts | None) -> Entry | None:
         if parts is None or parts.uid != self.uid:
             return None
         entry = self._entries.get(parts.seq)
@@ -509,13 +446,10 @@ class SubscriptionDelivery:
             return None
         return entry
 
-    def is_wellformed(self, ack_id: str) -> bool:
-        return self.wellformed_parts(parse_ack_id(ack_id))
-
     def wellformed_parts(self, parts: AckIdParts | None) -> bool:
         return parts is not None and (parts.uid == self.uid or parts.uid in self._former_uids)
 
-    def first_unacked_before(self, entry: _Entry) -> bool:
+    def first_unacked_before(self, entry: Entry) -> bool:
         """Ordering + exactly-once: is an earlier message of entry's key still unacked?"""
         key = entry.message.ordering_key if self.ordered else ""
         if not key:
@@ -524,18 +458,17 @@ class SubscriptionDelivery:
         self._prune_key(key, sequence)
         return sequence.base < entry.key_position
 
-    def ack(self, entry: _Entry) -> None:
+    def ack(self, entry: Entry) -> None:
         self.counters.acked += 1
         self._settle(entry)
 
-    def _settle(self, entry: _Entry) -> None:
+    def _settle(self, entry: Entry) -> None:
         """The message is acknowledged on this subscription (by a client or a policy)."""
-        if self.retain_acked and not self._past_retention(entry):
-            self.retained.add(entry.seq, entry.message)
-        self._remove(entry)
+        self._remove(entry, retain=self.retain_acked and not self._past_retention(entry))
 
-    def _remove(self, entry: _Entry) -> None:
-        """Forget ``entry``: acked, dead-lettered or past its retention."""
+    def _remove(self, entry: Entry, *, retain: bool = False) -> None:
+        """Forget ``entry`` (acked, dead-lettered or past its retention), here and in the
+        store; ``retain``: the store keeps it as a retained acknowledged message."""
         key = entry.message.ordering_key if self.ordered else ""
         sequence = self._keys[key] if key else None
         # A WAITING message may leave while it is its key's head (the only one of the
@@ -549,6 +482,7 @@ class SubscriptionDelivery:
         )
         self._release_lease(entry)
         del self._entries[entry.seq]
+        self.storage.settle((entry.seq,), ((entry.seq, entry.message),) if retain else ())
         if sequence is not None:
             if was_head:
                 self._advance_key(sequence)
@@ -558,7 +492,7 @@ class SubscriptionDelivery:
         """A published message did not match the filter: acknowledged at once (§3)."""
         self.counters.filtered += 1
 
-    def _prune_key(self, key: str, sequence: _KeySequence) -> None:
+    def _prune_key(self, key: str, sequence: KeySequence) -> None:
         while sequence.seqs and sequence.seqs[0] not in self._entries:
             sequence.seqs.popleft()
             sequence.base += 1
@@ -566,12 +500,12 @@ class SubscriptionDelivery:
         if not sequence.seqs:
             del self._keys[key]
 
-    def nack(self, entry: _Entry, now: float) -> None:
+    def nack(self, entry: Entry, now: float) -> None:
         self._now_hint = now
         self.counters.nacked += 1
         self._return_to_waiting(entry, now, failed=True)
 
-    def extend(self, entry: _Entry, now: float, seconds: int) -> None:
+    def extend(self, entry: Entry, now: float, seconds: int) -> None:
         entry.deadline = now + seconds
         heapq.heappush(self._leases, (entry.deadline, entry.seq, entry.generation))
 
@@ -594,24 +528,54 @@ class SubscriptionDelivery:
         self.advance(now)
         # Drop stale seqs from the top (acked, dropped or rescheduled since they were
         # pushed) so a subscription with nothing to deliver does not say otherwise.
-        while self._ready:
-            if self._head_ready(self._ready[0], now) is not None:
-                return True
-            heapq.heappop(self._ready)
-        return False
+        while True:
+            while self._ready:
+                if self._head_ready(self._ready[0], now) is not None:
+                    return True
+                heapq.heappop(self._ready)
+            if not self._refill(now, 1):
+                return False
 
     def open_stream_count(self) -> int:
         return len(self._streams)
 
-    def entries(self) -> Iterator[_Entry]:
+    def entries(self) -> Iterator[Entry]:
         return iter(self._entries.values())
 
     def backlog(self) -> int:
-        return len(self._entries)
+        """Unacknowledged messages: in the window and cold."""
+        return len(self._entries) + self._cold
 
-    def unacked(self) -> list[tuple[int, StoredMessage]]:
-        """(seq, message) of every unacknowledged message (waiting or outstanding)."""
+    def window(self) -> list[SeqMessage]:
+        """(seq, message) of every unacknowledged message held here (waiting or leased)."""
         return [(seq, entry.message) for seq, entry in self._entries.items()]
+
+    def unacked(self) -> list[SeqMessage]:
+        """(seq, message) of every unacknowledged message: the window and the cold rows."""
+        held = self.window()
+        if self._cold:
+            held.extend(
+                (row.seq, row.message)
+                for row in self.storage.backlog(self._loaded_through, self._cold)
+            )
+        return held
+
+    def oldest_publish_time(self) -> float | None:
+        """Publish time of the oldest unacknowledged message (None: there is none).
+
+        Cold rows were published after everything in the window (seq order), so the
+        first of them counts only when the window is empty.
+        """
+        if self._entries:
+            return min(entry.message.publish_time for entry in self._entries.values())
+        if self._cold:
+            rows = self.storage.backlog(self._loaded_through, 1)
+            return rows[0].message.publish_time if rows else None
+        return None
+
+    def retained(self) -> list[SeqMessage]:
+        """Retained acknowledged messages (``retain_acked``), in seq order."""
+        return self.storage.retained() if self.retain_acked else []
 
     def reset(
         self,
@@ -623,7 +587,8 @@ class SubscriptionDelivery:
         """Seek: ``unacked`` become waiting (deliverable now, in publish order), ``acked``
         are acknowledged (kept for replay if ``retain_acked``); nothing else remains.
 
-        A new ``uid`` invalidates every ack id issued so far. O(n log n) for n messages.
+        A new ``uid`` invalidates every ack id issued so far. O(n log n) for n messages;
+        the store gets the new backlog whole, the window its oldest part.
         """
         self._former_uids.add(self.uid)
         self.uid = uid
@@ -637,17 +602,22 @@ class SubscriptionDelivery:
         for stream in self._streams.values():
             stream.outstanding_messages = 0
             stream.outstanding_bytes = 0
-        self.retained.clear()
+        self._cold = 0
+        self._loaded_through = 0
         cutoff = now - self.retention
-        if self.retain_acked:
-            for seq, message in acked:
-                if message.publish_time > cutoff:
-                    self.retained.add(seq, message)
-        for seq, message in sorted(unacked, key=lambda item: item[0]):
-            if message.publish_time > cutoff:
-                self.add(seq, message, now, now)
+        retained = (
+            sorted((seq, m) for seq, m in acked if m.publish_time > cutoff)
+            if self.retain_acked
+            else []
+        )
+        backlog = sorted(
+            ((seq, m) for seq, m in unacked if m.publish_time > cutoff), key=lambda item: item[0]
+        )
+        self.storage.reset(backlog, retained)
+        for seq, message in backlog:
+            self.add(seq, message, now, now)
 
     def set_retain_acked(self, retain: bool) -> None:
         self.retain_acked = retain
         if not retain:
-            self.retained.clear()
+            self.storage.drop_retained()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from eoclient.server_stub.core.model import Delivery
 
 if TYPE_CHECKING:
-    from eoclient.server_stub.core.delivery import _Entry
+    from eoclient.server_stub.core.backlog_entry import Entry
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class History:
     def answered(
         self,
         subscription: str,
-        entry: _Entry | None,
+        entry: Entry | None,
         ack_id: str,
         operation: str,
         seconds: int,

@@ -8,10 +8,14 @@ emulator and test suites use ids like ``p1`` that the real service would refuse.
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Literal
 
 from eoclient.errors import InvalidArgument
+
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
 
 Collection = Literal["topics", "subscriptions", "snapshots"]
 
@@ -58,3 +62,21 @@ def project_of(name: str) -> str:
 
 def short_id(name: str) -> str:
     return name.rsplit("/", 1)[-1]
+
+
+def paginate(names_sorted: list[str], page_size: int, page_token: str) -> tuple[list[str], str]:
+    """Page through sorted names; the token is the last name returned, base64url-encoded."""
+    if page_size < 0:
+        raise InvalidArgument(f"page_size must not be negative (you passed {page_size}).")
+    size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+    start = 0
+    if page_token:
+        try:
+            after = base64.urlsafe_b64decode(page_token.encode()).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise InvalidArgument(f"The page_token {page_token!r} is not valid.") from None
+        start = next((i for i, n in enumerate(names_sorted) if n > after), len(names_sorted))
+    page = names_sorted[start : start + size]
+    more = start + size < len(names_sorted)
+    token = base64.urlsafe_b64encode(page[-1].encode()).decode() if more and page else ""
+    return page, token

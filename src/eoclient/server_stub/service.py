@@ -1,40 +1,38 @@
-"""gRPC door of the reference server: google.pubsub.v1 Publisher and Subscriber on grpc.aio.
+"""The transport-neutral google.pubsub.v1 service both doors of the reference server run.
 
-Thin: each handler turns the request proto into domain values, calls the broker core,
-and turns the result into the response proto, or raises ``RpcError``. The handlers
-know nothing of gRPC: ``PubSubService.call(method, request)`` runs one unary RPC
-(injected faults first) for either door; the gRPC door turns the ``RpcError`` into a
-status here, the REST door (``rest.py``) into Google's JSON error. Exactly-once ack
-failures raise ``ExactlyOnceAckFailure`` with the real service's shape (wire-contract
-§2.2): INVALID_ARGUMENT, the real message text, and a ``google.rpc.Status`` (sent in
-``grpc-status-details-bin`` whose first detail is an ErrorInfo with reason
-EXACTLY_ONCE_ACKID_FAILURE, domain pubsub.googleapis.com and ack id → failure
-metadata; the Status repeats the call's code and message exactly, because the
-official client ignores details otherwise (wire-contract §1.6).
+Thin: each handler turns the request proto into domain values (``translate``), calls the
+broker core, and turns the result into the response proto, or raises ``RpcError``.
+Nothing here knows gRPC or HTTP: ``PubSubService.call(method, request)`` runs one unary
+RPC (injected faults first) for either door; the gRPC door (``grpc_door``) turns the
+``RpcError`` into a status, the REST door (``rest``) into Google's JSON error.
+
+Exactly-once ack failures raise ``ExactlyOnceAckFailure`` with the real service's shape
+(wire-contract §2.2): INVALID_ARGUMENT, the real message text, and a
+``google.rpc.Status`` (sent in ``grpc-status-details-bin`` / the JSON error's
+``details``) whose first detail is an ErrorInfo with reason EXACTLY_ONCE_ACKID_FAILURE,
+domain pubsub.googleapis.com and ack id → failure metadata; the Status repeats the
+call's code and message exactly, because the official client ignores details otherwise
+(wire-contract §1.6).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
 from google.protobuf import any_pb2, empty_pb2
 from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from eoclient._proto import pubsub_pb2
 from eoclient.errors import InvalidArgument, RpcError, Unimplemented, rpc_error_class
-from eoclient.server_stub import translate, wire_encoding
+from eoclient.server_stub import ack_settling, request_checks, translate
 from eoclient.server_stub.core import AckReply, Broker, Delivery
 from eoclient.server_stub.faults import InjectedStatus, RpcFaults
-
-logger = logging.getLogger("eoclient.server_stub.grpc")
+from eoclient.server_stub.group_commit import GroupCommit
 
 ERROR_INFO_REASON = "EXACTLY_ONCE_ACKID_FAILURE"
 ERROR_INFO_DOMAIN = "pubsub.googleapis.com"
@@ -48,21 +46,12 @@ TRANSIENT_ACK_IDS_MESSAGE = (
     "Some acknowledgement ids in the request failed temporarily; retry them."
 )
 
-# Per streaming response: the official client accepts any size (it sets
-# max_receive_message_length=-1), but other clients keep gRPC's 4 MiB default, so
-# deliveries are cut into responses of at most ~3 MiB of payload and 1000 messages
-# (the rest of the 4 MiB covers per-message framing: ack id, message id, publish time).
-MAX_MESSAGES_PER_RESPONSE = 1000
-MAX_BYTES_PER_RESPONSE = 3 * 2**20
+# What either door answers (INTERNAL) when a request meets a bug, which is logged.
+INTERNAL_ERROR_MESSAGE = "Internal error in the reference server (its log has the details)."
 # Unary Pull with return_immediately=false waits this long for a first message.
 PULL_WAIT_SECONDS = 1.0
 
-_CODE_BY_NAME: dict[str, grpc.StatusCode] = {c.name: c for c in grpc.StatusCode}
 _RPC_CODE_BY_NAME: dict[str, int] = dict(code_pb2.Code.items())
-
-
-def status_code(name: str) -> grpc.StatusCode:
-    return _CODE_BY_NAME.get(name, grpc.StatusCode.UNKNOWN)
 
 
 def exactly_once_failure_status(reply: AckReply) -> tuple[str, status_pb2.Status]:
@@ -114,6 +103,9 @@ class StreamHandle:
 
 
 class StreamRegistry:
+    """The open StreamingPull streams by subscription: woken when deliveries are ready,
+    dropped all at once by fault injection or shutdown."""
+
     def __init__(self) -> None:
         self._by_subscription: dict[str, set[StreamHandle]] = {}
 
@@ -145,7 +137,6 @@ class StreamRegistry:
 
 
 Handler = Callable[[Any], Awaitable[Message]]
-GrpcHandler = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
@@ -162,10 +153,17 @@ class RpcMethod:
 class PubSubService:
     """Both google.pubsub.v1 services over one broker."""
 
-    def __init__(self, broker: Broker, faults: RpcFaults, streams: StreamRegistry) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        faults: RpcFaults,
+        streams: StreamRegistry,
+        group_commit: GroupCommit | None = None,
+    ) -> None:
         self.broker = broker
         self.faults = faults
         self.streams = streams
+        self.group_commit = group_commit or GroupCommit(broker.store)
         self._pull_waiters: dict[str, set[asyncio.Event]] = {}
         self.methods: dict[str, RpcMethod] = self._method_table()
 
@@ -194,7 +192,16 @@ class PubSubService:
         injected = self.faults.take(method)
         if injected is not None:
             raise rpc_error_class(injected.code)(injected.message)
-        return await (handler or rpc.handler)(request)
+        request_checks.check_renderable(request)
+        # Nothing leaves before the store has it (group_commit.py): not the result, and
+        # not an exactly-once failure either, which reports the request's other ids done.
+        try:
+            result = await (handler or rpc.handler)(request)
+        except RpcError:
+            await self.group_commit.durable()
+            raise
+        await self.group_commit.durable()
+        return result
 
     def _method_table(self) -> dict[str, RpcMethod]:
         P = pubsub_pb2
@@ -276,54 +283,6 @@ class PubSubService:
             for service, table in (("Publisher", publisher), ("Subscriber", subscriber))
             for name, (fn, request, response) in table.items()
         }
-
-    def generic_handlers(self) -> list[grpc.GenericRpcHandler[Any, Any]]:
-        handlers = []
-        for service in ("Publisher", "Subscriber"):
-            methods: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
-                rpc.name: grpc.unary_unary_rpc_method_handler(
-                    self._grpc_handler(rpc.name),
-                    request_deserializer=rpc.request.FromString,
-                    response_serializer=rpc.response.SerializeToString,
-                )
-                for rpc in self.methods.values()
-                if rpc.service == service
-            }
-            if service == "Subscriber":
-                methods["Pull"] = grpc.unary_unary_rpc_method_handler(
-                    self._grpc_handler("Pull", self.pull_encoded),
-                    request_deserializer=pubsub_pb2.PullRequest.FromString,
-                    response_serializer=_serialize_streaming_response,
-                )
-                methods["StreamingPull"] = grpc.stream_stream_rpc_method_handler(
-                    self.streaming_pull,
-                    request_deserializer=pubsub_pb2.StreamingPullRequest.FromString,
-                    response_serializer=_serialize_streaming_response,
-                )
-            handlers.append(
-                grpc.method_handlers_generic_handler(f"google.pubsub.v1.{service}", methods)
-            )
-        return handlers
-
-    def _grpc_handler(
-        self, method: str, door_handler: Callable[[Any], Awaitable[Any]] | None = None
-    ) -> GrpcHandler:
-        async def handler(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            try:
-                return await self.call(method, request, door_handler)
-            except ExactlyOnceAckFailure as error:
-                # The Status repeats the call's code and message exactly (wire-contract §1.6).
-                await context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    error.message,
-                    trailing_metadata=(
-                        ("grpc-status-details-bin", error.status.SerializeToString()),
-                    ),
-                )
-            except RpcError as error:
-                await context.abort(status_code(error.code), error.message)
-
-        return handler
 
     @staticmethod
     def _unimplemented(method: str, feature: str) -> Handler:
@@ -481,21 +440,14 @@ class PubSubService:
     # ------------------------------------------------------------ delivery
 
     async def pull(self, request: pubsub_pb2.PullRequest) -> pubsub_pb2.PullResponse:
-        deliveries = await self._pull_deliveries(request)
+        deliveries = await self.pull_deliveries(request)
         return pubsub_pb2.PullResponse(
             received_messages=[translate.received_message(d) for d in deliveries]
         )
 
-    async def pull_encoded(self, request: pubsub_pb2.PullRequest) -> bytes:
-        """``pull`` for the gRPC door: the PullResponse encoded straight to bytes, as
-        StreamingPull deliveries are (wire_encoding; the REST door needs the protobuf)."""
-        deliveries = await self._pull_deliveries(request)
-        return wire_encoding.encode_pull_response(
-            wire_encoding.encode_received_message(d.ack_id, d.message, d.delivery_attempt)
-            for d in deliveries
-        )
-
-    async def _pull_deliveries(self, request: pubsub_pb2.PullRequest) -> list[Delivery]:
+    async def pull_deliveries(self, request: pubsub_pb2.PullRequest) -> list[Delivery]:
+        """Lease up to ``max_messages``; unless ``return_immediately``, wait up to
+        ``PULL_WAIT_SECONDS`` for a first message (each door encodes the result)."""
         deliveries = self.broker.pull(request.subscription, request.max_messages)
         if not deliveries and not request.return_immediately:
             event = asyncio.Event()
@@ -512,256 +464,22 @@ class PubSubService:
         return deliveries
 
     async def acknowledge(self, request: pubsub_pb2.AcknowledgeRequest) -> empty_pb2.Empty:
-        reply = self.broker.acknowledge(request.subscription, list(request.ack_ids))
-        if not reply.ok:
-            raise ExactlyOnceAckFailure(reply)
-        return empty_pb2.Empty()
+        return _answer(ack_settling.acknowledge(self.broker, request.subscription, request.ack_ids))
 
     async def modify_ack_deadline(
         self, request: pubsub_pb2.ModifyAckDeadlineRequest
     ) -> empty_pb2.Empty:
-        reply = self.broker.modify_ack_deadline(
-            request.subscription, list(request.ack_ids), request.ack_deadline_seconds
+        settled = ack_settling.modify_ack_deadline(
+            self.broker, request.subscription, request.ack_ids, request.ack_deadline_seconds
         )
-        if not reply.ok:
-            raise ExactlyOnceAckFailure(reply)
-        return empty_pb2.Empty()
-
-    # ------------------------------------------------------- streaming pull
-
-    async def streaming_pull(
-        self,
-        requests: AsyncIterator[pubsub_pb2.StreamingPullRequest],
-        context: grpc.aio.ServicerContext[Any, Any],
-    ) -> None:
-        injected = self.faults.take("StreamingPull")
-        if injected is not None:
-            await context.abort(status_code(injected.code), injected.message)
-        try:
-            first = await anext(aiter(requests))
-        except StopAsyncIteration:
-            return
-        try:
-            stream_id = self._open_stream(first)
-        except RpcError as error:
-            await context.abort(status_code(error.code), error.message)
-        session = _StreamSession(self, first.subscription, stream_id, first.protocol_version)
-        try:
-            await session.run(first, requests, context)
-        finally:
-            session.close()
-
-    def _open_stream(self, first: pubsub_pb2.StreamingPullRequest) -> int:
-        # The rules of the first request (wire-contract §1.2 StreamingPullRequest).
-        if not first.subscription:
-            raise InvalidArgument("The first StreamingPullRequest must set subscription.")
-        if first.stream_ack_deadline_seconds == 0:
-            raise InvalidArgument(
-                "The first StreamingPullRequest must set stream_ack_deadline_seconds "
-                "(between 10 and 600)."
-            )
-        _check_modify_lists(first)
-        return self.broker.open_stream(
-            first.subscription,
-            stream_ack_deadline=first.stream_ack_deadline_seconds,
-            max_outstanding_messages=first.max_outstanding_messages,
-            max_outstanding_bytes=first.max_outstanding_bytes,
-        )
+        return _answer(settled)
 
 
-def _check_modify_lists(request: pubsub_pb2.StreamingPullRequest) -> None:
-    if len(request.modify_deadline_seconds) != len(request.modify_deadline_ack_ids):
-        raise InvalidArgument(
-            "modify_deadline_seconds and modify_deadline_ack_ids must have the same length "
-            f"(got {len(request.modify_deadline_seconds)} and "
-            f"{len(request.modify_deadline_ack_ids)})."
-        )
-
-
-class _StreamSession:
-    """One StreamingPull call: a reader task applies requests; this coroutine alone writes."""
-
-    def __init__(
-        self, service: PubSubService, subscription: str, stream_id: int, protocol_version: int
-    ) -> None:
-        self.service = service
-        self.broker = service.broker
-        self.stream_id = stream_id
-        self.protocol_version = protocol_version
-        self.handle = StreamHandle(subscription)
-        self.outbox: deque[pubsub_pb2.StreamingPullResponse] = deque()
-        self.failure: RpcError | None = None
-        self.client_done = False
-        service.streams.add(self.handle)
-
-    def close(self) -> None:
-        self.service.streams.remove(self.handle)
-        self.broker.close_stream(self.stream_id)
-
-    def _properties(self) -> pubsub_pb2.StreamingPullResponse.SubscriptionProperties:
-        exactly_once, ordering = self.broker.subscription_properties(self.handle.subscription)
-        return pubsub_pb2.StreamingPullResponse.SubscriptionProperties(
-            exactly_once_delivery_enabled=exactly_once, message_ordering_enabled=ordering
-        )
-
-    def apply(self, request: pubsub_pb2.StreamingPullRequest, *, first: bool) -> None:
-        """Apply acks, modacks and deadline changes; queue confirmations (exactly-once)."""
-        if not first:
-            _check_modify_lists(request)
-            if (
-                request.subscription
-                or request.max_outstanding_messages
-                or (request.max_outstanding_bytes)
-            ):
-                raise InvalidArgument(
-                    "subscription, max_outstanding_messages and max_outstanding_bytes may only "
-                    "be set on the first StreamingPullRequest of a stream."
-                )
-            if request.stream_ack_deadline_seconds:
-                self.broker.set_stream_ack_deadline(
-                    self.stream_id, request.stream_ack_deadline_seconds
-                )
-        name = self.handle.subscription
-        response = pubsub_pb2.StreamingPullResponse()
-        confirm = False
-        if request.ack_ids:
-            reply = self.broker.acknowledge(name, list(request.ack_ids))
-            if reply.exactly_once:
-                confirm = True
-                _fill_ack_confirmation(response.acknowledge_confirmation, reply)
-        by_seconds: dict[int, list[str]] = {}
-        for ack_id, seconds in zip(
-            request.modify_deadline_ack_ids, request.modify_deadline_seconds, strict=True
-        ):
-            by_seconds.setdefault(seconds, []).append(ack_id)
-        for seconds, ids in by_seconds.items():
-            reply = self.broker.modify_ack_deadline(name, ids, seconds)
-            if reply.exactly_once:
-                confirm = True
-                _fill_modack_confirmation(response.modify_ack_deadline_confirmation, reply)
-        if confirm:
-            response.subscription_properties.CopyFrom(self._properties())
-            self.outbox.append(response)
-        elif (
-            not first
-            and self.protocol_version >= 1
-            and not request.ack_ids
-            and not request.modify_deadline_ack_ids
-        ):
-            # A keep-alive ping under protocol_version >= 1 is answered so the client
-            # knows the stream is alive (client-anchors §1.9).
-            keepalive = pubsub_pb2.StreamingPullResponse()
-            keepalive.subscription_properties.CopyFrom(self._properties())
-            self.outbox.append(keepalive)
-
-    async def _read(self, requests: AsyncIterator[pubsub_pb2.StreamingPullRequest]) -> None:
-        try:
-            async for request in requests:
-                self.apply(request, first=False)
-                self.handle.wake.set()
-        except RpcError as error:
-            self.failure = error
-        finally:
-            self.client_done = True
-            self.handle.wake.set()
-
-    async def run(
-        self,
-        first: pubsub_pb2.StreamingPullRequest,
-        requests: AsyncIterator[pubsub_pb2.StreamingPullRequest],
-        context: grpc.aio.ServicerContext[Any, Any],
-    ) -> None:
-        try:
-            self.apply(first, first=True)
-        except RpcError as error:
-            await context.abort(status_code(error.code), error.message)
-        reader = asyncio.create_task(self._read(requests), name="streaming-pull-reader")
-        try:
-            await self._write_loop(context)
-        finally:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
-
-    async def _write_loop(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        while True:
-            self.handle.wake.clear()
-            if self.handle.drop is not None:
-                drop = self.handle.drop
-                await context.abort(status_code(drop.code), drop.message)
-            if self.failure is not None:
-                await context.abort(status_code(self.failure.code), self.failure.message)
-            while self.outbox:
-                await context.write(self.outbox.popleft())
-            if self.client_done:
-                return  # the client half-closed: end the call with OK
-            try:
-                sent = await self._send_deliveries(context)
-            except RpcError as error:
-                await context.abort(status_code(error.code), error.message)
-            if not sent:
-                await self.handle.wake.wait()
-
-    async def _send_deliveries(self, context: grpc.aio.ServicerContext[Any, Any]) -> bool:
-        """Lease what flow control allows and send it, cut into responses of bounded size.
-
-        Everything leased here is sent: the byte budget only decides where one response
-        ends and the next begins (a message larger than the budget goes alone).
-        """
-        deliveries = self.broker.stream_pull(self.stream_id, MAX_MESSAGES_PER_RESPONSE)
-        if not deliveries:
-            return False
-        exactly_once, ordering = self.broker.subscription_properties(self.handle.subscription)
-        properties = wire_encoding.encode_properties(exactly_once, ordering)
-        batch: list[bytes] = []
-        size = 0
-        for delivery in deliveries:
-            if batch and size + delivery.message.size > MAX_BYTES_PER_RESPONSE:
-                await context.write(wire_encoding.encode_streaming_response(batch, properties))
-                batch, size = [], 0
-            batch.append(
-                wire_encoding.encode_received_message(
-                    delivery.ack_id, delivery.message, delivery.delivery_attempt
-                )
-            )
-            size += delivery.message.size
-        await context.write(wire_encoding.encode_streaming_response(batch, properties))
-        return True
-
-
-def _serialize_streaming_response(response: Message | bytes) -> bytes:
-    # Deliveries (StreamingPull's and Pull's) arrive already encoded (wire_encoding);
-    # confirmations are protobufs.
-    if isinstance(response, bytes):
-        return response
-    return response.SerializeToString()
-
-
-def _fill_ack_confirmation(
-    target: pubsub_pb2.StreamingPullResponse.AcknowledgeConfirmation, reply: AckReply
-) -> None:
-    target.ack_ids.extend(reply.confirmed)
-    for ack_id, failure in reply.failures.items():
-        _confirmation_list(target, failure).append(ack_id)
-
-
-def _fill_modack_confirmation(
-    target: pubsub_pb2.StreamingPullResponse.ModifyAckDeadlineConfirmation, reply: AckReply
-) -> None:
-    target.ack_ids.extend(reply.confirmed)
-    for ack_id, failure in reply.failures.items():
-        if failure.startswith("PERMANENT_"):
-            target.invalid_ack_ids.append(ack_id)
-        else:
-            target.temporary_failed_ack_ids.append(ack_id)
-
-
-def _confirmation_list(
-    target: pubsub_pb2.StreamingPullResponse.AcknowledgeConfirmation, failure: str
-) -> Any:
-    # Mapping from ErrorInfo values to confirmation lists (wire-contract §2.3).
-    if failure == "TRANSIENT_FAILURE_UNORDERED_ACK_ID":
-        return target.unordered_ack_ids
-    if failure.startswith("PERMANENT_"):
-        return target.invalid_ack_ids
-    return target.temporary_failed_ack_ids
+def _answer(settled: ack_settling.Settled) -> empty_pb2.Empty:
+    """A unary ack/modack's answer: per-id failures (exactly-once) or refused ids."""
+    if not settled.reply.ok:
+        raise ExactlyOnceAckFailure(settled.reply)
+    refusal = settled.refusal()
+    if refusal is not None:
+        raise refusal
+    return empty_pb2.Empty()

@@ -1,0 +1,238 @@
+"""The storage seam: everything the broker keeps goes through a ``Store``.
+
+The broker core decides; a store keeps. Every state change the core makes is one call
+below, small enough to write in one transaction with the others of its group; the store
+makes them durable at ``commit()``, which the server's shell awaits before it answers a
+Publish (message ids) or reports an acknowledgement's SUCCESS.
+
+The core keeps, in memory, what it needs to decide quickly: resource configs, snapshot
+descriptions and, per subscription, a *window* — the oldest part of its backlog (seq
+order) with the leases, ordering-key sequences and heaps of ``delivery``. The rest of a
+backlog (the *cold* rows, each with a larger seq than anything in the window) stays in the
+store and is read ``backlog()`` by ``backlog()`` as the window drains. ``Store.window`` is
+the window's size: ``None`` keeps every message in memory (``MemoryStore``: nothing is
+cold, ever); a durable store sets a bound so a backlog of millions costs the server only
+the window in RAM.
+
+What a store holds, and where the core relies on it:
+
+* topics, subscriptions (config, created, last activity) and snapshot descriptions,
+  read back once by ``load()``;
+* messages, and per subscription the seqs it has not acknowledged with their failed
+  delivery attempts (the *backlog*): the source of the cold rows and, after a restart,
+  of everything;
+* per subscription the acknowledged messages it retains (``retain_acked_messages``);
+* per snapshot the messages it retains, and per topic with snapshots the messages
+  published after the oldest one's position (the *topic log*).
+
+Leases are not stored: after a restart every unacknowledged message is deliverable
+again, and every ack id issued before it is invalid (the core gives each subscription a
+new ack-id uid at load).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from eoclient.server_stub.core.model import StoredMessage, SubscriptionConfig, TopicConfig
+
+SeqMessage = tuple[int, StoredMessage]
+
+
+@dataclass(frozen=True)
+class SubscriptionRecord:
+    """A subscription as stored: its config (defaults applied) and its clocks."""
+
+    config: SubscriptionConfig
+    created: float
+    last_activity: float  # the expiration policy counts from here
+
+
+@dataclass(frozen=True)
+class SnapshotRecord:
+    """A snapshot's description; its messages are the store's (``snapshot_messages``)."""
+
+    name: str
+    topic: str
+    expire_time: float
+    labels: Mapping[str, str]
+    position: int  # the last seq the topic had published when the snapshot was taken
+
+
+@dataclass(frozen=True, slots=True)
+class BacklogRow:
+    """One unacknowledged message of a subscription, as stored."""
+
+    seq: int
+    message: StoredMessage
+    failed_attempts: int
+
+
+@dataclass(frozen=True)
+class StoredSubscription:
+    record: SubscriptionRecord
+    backlog: int  # how many unacknowledged messages the store holds for it
+
+
+@dataclass(frozen=True)
+class StoredState:
+    """What ``load()`` returns: enough to rebuild the core's memory."""
+
+    topics: Sequence[TopicConfig] = ()
+    subscriptions: Sequence[StoredSubscription] = ()
+    snapshots: Sequence[SnapshotRecord] = ()
+    last_seq: int = 0  # seqs (and message ids) continue after it
+
+
+class Store(Protocol):
+    """Where the broker's state lives. Calls are synchronous and applied in order; a
+    store may buffer them, and they are durable once ``commit()`` returns."""
+
+    @property
+    def window(self) -> int | None:
+        """Per-subscription messages the core keeps in memory (None: all of them)."""
+        ...
+
+    def load(self) -> StoredState: ...
+
+    # ---------------------------------------------------------------- resources
+
+    def put_topic(self, config: TopicConfig) -> None: ...
+
+    def delete_topic(self, name: str) -> None: ...
+
+    def put_subscription(self, record: SubscriptionRecord) -> None: ...
+
+    def touch_subscription(self, name: str, last_activity: float) -> None:
+        """Only the activity clock changed (frequent: a store may write it lazily)."""
+        ...
+
+    def delete_subscription(self, name: str) -> None: ...
+
+    # ----------------------------------------------------------------- messages
+
+    def publish(
+        self,
+        topic: str,
+        messages: Sequence[SeqMessage],
+        receivers: Mapping[str, Sequence[int]],
+    ) -> None:
+        """Store ``messages`` of ``topic`` and add ``receivers[subscription]`` (seqs) to
+        each receiving subscription's backlog."""
+        ...
+
+    def backlog(self, subscription: str, after_seq: int, limit: int) -> list[BacklogRow]:
+        """Up to ``limit`` backlog rows with seq > ``after_seq``, in seq order."""
+        ...
+
+    def settle(self, subscription: str, seqs: Sequence[int], retain: Sequence[SeqMessage]) -> None:
+        """``seqs`` leave the backlog (acknowledged, dead-lettered, filtered out, past
+        their retention); ``retain`` are kept as retained acknowledged messages."""
+        ...
+
+    def set_failed_attempts(self, subscription: str, seq: int, failed_attempts: int) -> None: ...
+
+    def retained(self, subscription: str) -> list[SeqMessage]:
+        """Retained acknowledged messages, in seq order."""
+        ...
+
+    def oldest_retained(self, subscription: str) -> float | None:
+        """Publish time of the oldest retained acknowledged message."""
+        ...
+
+    def prune_retained(self, subscription: str, cutoff: float) -> None:
+        """Forget retained acknowledged messages published at or before ``cutoff``."""
+        ...
+
+    def drop_retained(self, subscription: str) -> None: ...
+
+    def reset_subscription(
+        self, subscription: str, unacked: Sequence[SeqMessage], retained: Sequence[SeqMessage]
+    ) -> None:
+        """Seek: the backlog becomes ``unacked`` (no failed attempts), the retained
+        acknowledged messages ``retained``."""
+        ...
+
+    # ---------------------------------------------------------------- snapshots
+
+    def put_snapshot(
+        self, record: SnapshotRecord, subscription: str, window: Sequence[SeqMessage]
+    ) -> None:
+        """A new snapshot retains the subscription's whole backlog: ``window`` (what the
+        core holds) and the store's cold rows of it."""
+        ...
+
+    def update_snapshot(self, record: SnapshotRecord) -> None: ...
+
+    def delete_snapshot(self, name: str) -> None: ...
+
+    def snapshot_messages(self, name: str) -> list[SeqMessage]: ...
+
+    def topic_log(self, topic: str, after_seq: int) -> list[SeqMessage]:
+        """Messages ``topic`` published after ``after_seq``; complete while a snapshot of
+        the topic has a position at or before ``after_seq``."""
+        ...
+
+    # ---------------------------------------------------------------- lifecycle
+
+    @property
+    def dirty(self) -> bool:
+        """Some change is not committed yet."""
+        ...
+
+    def commit(self) -> None:
+        """Make every change so far durable."""
+        ...
+
+    def begin_commit(self) -> bool:
+        """The first half of ``commit``, on the broker's thread: False if there is
+        nothing to commit, else ``finish_commit`` must follow."""
+        ...
+
+    def finish_commit(self) -> None:
+        """The second half (the fsync), in any thread; the broker may go on meanwhile
+        (its changes are kept for the next commit)."""
+        ...
+
+    def collect_garbage(self) -> None:
+        """Reclaim what nothing refers to any more (called from the broker's tick)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SubscriptionStorage:
+    """One subscription's part of a store: what its delivery state hands over and reads."""
+
+    __slots__ = ("_store", "name", "window")
+
+    def __init__(self, store: Store, name: str) -> None:
+        self._store = store
+        self.name = name
+        self.window = store.window
+
+    def settle(self, seqs: Sequence[int], retain: Sequence[SeqMessage] = ()) -> None:
+        self._store.settle(self.name, seqs, retain)
+
+    def set_failed_attempts(self, seq: int, failed_attempts: int) -> None:
+        self._store.set_failed_attempts(self.name, seq, failed_attempts)
+
+    def backlog(self, after_seq: int, limit: int) -> list[BacklogRow]:
+        return self._store.backlog(self.name, after_seq, limit)
+
+    def retained(self) -> list[SeqMessage]:
+        return self._store.retained(self.name)
+
+    def oldest_retained(self) -> float | None:
+        return self._store.oldest_retained(self.name)
+
+    def prune_retained(self, cutoff: float) -> None:
+        self._store.prune_retained(self.name, cutoff)
+
+    def drop_retained(self) -> None:
+        self._store.drop_retained(self.name)
+
+    def reset(self, unacked: Sequence[SeqMessage], retained: Sequence[SeqMessage]) -> None:
+        self._store.reset_subscription(self.name, unacked, retained)

@@ -1,0 +1,139 @@
+"""Group commit: the reference server answers only what its store has made durable.
+
+Durability rule (the one the exactly-once promise rests on): a Publish response (message
+ids), an acknowledgement's SUCCESS — unary or a StreamingPull confirmation — and every
+admin change leave the server only after the store committed them. Each call awaits
+``durable()`` after the broker applied its change. One commit runs at a time, in a task of
+its own: it yields once (so the other calls of this turn of the event loop add their
+changes), runs the pending statements (``begin_commit``), then the COMMIT and its fsync in
+a thread (``finish_commit``) — the event loop goes on serving meanwhile, and whatever
+arrives during that fsync shares the next commit: the busier the server, the larger the
+groups, and an fsync's latency never stalls the loop.
+
+A store that keeps nothing (``MemoryStore``) is never dirty, so waiting costs nothing.
+
+``EOCLIENT_TEST_ANSWER_BEFORE_COMMIT=1`` breaks the rule on purpose, for the crash test's
+negative control only: answers go out at once and the store commits every
+``UNSAFE_COMMIT_INTERVAL`` seconds, so a crash loses what was answered meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+
+from eoclient.errors import Unavailable
+from eoclient.server_stub.core.store import Store
+
+logger = logging.getLogger("eoclient.server_stub.store")
+
+UNSAFE_SWITCH = "EOCLIENT_TEST_ANSWER_BEFORE_COMMIT"
+UNSAFE_COMMIT_INTERVAL = 2.0
+
+
+class GroupCommit:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._waiters: list[asyncio.Future[None]] = []
+        self._wanted = False
+        self._runner: asyncio.Task[None] | None = None
+        self.commits = 0  # how many commits ran (inspection: the groups' sizes)
+        self.unsafe = os.environ.get(UNSAFE_SWITCH) == "1"
+        self._last_commit = time.monotonic()
+        if self.unsafe:
+            logger.warning(
+                "%s=1: answering before the store commits (a crash loses answered "
+                "changes); for the crash test's negative control only",
+                UNSAFE_SWITCH,
+            )
+
+    async def durable(self) -> None:
+        """Return once every change made before the call is committed.
+
+        Raises ``Unavailable`` if the store could not commit (the caller's change may be
+        lost: the client must retry, as after any UNAVAILABLE).
+        """
+        if self.unsafe or not self._store.dirty:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        self._start()
+        await waiter
+
+    def commit_pending(self) -> None:
+        """The ticker's periodic commit of changes nobody waits for."""
+        if not self._store.dirty:
+            return
+        if self.unsafe:
+            if time.monotonic() - self._last_commit >= UNSAFE_COMMIT_INTERVAL:
+                self.commit()
+            return
+        self._start()
+
+    def _start(self) -> None:
+        self._wanted = True
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.get_running_loop().create_task(
+                self._run(), name="store-group-commit"
+            )
+
+    async def _run(self) -> None:
+        while self._wanted:
+            self._wanted = False
+            await asyncio.sleep(0)  # the other calls of this turn add their changes
+            waiters, self._waiters = self._waiters, []
+            error: BaseException | None = None
+            try:
+                if self._store.begin_commit():
+                    # The thread is not cancelled with this task: the store's reads
+                    # and commits wait for it, so nothing can overlap it.
+                    await asyncio.shield(asyncio.to_thread(self._store.finish_commit))
+                    self.commits += 1
+                    self._last_commit = time.monotonic()
+            except asyncio.CancelledError:
+                self._fail(waiters, Unavailable("The reference server is shutting down."))
+                raise
+            except Exception as exc:  # sqlite3.Error, OSError (disk full, I/O error)
+                logger.exception("the store could not commit")
+                error = _commit_failed(exc)
+            self._fail(waiters, error) if error is not None else self._release(waiters)
+            if self._waiters:
+                self._wanted = True
+
+    @staticmethod
+    def _release(waiters: list[asyncio.Future[None]]) -> None:
+        for waiter in waiters:
+            if not waiter.done():  # done: its caller was cancelled
+                waiter.set_result(None)
+
+    @staticmethod
+    def _fail(waiters: list[asyncio.Future[None]], error: BaseException) -> None:
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_exception(error)
+
+    def commit(self) -> None:
+        """Commit now, on this thread (after one in flight), and release everyone waiting."""
+        waiters, self._waiters = self._waiters, []
+        try:
+            self._store.commit()
+            self._last_commit = time.monotonic()
+        except Exception as exc:
+            logger.exception("the store could not commit")
+            self._fail(
+                waiters, Unavailable(f"The reference server could not store the change: {exc}")
+            )
+            return
+        self._release(waiters)
+
+    async def aclose(self) -> None:
+        """Let the commit in flight finish (server shutdown); idempotent."""
+        if self._runner is not None and not self._runner.done():
+            await self._runner
+        self._runner = None
+
+
+def _commit_failed(error: Exception) -> Unavailable:
+    return Unavailable(f"The reference server could not store the change: {error}")

@@ -1,0 +1,29 @@
+"""Canonical status names (``RpcError.code``) -> grpc.aio call statuses, for the gRPC door."""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+import grpc
+
+from eoclient.errors import RpcError
+from eoclient.server_stub.service import ExactlyOnceAckFailure
+
+_CODE_BY_NAME: dict[str, grpc.StatusCode] = {c.name: c for c in grpc.StatusCode}
+
+
+def status_code(name: str) -> grpc.StatusCode:
+    """The grpc status code of a canonical code name (``"NOT_FOUND"``)."""
+    return _CODE_BY_NAME.get(name, grpc.StatusCode.UNKNOWN)
+
+
+async def abort(context: grpc.aio.ServicerContext[Any, Any], error: RpcError) -> NoReturn:
+    """End the call with ``error``'s status (and its rich status, if it has one)."""
+    if isinstance(error, ExactlyOnceAckFailure):
+        # The Status repeats the call's code and message exactly (wire-contract §1.6).
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            error.message,
+            trailing_metadata=(("grpc-status-details-bin", error.status.SerializeToString()),),
+        )
+    await context.abort(status_code(error.code), error.message)

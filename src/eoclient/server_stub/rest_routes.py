@@ -1,0 +1,125 @@
+"""The google.pubsub.v1 HTTP rules (wire-contract §1.1) the REST door serves, and routing."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from eoclient.errors import Unimplemented
+from eoclient.server_stub.rest_errors import HttpProblem
+
+_PROJECT = "projects/[^/:]+"
+_TOPIC = f"{_PROJECT}/topics/[^/:]+"
+_SUBSCRIPTION = f"{_PROJECT}/subscriptions/[^/:]+"
+_SNAPSHOT = f"{_PROJECT}/snapshots/[^/:]+"
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One HTTP rule: ``http_method`` on a path matching ``pattern`` runs ``rpc``.
+
+    The pattern's one group is a resource name, stored in the request field ``field``
+    (dotted for nested fields); ``body`` says whether the JSON body is the request
+    (``body: "*"``) or query parameters fill it instead.
+    """
+
+    http_method: str
+    pattern: re.Pattern[str]
+    rpc: str
+    field: str
+    body: bool
+
+
+def _bind(
+    http_method: str, resource: str, rpc: str, field: str, *, body: bool, suffix: str = ""
+) -> Binding:
+    return Binding(
+        http_method, re.compile(f"/v1/({resource}){re.escape(suffix)}"), rpc, field, body
+    )
+
+
+# wire-contract §1.1, from the 2.44.0 client's rest_base.py transports.
+BINDINGS: tuple[Binding, ...] = (
+    # Publisher
+    _bind("PUT", _TOPIC, "CreateTopic", "name", body=True),
+    _bind("PATCH", _TOPIC, "UpdateTopic", "topic.name", body=True),
+    _bind("POST", _TOPIC, "Publish", "topic", body=True, suffix=":publish"),
+    _bind("GET", _TOPIC, "GetTopic", "topic", body=False),
+    _bind("GET", _PROJECT, "ListTopics", "project", body=False, suffix="/topics"),
+    _bind("GET", _TOPIC, "ListTopicSubscriptions", "topic", body=False, suffix="/subscriptions"),
+    _bind("GET", _TOPIC, "ListTopicSnapshots", "topic", body=False, suffix="/snapshots"),
+    _bind("DELETE", _TOPIC, "DeleteTopic", "topic", body=False),
+    _bind(
+        "POST", _SUBSCRIPTION, "DetachSubscription", "subscription", body=False, suffix=":detach"
+    ),
+    # Subscriber
+    _bind("PUT", _SUBSCRIPTION, "CreateSubscription", "name", body=True),
+    _bind("GET", _SUBSCRIPTION, "GetSubscription", "subscription", body=False),
+    _bind("PATCH", _SUBSCRIPTION, "UpdateSubscription", "subscription.name", body=True),
+    _bind("GET", _PROJECT, "ListSubscriptions", "project", body=False, suffix="/subscriptions"),
+    _bind("DELETE", _SUBSCRIPTION, "DeleteSubscription", "subscription", body=False),
+    _bind(
+        "POST",
+        _SUBSCRIPTION,
+        "ModifyAckDeadline",
+        "subscription",
+        body=True,
+        suffix=":modifyAckDeadline",
+    ),
+    _bind("POST", _SUBSCRIPTION, "Acknowledge", "subscription", body=True, suffix=":acknowledge"),
+    _bind("POST", _SUBSCRIPTION, "Pull", "subscription", body=True, suffix=":pull"),
+    _bind(
+        "POST",
+        _SUBSCRIPTION,
+        "ModifyPushConfig",
+        "subscription",
+        body=True,
+        suffix=":modifyPushConfig",
+    ),
+    _bind("GET", _SNAPSHOT, "GetSnapshot", "snapshot", body=False),
+    _bind("GET", _PROJECT, "ListSnapshots", "project", body=False, suffix="/snapshots"),
+    _bind("PUT", _SNAPSHOT, "CreateSnapshot", "name", body=True),
+    _bind("PATCH", _SNAPSHOT, "UpdateSnapshot", "snapshot.name", body=True),
+    _bind("DELETE", _SNAPSHOT, "DeleteSnapshot", "snapshot", body=False),
+    _bind("POST", _SUBSCRIPTION, "Seek", "subscription", body=True, suffix=":seek"),
+)
+
+# Bound by the real service, not served here (wire-contract §1.1): 501 like gRPC's answer.
+_IAM = re.compile(
+    rf"/v1/(?:{_TOPIC}|{_SUBSCRIPTION}|{_SNAPSHOT}|{_PROJECT}/schemas/[^/:]+)"
+    r":(getIamPolicy|setIamPolicy|testIamPermissions)"
+)
+_SCHEMAS = re.compile(rf"/v1/{_PROJECT}/schemas(?:[/:].*)?")
+
+
+def route(http_method: str, path: str) -> tuple[Binding, str]:
+    """The binding of ``http_method path`` and the resource name in the path; 404, 405
+    (with ``Allow``) and 501 (IAM, schemas) otherwise."""
+    allowed: list[str] = []
+    for binding in BINDINGS:
+        found = binding.pattern.fullmatch(path)
+        if found is None:
+            continue
+        if binding.http_method == http_method:
+            return binding, found.group(1)
+        allowed.append(binding.http_method)
+    if allowed:
+        raise HttpProblem(
+            405,
+            "UNIMPLEMENTED",
+            f"HTTP method {http_method} is not allowed on {path} (allowed: {', '.join(allowed)}).",
+            {"Allow": ", ".join(allowed)},
+        )
+    iam = _IAM.fullmatch(path)
+    if iam is not None:
+        raise Unimplemented(
+            f"{iam.group(1)} is not implemented: the reference server has no IAM "
+            "(neither does Google's emulator)."
+        )
+    if _SCHEMAS.fullmatch(path):
+        raise Unimplemented(
+            "google.pubsub.v1 SchemaService is not implemented by the eoclient reference server."
+        )
+    raise HttpProblem(
+        404, "NOT_FOUND", f"No google.pubsub.v1 HTTP binding matches {http_method} {path}."
+    )

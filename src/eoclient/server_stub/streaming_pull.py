@@ -1,0 +1,294 @@
+"""StreamingPull on the gRPC door: one session per call.
+
+A reader task applies each request (acks, modacks, deadline changes) to the broker and
+queues exactly-once confirmations; the session's own coroutine is the only writer: it
+sends queued responses first, then whatever deliveries flow control allows, and ends the
+call on a dropped stream (fault injection, shutdown), a bad request, or the client's
+half-close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from eoclient._proto import pubsub_pb2
+from eoclient.errors import Internal, InvalidArgument, RpcError
+from eoclient.server_stub import ack_settling, request_checks, wire_encoding
+from eoclient.server_stub.core import AckReply
+from eoclient.server_stub.grpc_status import abort, status_code
+from eoclient.server_stub.service import INTERNAL_ERROR_MESSAGE, PubSubService, StreamHandle
+
+# Per streaming response: the official client accepts any size (it sets
+# max_receive_message_length=-1), but other clients keep gRPC's 4 MiB default, so
+# deliveries are cut into responses of at most ~3 MiB of payload and 1000 messages
+# (the rest of the 4 MiB covers per-message framing: ack id, message id, publish time).
+MAX_MESSAGES_PER_RESPONSE = 1000
+MAX_BYTES_PER_RESPONSE = 3 * 2**20
+
+logger = logging.getLogger("eoclient.server_stub.grpc")
+
+
+async def serve_streaming_pull(
+    service: PubSubService,
+    requests: AsyncIterator[bytes],
+    context: grpc.aio.ServicerContext[Any, Any],
+) -> None:
+    """Run one StreamingPull call (requests still encoded) to its end."""
+    injected = service.faults.take("StreamingPull")
+    if injected is not None:
+        await context.abort(status_code(injected.code), injected.message)
+    try:
+        raw = await anext(aiter(requests))
+    except StopAsyncIteration:
+        return
+    try:
+        first = _decode(raw)
+        stream_id = _open_stream(service, first)
+    except RpcError as error:
+        await abort(context, error)
+    except Exception:
+        logger.exception("StreamingPull failed to open")
+        await abort(context, Internal(INTERNAL_ERROR_MESSAGE))
+    session = _StreamSession(service, first.subscription, stream_id, first.protocol_version)
+    try:
+        await session.run(first, requests, context)
+    finally:
+        session.close()
+
+
+def _decode(raw: bytes) -> pubsub_pb2.StreamingPullRequest:
+    request = request_checks.decode(pubsub_pb2.StreamingPullRequest, raw)
+    assert isinstance(request, pubsub_pb2.StreamingPullRequest)
+    return request
+
+
+def _open_stream(service: PubSubService, first: pubsub_pb2.StreamingPullRequest) -> int:
+    # The rules of the first request (wire-contract §1.2 StreamingPullRequest).
+    if not first.subscription:
+        raise InvalidArgument("The first StreamingPullRequest must set subscription.")
+    if first.stream_ack_deadline_seconds == 0:
+        raise InvalidArgument(
+            "The first StreamingPullRequest must set stream_ack_deadline_seconds "
+            "(between 10 and 600)."
+        )
+    _check_modify_lists(first)
+    return service.broker.open_stream(
+        first.subscription,
+        stream_ack_deadline=first.stream_ack_deadline_seconds,
+        max_outstanding_messages=first.max_outstanding_messages,
+        max_outstanding_bytes=first.max_outstanding_bytes,
+    )
+
+
+def _check_modify_lists(request: pubsub_pb2.StreamingPullRequest) -> None:
+    if len(request.modify_deadline_seconds) != len(request.modify_deadline_ack_ids):
+        raise InvalidArgument(
+            "modify_deadline_seconds and modify_deadline_ack_ids must have the same length "
+            f"(got {len(request.modify_deadline_seconds)} and "
+            f"{len(request.modify_deadline_ack_ids)})."
+        )
+
+
+class _StreamSession:
+    """One StreamingPull call: a reader task applies requests; this coroutine alone writes."""
+
+    def __init__(
+        self, service: PubSubService, subscription: str, stream_id: int, protocol_version: int
+    ) -> None:
+        self.service = service
+        self.broker = service.broker
+        self.stream_id = stream_id
+        self.protocol_version = protocol_version
+        self.handle = StreamHandle(subscription)
+        self.outbox: deque[pubsub_pb2.StreamingPullResponse] = deque()
+        self.failure: RpcError | None = None
+        self.client_done = False
+        service.streams.add(self.handle)
+
+    def close(self) -> None:
+        self.service.streams.remove(self.handle)
+        self.broker.close_stream(self.stream_id)
+
+    def _properties(self) -> pubsub_pb2.StreamingPullResponse.SubscriptionProperties:
+        exactly_once, ordering = self.broker.subscription_properties(self.handle.subscription)
+        return pubsub_pb2.StreamingPullResponse.SubscriptionProperties(
+            exactly_once_delivery_enabled=exactly_once, message_ordering_enabled=ordering
+        )
+
+    def apply(self, request: pubsub_pb2.StreamingPullRequest, *, first: bool) -> None:
+        """Apply acks, modacks and deadline changes; queue confirmations (exactly-once).
+
+        A request-level error (raised) applies nothing of the request; a bad ack id fails
+        alone (``ack_settling``): exactly-once lists it as invalid in the confirmation,
+        otherwise it is ignored — it never ends the stream.
+        """
+        if not first:
+            _check_modify_lists(request)
+            if (
+                request.subscription
+                or request.max_outstanding_messages
+                or (request.max_outstanding_bytes)
+            ):
+                raise InvalidArgument(
+                    "subscription, max_outstanding_messages and max_outstanding_bytes may only "
+                    "be set on the first StreamingPullRequest of a stream."
+                )
+        for index, seconds in enumerate(request.modify_deadline_seconds):
+            request_checks.check_modack_seconds(f"modify_deadline_seconds[{index}]", seconds)
+        if not first and request.stream_ack_deadline_seconds:
+            self.broker.set_stream_ack_deadline(self.stream_id, request.stream_ack_deadline_seconds)
+        name = self.handle.subscription
+        response = pubsub_pb2.StreamingPullResponse()
+        confirm = False
+        if request.ack_ids:
+            reply = ack_settling.acknowledge(self.broker, name, request.ack_ids).reply
+            if reply.exactly_once:
+                confirm = True
+                _fill_ack_confirmation(response.acknowledge_confirmation, reply)
+        by_seconds: dict[int, list[str]] = {}
+        for ack_id, seconds in zip(
+            request.modify_deadline_ack_ids, request.modify_deadline_seconds, strict=True
+        ):
+            by_seconds.setdefault(seconds, []).append(ack_id)
+        for seconds, ids in by_seconds.items():
+            reply = ack_settling.modify_ack_deadline(self.broker, name, ids, seconds).reply
+            if reply.exactly_once:
+                confirm = True
+                _fill_modack_confirmation(response.modify_ack_deadline_confirmation, reply)
+        if confirm:
+            response.subscription_properties.CopyFrom(self._properties())
+            self.outbox.append(response)
+        elif (
+            not first
+            and self.protocol_version >= 1
+            and not request.ack_ids
+            and not request.modify_deadline_ack_ids
+        ):
+            # A keep-alive ping under protocol_version >= 1 is answered so the client
+            # knows the stream is alive (client-anchors §1.9).
+            keepalive = pubsub_pb2.StreamingPullResponse()
+            keepalive.subscription_properties.CopyFrom(self._properties())
+            self.outbox.append(keepalive)
+
+    async def _read(self, requests: AsyncIterator[bytes]) -> None:
+        try:
+            async for raw in requests:
+                self.apply(_decode(raw), first=False)
+                self.handle.wake.set()
+        except RpcError as error:
+            self.failure = error
+        except Exception:
+            logger.exception("StreamingPull on %s failed", self.handle.subscription)
+            self.failure = Internal(INTERNAL_ERROR_MESSAGE)
+        finally:
+            self.client_done = True
+            self.handle.wake.set()
+
+    async def run(
+        self,
+        first: pubsub_pb2.StreamingPullRequest,
+        requests: AsyncIterator[bytes],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> None:
+        try:
+            self.apply(first, first=True)
+        except RpcError as error:
+            await abort(context, error)
+        except Exception:
+            logger.exception("StreamingPull on %s failed", self.handle.subscription)
+            await abort(context, Internal(INTERNAL_ERROR_MESSAGE))
+        reader = asyncio.create_task(self._read(requests), name="streaming-pull-reader")
+        try:
+            await self._write_loop(context)
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+
+    async def _write_loop(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        while True:
+            self.handle.wake.clear()
+            if self.handle.drop is not None:
+                drop = self.handle.drop
+                await context.abort(status_code(drop.code), drop.message)
+            if self.failure is not None:
+                await abort(context, self.failure)
+            if self.outbox:
+                # Confirmations report acks done: only once the store has them.
+                await self.service.group_commit.durable()
+            while self.outbox:
+                await context.write(self.outbox.popleft())
+            if self.client_done:
+                return  # the client half-closed: end the call with OK
+            try:
+                sent = await self._send_deliveries(context)
+            except RpcError as error:
+                await abort(context, error)
+            except Exception:
+                logger.exception("StreamingPull on %s failed", self.handle.subscription)
+                await abort(context, Internal(INTERNAL_ERROR_MESSAGE))
+            if not sent:
+                await self.handle.wake.wait()
+
+    async def _send_deliveries(self, context: grpc.aio.ServicerContext[Any, Any]) -> bool:
+        """Lease what flow control allows and send it, cut into responses of bounded size.
+
+        Everything leased here is sent: the byte budget only decides where one response
+        ends and the next begins (a message larger than the budget goes alone).
+        """
+        deliveries = self.broker.stream_pull(self.stream_id, MAX_MESSAGES_PER_RESPONSE)
+        if not deliveries:
+            return False
+        exactly_once, ordering = self.broker.subscription_properties(self.handle.subscription)
+        properties = wire_encoding.encode_properties(exactly_once, ordering)
+        batch: list[bytes] = []
+        size = 0
+        for delivery in deliveries:
+            if batch and size + delivery.message.size > MAX_BYTES_PER_RESPONSE:
+                await context.write(wire_encoding.encode_streaming_response(batch, properties))
+                batch, size = [], 0
+            batch.append(
+                wire_encoding.encode_received_message(
+                    delivery.ack_id, delivery.message, delivery.delivery_attempt
+                )
+            )
+            size += delivery.message.size
+        await context.write(wire_encoding.encode_streaming_response(batch, properties))
+        return True
+
+
+def _fill_ack_confirmation(
+    target: pubsub_pb2.StreamingPullResponse.AcknowledgeConfirmation, reply: AckReply
+) -> None:
+    target.ack_ids.extend(reply.confirmed)
+    for ack_id, failure in reply.failures.items():
+        _confirmation_list(target, failure).append(ack_id)
+
+
+def _fill_modack_confirmation(
+    target: pubsub_pb2.StreamingPullResponse.ModifyAckDeadlineConfirmation, reply: AckReply
+) -> None:
+    target.ack_ids.extend(reply.confirmed)
+    for ack_id, failure in reply.failures.items():
+        if failure.startswith("PERMANENT_"):
+            target.invalid_ack_ids.append(ack_id)
+        else:
+            target.temporary_failed_ack_ids.append(ack_id)
+
+
+def _confirmation_list(
+    target: pubsub_pb2.StreamingPullResponse.AcknowledgeConfirmation, failure: str
+) -> Any:
+    # Mapping from ErrorInfo values to confirmation lists (wire-contract §2.3).
+    if failure == "TRANSIENT_FAILURE_UNORDERED_ACK_ID":
+        return target.unordered_ack_ids
+    if failure.startswith("PERMANENT_"):
+        return target.invalid_ack_ids
+    return target.temporary_failed_ack_ids
