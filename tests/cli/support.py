@@ -36,6 +36,7 @@ class Eo:
         nothing on stdout. Returns that line."""
         result = self(*args, input=input)
         assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
+        assert result.stdout == "", result.stdout
         assert_one_line_error(result.stderr)
         return result.stderr.strip()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -75,6 +77,15 @@ def test_an_unreachable_server_is_named(args: list[str]) -> None:
     assert "server 127.0.0.1:1: is it running?" in line
 
 
+def test_a_group_alone_shows_its_help(eo: Eo) -> None:
+    for args in ([], ["topics"]):
+        result = eo(*args)
+        assert result.exit_code == 2
+        assert result.stderr.startswith(f"Usage: eoclient {' '.join(args)}".replace("  ", " "))
+        assert "Commands:" in result.stderr
+        assert len(result.stderr.splitlines()) > 5  # whole, not squeezed onto one line
+
+
 def test_main_returns_the_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     assert "topics" in capsys.readouterr().out
@@ -102,3 +113,21 @@ def test_an_unexpected_error_is_one_line_unless_asked(
     result = eo("topics", "create", "orders-2")
     assert result.exit_code == 1
     assert "Traceback" in result.stderr
+
+
+def test_the_real_service_without_credentials_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # No emulator variable and no credentials anywhere: the real service is refused
+    # by google-auth before anything is sent (nothing leaves this machine).
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:1")  # no metadata server either
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    result = CliRunner(env={"PUBSUB_EMULATOR_HOST": None}).invoke(
+        cli, ["topics", "list", "--project", "p"]
+    )
+    assert result.exit_code == 1
+    assert_one_line_error(result.stderr)
+    assert result.stderr.startswith("eoclient: credentials for pubsub.googleapis.com:443: ")
+    assert "set --endpoint or PUBSUB_EMULATOR_HOST" in result.stderr

@@ -116,6 +116,18 @@ def test_a_bad_line_on_stdin_stops_there(eod: Eo) -> None:
     assert _data(eod.json("pull", "billing", "--limit", "5", "--ack")) == ["a", "b"]
 
 
+def test_a_line_the_service_would_refuse_is_named(eod: Eo) -> None:
+    line = eod.fails(
+        "publish",
+        "orders",
+        "--json-lines",
+        input='{"data": "a"}\n{"data": "b", "attributes": {"": "v"}}\n{"data": "c"}\n',
+    )
+    assert line.startswith("eoclient: line 2: an attribute key must not be empty")
+    assert line.endswith("published the 1 message(s) before it, nothing after")
+    assert _data(eod.json("pull", "billing", "--limit", "5", "--ack")) == ["a"]
+
+
 def test_tail_output_replays_into_another_topic(eod: Eo) -> None:
     eod.ok("topics", "create", "replay")
     eod.ok("subscriptions", "create", "replayed", "--topic", "replay")
@@ -193,6 +205,16 @@ def test_pull_nack_peeks_and_modify_ack_deadline(eod: Eo) -> None:
         "subscriptions", "modify-ack-deadline", "billing", leased[0]["ackId"], "--ack-deadline", "0"
     )
     assert extended == [{"ackId": leased[0]["ackId"], "status": "SUCCESS", "info": None}]
+    again = eod.json("pull", "billing")
+    table = eod.ok(
+        "subscriptions",
+        "modify-ack-deadline",
+        "billing",
+        again[0]["ackId"],
+        "--ack-deadline",
+        "0",
+    ).stdout.splitlines()
+    assert table[2].split() == [again[0]["ackId"], "SUCCESS"]
     table = eod.ok("pull", "billing", "--ack").stdout.splitlines()
     assert table[0].split() == [
         "MESSAGE",
@@ -250,7 +272,7 @@ def test_tail_nack_gives_messages_back(eod: Eo) -> None:
 
 
 def test_tail_of_a_missing_subscription(eod: Eo) -> None:
-    assert eod.fails("tail", "missing").startswith("eoclient: NOT_FOUND: ")
+    assert eod.fails("tail", "missing").startswith("eoclient: NOT_FOUND: ")  # stdout empty
 
 
 # ---------------------------------------------------------------- seek

@@ -20,13 +20,20 @@ def test_snapshot_lifecycle(eo: Eo) -> None:
     table = eo.ok("snapshots", "describe", "before").stdout
     assert f"projects/{p}/snapshots/before" in table
     assert "why=release" in table
-    eo.ok(
+    after = eo.ok(
         "snapshots",
         "create",
         f"projects/{p}/snapshots/after",
         "--subscription",
         f"projects/{p}/subscriptions/billing",
     )
+    assert after.stderr.strip() == f"created snapshot projects/{p}/snapshots/after"
+    assert after.stdout.split()[:4] == [
+        "name",
+        f"projects/{p}/snapshots/after",
+        "topic",
+        f"projects/{p}/topics/orders",
+    ]
     assert [s["name"] for s in eo.json("snapshots", "list")] == [
         f"projects/{p}/snapshots/after",
         created["name"],

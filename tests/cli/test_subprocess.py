@@ -145,6 +145,38 @@ def test_tail_with_a_limit_gives_back_what_it_held(
     assert [m["data"] for m in eo.json("pull", "billing", "--ack", "--limit", "5")] == ["second"]
 
 
+def test_publish_from_an_open_pipe_stops_on_ctrl_c(eod_names: tuple[Eo, str]) -> None:
+    eo, _ = eod_names
+    process = subprocess.Popen(
+        [str(EOCLIENT), "publish", "orders"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **eo.env},
+    )
+    try:
+        assert process.stdin is not None
+        process.stdin.write("one\ntwo\n")
+        process.stdin.flush()  # and the pipe stays open: the reader waits for more
+        deadline = time.monotonic() + WAIT
+        pulled: list[str] = []
+        while len(pulled) < 2:  # published line by line, not at the end of input
+            assert time.monotonic() < deadline, pulled
+            pulled += [m["data"] for m in eo.json("pull", "billing", "--ack", "--limit", "2")]
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=WAIT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert sorted(pulled) == ["one", "two"]
+    assert process.returncode == 130
+    assert stdout == ""
+    assert_one_line_error(stderr)
+    assert stderr.strip() == ("eoclient: interrupted — published the 2 message(s) read before it")
+
+
 def test_serve_keeps_its_flags(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     with log.open("wb") as out:

@@ -92,6 +92,18 @@ def test_defaults_and_the_topic_of_another_project(eo: Eo) -> None:
     assert created["enableExactlyOnceDelivery"] is False
 
 
+def test_create_in_a_table(eo: Eo) -> None:
+    _setup(eo)
+    result = eo.ok("subscriptions", "create", "billing", "--topic", "orders")
+    assert result.stderr.strip() == (
+        f"created subscription projects/{eo.project}/subscriptions/billing"
+    )
+    fields = {line[:24].strip(): line[24:].strip() for line in result.stdout.splitlines()}
+    assert fields["topic"] == f"projects/{eo.project}/topics/orders"
+    assert fields["exactly-once delivery"] == "no"
+    assert fields["retry"] == "redeliver at once"
+
+
 def test_list_in_both_forms(eo: Eo) -> None:
     _setup(eo)
     eo.ok(

@@ -203,6 +203,7 @@ def test_lines(raw: bytes, json_lines: bool, expected: OutgoingMessage | None) -
         (b'{"data": "x", "colour": "red"}', "line 7: unknown key"),
         (b'{"data": "x", "attributes": {"k": 1}}', "line 7: attributes must be an object"),
         (b'{"data": "x", "orderingKey": 5}', "line 7: orderingKey must be a string"),
+        (b'{"data": "x", "attributes": {"": "v"}}', "line 7: an attribute key must not be empty"),
         (b'{"data": ""}', "line 7: a message needs data or attributes"),
     ],
 )

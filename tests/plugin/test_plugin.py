@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import importlib.metadata
 
+import google.cloud.pubsub_v1  # noqa: F401
 import pytest
+
+# Imported here, before pytester snapshots sys.modules: an in-process inner run drops
+# the modules it imported, and importing google.cloud.pubsub_v1 a second time fails
+# (its protos are already in protobuf's default descriptor pool).
 
 pytest_plugins = ["pytester"]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import importlib.util
 import logging
 import os
 import sys
@@ -65,7 +66,15 @@ class Invocation:
         return required_project(self.project, what)
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run one verb's coroutine; an unreachable server is reported with its address."""
+        """Run one verb's coroutine; an unreachable server is reported with its address,
+        and the real service without credentials as such."""
+        if self.target == SERVICE_ENDPOINT and importlib.util.find_spec("google.auth") is None:
+            coroutine.close()
+            raise CliError(
+                f"connecting to the real service ({SERVICE_ENDPOINT}) needs google-auth "
+                f"(pip install google-auth); for a local server set --endpoint or "
+                f"{EMULATOR_HOST_ENV}"
+            )
         try:
             return asyncio.run(coroutine)
         except Unavailable as error:
@@ -73,6 +82,13 @@ class Invocation:
                 f"{error} (server {self.target}: is it running? "
                 f"set --endpoint or {EMULATOR_HOST_ENV})"
             ) from error
+        except Exception as error:
+            if type(error).__module__.startswith("google.auth"):  # no or bad credentials
+                raise CliError(
+                    f"credentials for {SERVICE_ENDPOINT}: {error} (for a local server set "
+                    f"--endpoint or {EMULATOR_HOST_ENV})"
+                ) from error
+            raise
 
 
 async def check_exists(invocation: Invocation, kind: Kind, name: str) -> None:
@@ -167,6 +183,14 @@ def sdk_logging(verbose: bool) -> Iterator[None]:
 # ================================================================ errors
 
 
+# ``eoclient`` or ``eoclient topics`` alone: click (8.2+) raises this to show the help.
+_HELP_INSTEAD: tuple[type[click.UsageError], ...] = tuple(
+    getattr(click.exceptions, name)
+    for name in ("NoArgsIsHelpError",)
+    if hasattr(click.exceptions, name)
+)
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -186,6 +210,9 @@ def guarded(call: Callable[[], Any]) -> int:
         result = call()
     except click.exceptions.Exit as done:  # --help, --version, ctx.exit(n)
         return done.exit_code
+    except _HELP_INSTEAD as error:  # a group without its command: the help, as it is
+        click.echo(error.format_message(), err=True)
+        return EXIT_USAGE
     except click.UsageError as error:
         click.echo(_one_line(_usage(error)), err=True)
         return EXIT_USAGE

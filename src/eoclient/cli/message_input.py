@@ -114,6 +114,8 @@ def _from_object(value: dict[str, Any], number: int, defaults: Defaults) -> Outg
             isinstance(k, str) and isinstance(v, str) for k, v in own.items()
         ):
             raise CliError(f"line {number}: attributes must be an object of strings")
+        if "" in own:  # the service refuses the whole batch for it (INVALID_ARGUMENT)
+            raise CliError(f"line {number}: an attribute key must not be empty")
         attributes.update(own)
     ordering_key = _first(value, _ORDERING_KEYS)
     if ordering_key is None:

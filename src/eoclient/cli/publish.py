@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import contextlib
+import signal
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +37,7 @@ from rich.progress import (
 from rich.text import Text
 
 from eoclient.cli.app import Invocation, check_exists, common_options
-from eoclient.cli.errors import CliError, UsageProblem
+from eoclient.cli.errors import EXIT_INTERRUPTED, CliError, UsageProblem
 from eoclient.cli.flags import LABELS, merged
 from eoclient.cli.message_input import (
     Defaults,
@@ -43,6 +46,7 @@ from eoclient.cli.message_input import (
     from_arguments,
     parse_line,
 )
+from eoclient.errors import EoclientError
 from eoclient.publisher import BatchSettings, PublisherClient
 
 # Messages whose ids are awaited at once: ten full requests of 1,000 (the service's
@@ -94,11 +98,45 @@ class PublishReport:
         }
 
 
+class _ReaderGone(Exception):
+    """The event loop that wanted the input has stopped (Ctrl-C, an error)."""
+
+
 async def _chunks(stream: BinaryIO) -> AsyncIterator[bytes]:
-    """The stream's bytes, read off the event loop (a pipe may block for minutes)."""
-    read = getattr(stream, "read1", stream.read)
-    while chunk := await asyncio.to_thread(read, CHUNK):
-        yield chunk
+    """The stream's bytes, read by a daemon thread and handed to the loop.
+
+    Not ``asyncio.to_thread``: the default executor's threads are joined when the loop
+    closes, and a read blocked on a terminal or an idle pipe would then keep the
+    process alive after Ctrl-C until the next line. A daemon thread is left behind.
+    The small queue bounds what is read ahead of publishing.
+    """
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue(maxsize=4)
+
+    def put(item: bytes | BaseException | None) -> None:
+        try:
+            asyncio.run_coroutine_threadsafe(queue.put(item), loop).result()
+        except (RuntimeError, concurrent.futures.CancelledError):
+            raise _ReaderGone from None
+
+    def read_all() -> None:
+        read = getattr(stream, "read1", stream.read)
+        try:
+            try:
+                while chunk := read(CHUNK):
+                    put(chunk)
+            except Exception as error:  # handed to the loop, raised there
+                put(error)
+            else:
+                put(None)
+        except _ReaderGone:
+            return
+
+    threading.Thread(target=read_all, name="eoclient-publish-input", daemon=True).start()
+    while (item := await queue.get()) is not None:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
 
 
 async def _lines(
@@ -166,47 +204,77 @@ async def publish_all(
         report.failed += 1
         if failure is None:
             failure = error
-            where = f" (line {message.line})" if message.line else ""
+            # A refused batch fails all its messages: this is the first of them.
+            where = f" (first failed: line {message.line})" if message.line else ""
             report.first_failure = f"{error}{where}"
 
     async def settle_oldest() -> None:
         nonlocal position
         message, future = pending.popleft()
-        await asyncio.wait([future])
+        if not future.done():
+            await asyncio.wait([future])
         collect(position, message, future)
         position += 1
 
-    bad_input: CliError | None = None
-    async with PublisherClient(endpoint, batch=BATCH, enable_message_ordering=True) as client:
-        try:
-            async for message in messages:
+    async def feed(client: PublisherClient) -> None:
+        async for message in messages:
+            try:
                 future = client.publish_nowait(
                     topic, message.data, message.ordering_key, **message.attributes
                 )
-                pending.append((message, future))
-                report.read += 1
-                while len(pending) >= WINDOW or (pending and pending[0][1].done()):
-                    await settle_oldest()
-                if failure is not None:
-                    break
-        except CliError as error:  # a bad line: what came before it is still published
-            bad_input = error
+            except (ValueError, TypeError, EoclientError) as error:  # the SDK's own checks
+                where = f"line {message.line}: " if message.line else ""
+                raise CliError(f"{where}{error}") from error
+            pending.append((message, future))
+            report.read += 1
+            while len(pending) >= WINDOW or (pending and pending[0][1].done()):
+                await settle_oldest()
+            if failure is not None:
+                return
+
+    loop = asyncio.get_running_loop()
+    interrupted = False
+    async with PublisherClient(endpoint, batch=BATCH, enable_message_ordering=True) as client:
+        reader = asyncio.create_task(feed(client), name="eoclient-publish-feed")
+
+        def on_interrupt() -> None:
+            # The first Ctrl-C stops reading; what was read is still published. The
+            # handler goes, so a second Ctrl-C interrupts that too (KeyboardInterrupt).
+            nonlocal interrupted
+            interrupted = True
+            reader.cancel()
+            loop.remove_signal_handler(signal.SIGINT)
+
+        loop.add_signal_handler(signal.SIGINT, on_interrupt)
+        try:
+            await asyncio.wait([reader])
         finally:
+            loop.remove_signal_handler(signal.SIGINT)
+            if not reader.done():  # this coroutine itself was cancelled
+                reader.cancel()
             # Whatever was accepted is still sent, and its outcome recorded.
             while pending:
                 await settle_oldest()
             report.message_ids = [ids[i] for i in sorted(ids)]
             report.seconds = time.perf_counter() - started
+    bad_input = None if reader.cancelled() else reader.exception()
     if failure is not None:
         raise CliError(
             f"{report.first_failure} — published {report.published} of the "
             f"{report.read} message(s) read; {report.failed} failed"
         ) from failure
-    if bad_input is not None:
+    if isinstance(bad_input, CliError):  # a bad line: what came before it was published
         raise CliError(
             f"{bad_input.message} — published the {report.published} message(s) before "
             "it, nothing after"
         ) from bad_input
+    if bad_input is not None:
+        raise bad_input
+    if interrupted:
+        raise CliError(
+            f"interrupted — published the {report.published} message(s) read before it",
+            EXIT_INTERRUPTED,
+        )
 
 
 class _RateColumn(ProgressColumn):

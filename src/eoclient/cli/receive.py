@@ -214,6 +214,7 @@ async def _tail(
     # Messages held but not shown go back at once when tail stops.
     shutdown = ShutdownOptions(ShutdownBehavior.NACK_IMMEDIATELY, timeout=DRAIN_SECONDS)
     await check_exists(invocation, "subscription", name)
+    printer.header()  # once the subscription is known to be there
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, on_signal)
     try:
@@ -273,6 +274,5 @@ def tail(invocation: Invocation, subscription: str, nack: bool, limit: int | Non
     """
     name = invocation.name("subscription", subscription)
     printer = _TailPrinter(invocation)
-    printer.header()
     interrupted = invocation.run(_tail(invocation, name, "nack" if nack else "ack", limit, printer))
     invocation.output.note(printer.summary(name, interrupted))
