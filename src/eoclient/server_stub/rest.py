@@ -21,11 +21,10 @@ from __future__ import annotations
 import logging
 
 from aiohttp import web
-from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from eoclient.errors import RpcError
-from eoclient.server_stub import rest_request
+from eoclient.server_stub import rest_request, rest_system
 from eoclient.server_stub.rest_errors import (
     HTTP_STATUS,
     HttpProblem,
@@ -47,23 +46,6 @@ from eoclient.server_stub.service import INTERNAL_ERROR_MESSAGE, PubSubService
 __all__ = ["HTTP_STATUS", "MAX_BODY_BYTES", "RestDoor"]
 
 logger = logging.getLogger("eoclient.server_stub.rest")
-
-# Google's system parameters: accepted on any call, never bound to the request.
-SYSTEM_PARAMETERS = frozenset(
-    {
-        "$.xgafv",
-        "access_token",
-        "alt",
-        "callback",
-        "fields",
-        "key",
-        "oauth_token",
-        "prettyPrint",
-        "quotaUser",
-        "upload_protocol",
-        "uploadType",
-    }
-)
 
 
 class RestDoor:
@@ -91,7 +73,9 @@ class RestDoor:
             cors = self._browser_check(request)
             if request.method == "OPTIONS" and cors:
                 return web.Response(status=204, headers=_preflight(cors))
-            response = await self._answer(request)
+            system, query = rest_system.split_query(list(request.query.items()))
+            response = await self._answer(request, query)
+            text = system.render(response)
         except HttpProblem as problem:
             return problem_response(problem, cors)
         except RpcError as error:
@@ -99,7 +83,7 @@ class RestDoor:
         except Exception:
             logger.exception("REST %s %s failed", request.method, request.path)
             return json_response(error_body(500, "INTERNAL", INTERNAL_ERROR_MESSAGE), 500, cors)
-        return json_response(json_format.MessageToJson(response, indent=2), 200, cors)
+        return json_response(text, 200, cors)
 
     def _browser_check(self, request: web.Request) -> dict[str, str]:
         """Apply the browser policy; the CORS headers an allowed cross-origin caller gets."""
@@ -122,11 +106,11 @@ class RestDoor:
             raise HttpProblem(415, "INVALID_ARGUMENT", refusal)
         return cors
 
-    async def _answer(self, request: web.Request) -> Message:
-        """Route, build the request proto, and run the RPC."""
+    async def _answer(self, request: web.Request, query: list[tuple[str, str]]) -> Message:
+        """Route, build the request proto (``query``: without system parameters), and
+        run the RPC."""
         binding, name = route(request.method, request.path)
         message = self.service.methods[binding.rpc].request()
-        query = [(k, v) for k, v in request.query.items() if k not in SYSTEM_PARAMETERS]
         if binding.body:
             rest_request.parse_body(await rest_request.read_body(request), message)
             rest_request.refuse_query(query)
