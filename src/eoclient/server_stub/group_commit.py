@@ -23,6 +23,7 @@ import asyncio
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from eoclient.errors import Unavailable
 from eoclient.server_stub.core.store import Store
@@ -39,6 +40,7 @@ class GroupCommit:
         self._waiters: list[asyncio.Future[None]] = []
         self._wanted = False
         self._runner: asyncio.Task[None] | None = None
+        self._executor: ThreadPoolExecutor | None = None  # made when first needed
         self.commits = 0  # how many commits ran (inspection: the groups' sizes)
         self.unsafe = os.environ.get(UNSAFE_SWITCH) == "1"
         self._last_commit = time.monotonic()
@@ -74,6 +76,8 @@ class GroupCommit:
 
     def _start(self) -> None:
         self._wanted = True
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-commit")
         if self._runner is None or self._runner.done():
             self._runner = asyncio.get_running_loop().create_task(
                 self._run(), name="store-group-commit"
@@ -87,9 +91,14 @@ class GroupCommit:
             error: BaseException | None = None
             try:
                 if self._store.begin_commit():
-                    # The thread is not cancelled with this task: the store's reads
-                    # and commits wait for it, so nothing can overlap it.
-                    await asyncio.shield(asyncio.to_thread(self._store.finish_commit))
+                    # Submitted here, not from a task scheduled later: until the commit
+                    # ends, a read of the store blocks the loop waiting for it, so it
+                    # must already be running. Its own thread (nothing queued ahead of
+                    # it); not cancelled with this task (the store waits for it anyway).
+                    done = asyncio.get_running_loop().run_in_executor(
+                        self._executor, self._store.finish_commit
+                    )
+                    await asyncio.shield(done)
                     self.commits += 1
                     self._last_commit = time.monotonic()
             except asyncio.CancelledError:
@@ -133,6 +142,9 @@ class GroupCommit:
         if self._runner is not None and not self._runner.done():
             await self._runner
         self._runner = None
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
 
 
 def _commit_failed(error: Exception) -> Unavailable:
