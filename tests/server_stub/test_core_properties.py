@@ -18,6 +18,11 @@ exactly-once ack/modack result. Checked after every step or delivery:
 plus: each delivery has a new ack id, ``delivery_attempt`` follows nacks and
 expiries, stream flow control is respected, and after enough time everything can be
 drained (no key is ever stuck).
+
+The Pulsar-style policies act in the same model (core/policies.py): a message skipped by
+id, acknowledged by the message TTL or evicted by a backlog quota is acknowledged like a
+subscriber's ack — its ack ids stop resolving, it is never delivered again, and its key's
+next message moves up — and the skip outcomes and counters match the model's.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from eoclient.server_stub.core import (
     SubscriptionConfig,
     TopicConfig,
 )
+from eoclient.server_stub.core.policies import BacklogQuota, QuotaAction, SkipOutcome, TopicPolicies
 from eoclient.server_stub.core.store import Store
 from eoclient.server_stub.storage.sqlite import SqliteStore
 
@@ -65,6 +71,8 @@ class Msg:
     deadline: float = 0.0
     stream: int | None = None
     failed: int = 0  # own nacks + own expiries
+    published: float = 0.0
+    size: int = 0
 
 
 @dataclass
@@ -86,6 +94,8 @@ class BrokerMachine(RuleBasedStateMachine):
         retry=st.sampled_from([None, (0.0, 0.0), (1.0, 5.0), (10.0, 600.0)]),
         dead_letter=st.sampled_from([None, 5, 100]),
         ack_deadline=st.sampled_from([10, 30]),
+        ttl=st.sampled_from([None, None, 20.0]),
+        evict_over=st.sampled_from([None, None, 12]),
     )
     def setup(
         self,
@@ -94,6 +104,8 @@ class BrokerMachine(RuleBasedStateMachine):
         retry: tuple[float, float] | None,
         dead_letter: int | None,
         ack_deadline: int,
+        ttl: float | None,
+        evict_over: int | None,
     ) -> None:
         self.clock = FakeClock()
         self.broker = Broker(self.clock, store=self.new_store())
@@ -122,6 +134,20 @@ class BrokerMachine(RuleBasedStateMachine):
         self.issued: list[str] = []
         self.streams: dict[int, Stream] = {}
         self.sizes: dict[str, int] = {}
+        self.ttl = ttl
+        self.evict_over = evict_over
+        self.expired_by_ttl = 0
+        self.evicted = 0
+        self.skipped = 0
+        self.broker.set_topic_policies(
+            TOPIC,
+            TopicPolicies(
+                message_ttl=ttl,
+                backlog_quota=BacklogQuota(limit_bytes=evict_over, action=QuotaAction.EVICTION)
+                if evict_over
+                else None,
+            ),
+        )
 
     # ----------------------------------------------------------------- model
 
@@ -160,6 +186,28 @@ class BrokerMachine(RuleBasedStateMachine):
             if msg.state != OUTSTANDING:
                 continue  # taken back by an earlier message of its key
             self.failed(msg)
+        if self.ttl is not None:  # then the TTL acknowledges what is too old, leased or not
+            for msg in self.messages.values():
+                if msg.state != ACKED and msg.published <= now - self.ttl:
+                    self.release(msg, ACKED)
+                    self.expired_by_ttl += 1
+
+    def evict(self) -> None:
+        """The backlog quota, at publish: the oldest unacked go until within the limit."""
+        if self.evict_over is None:
+            return
+        unacked = sorted(
+            (m for m in self.messages.values() if m.state != ACKED), key=lambda m: m.seq
+        )
+        backlog = sum(m.size for m in unacked)
+        if backlog <= self.evict_over:
+            return
+        for msg in unacked:
+            if backlog <= self.evict_over:
+                break
+            self.release(msg, ACKED)
+            backlog -= msg.size
+            self.evicted += 1
 
     def stream_load(self, stream_id: int) -> tuple[int, int]:
         held = [
@@ -264,9 +312,11 @@ class BrokerMachine(RuleBasedStateMachine):
         ids = self.broker.publish(
             TOPIC, [NewMessage(b"x" * size, ordering_key=key) for size in sizes]
         )
+        self.evict()  # the quota was checked before the new messages were stored
         for message_id, size in zip(ids, sizes, strict=True):
             seq = len(self.messages)
             msg = Msg(message_id, seq, key if self.ordering else "")
+            msg.published, msg.size = self.now(), size + len(key)
             self.messages[message_id] = msg
             self.sizes[message_id] = size + len(key)
             if msg.key:
@@ -354,6 +404,29 @@ class BrokerMachine(RuleBasedStateMachine):
         expected = self.apply_modack(ack_ids, 0) if nack else self.apply_ack(ack_ids)
         self.check_reply(ack_ids, reply, expected)
 
+    @precondition(lambda self: bool(self.messages))
+    @rule(indices=st.lists(st.integers(0, 1000), min_size=1, max_size=3), unknown=st.booleans())
+    def skip(self, indices: list[int], unknown: bool) -> None:
+        ids = list(self.messages)
+        chosen = list(dict.fromkeys(ids[i % len(ids)] for i in indices))
+        if unknown:
+            chosen.append("999999")
+        outcomes = self.broker.skip_messages(SUB, chosen)
+        self.expire()
+        expected: dict[str, SkipOutcome] = {}
+        for message_id in chosen:
+            msg = self.messages.get(message_id)
+            if msg is None:
+                expected[message_id] = SkipOutcome.NOT_FOUND
+            elif msg.state == ACKED:
+                expected[message_id] = SkipOutcome.ALREADY_ACKNOWLEDGED
+            else:
+                self.release(msg, ACKED)
+                self.skipped += 1
+                expected[message_id] = SkipOutcome.SKIPPED
+        assert outcomes == expected
+        self.check_streams()
+
     @rule(seconds=st.sampled_from([0.5, 1.0, 5.0, 10.0, 30.0]), tick=st.booleans())
     def advance(self, seconds: float, tick: bool) -> None:
         self.clock.advance(seconds)
@@ -394,7 +467,11 @@ class BrokerMachine(RuleBasedStateMachine):
             return
         acked = sum(1 for m in self.messages.values() if m.state == ACKED)
         assert self.broker.backlog(SUB) + acked == len(self.messages)
-        assert self.broker.counters(SUB)["dead_lettered"] == self.dead_lettered
+        counters = self.broker.counters(SUB)
+        assert counters["dead_lettered"] == self.dead_lettered
+        assert counters["expired_by_ttl"] == self.expired_by_ttl
+        assert counters["evicted"] == self.evicted
+        assert counters["skipped"] == self.skipped
 
 
 class SqliteBrokerMachine(BrokerMachine):

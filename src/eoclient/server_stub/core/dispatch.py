@@ -203,7 +203,7 @@ class Dispatch:
         now = self._clock.now()
         subscription.delivery.advance(now)
         outcomes: dict[str, SkipOutcome] = {}
-        for message_id in message_ids:
+        for message_id in dict.fromkeys(message_ids):  # an id twice: skipped once
             seq = _seq_of(message_id)
             if seq is None or not 1 <= seq <= self.last_seq:
                 outcomes[message_id] = SkipOutcome.NOT_FOUND
