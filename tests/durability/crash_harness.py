@@ -179,10 +179,8 @@ async def _publish(
             future = publisher.publish_nowait(TOPIC, f"message {n}".encode())
             pending.add(future)
             future.add_done_callback(answered)
-            if n % 25 == 24:
+            if n % 25 == 24 and not stop.is_set():  # once the kills are over: the rest at once
                 await asyncio.sleep(pause)
-            if stop.is_set():
-                break
         if pending:
             await asyncio.wait(pending)
 

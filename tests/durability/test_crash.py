@@ -22,11 +22,13 @@ pytestmark = pytest.mark.slow
 async def test_killed_twenty_times_the_server_keeps_every_promise(tmp_path: Path) -> None:
     seen = await crash_harness.run(tmp_path, free_port(), messages=4_000, kills=20, seed=20261123)
     assert seen.kills == 20
-    assert len(seen.published) > 3_000, f"only {len(seen.published)} publishes answered"
+    # The publisher retries through every outage (its default 600 s deadline).
+    assert (len(seen.published), seen.publish_failures) == (4_000, 0)
     assert crash_harness.violations(seen) == []
     # The exactly-once contract's ambiguous outcome (committed, answer lost with the
-    # server) exists but stays rare: at most what was in flight at each kill.
-    assert len(seen.ambiguous()) < 0.05 * len(seen.published)
+    # server: OTHER) can only hit acks in flight at a kill — at most the two subscribers'
+    # flow-control windows (2 x 500) a kill; measured here: 0-10 a kill.
+    assert len(seen.ambiguous()) <= 0.1 * len(seen.published)
     assert len(seen.created) > 20
 
 

@@ -221,10 +221,14 @@ class _StreamSession:
             if self.failure is not None:
                 await abort(context, self.failure)
             if self.outbox:
-                # Confirmations report acks done: only once the store has them.
+                # Confirmations report acks done: only once the store has them. Only the
+                # ones queued before the wait: the reader goes on applying acks during it,
+                # and theirs wait for the next commit (the reader wakes this loop again).
+                ready = list(self.outbox)
+                self.outbox.clear()
                 await self.service.group_commit.durable()
-            while self.outbox:
-                await context.write(self.outbox.popleft())
+                for response in ready:
+                    await context.write(response)
             if self.client_done:
                 return  # the client half-closed: end the call with OK
             try:
