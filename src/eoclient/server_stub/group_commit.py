@@ -57,12 +57,19 @@ class GroupCommit:
         Raises ``Unavailable`` if the store could not commit (the caller's change may be
         lost: the client must retry, as after any UNAVAILABLE).
         """
+        waiter = self.pending()
+        if waiter is not None:
+            await waiter
+
+    def pending(self) -> asyncio.Future[None] | None:
+        """A future done once every change made so far is committed (None: nothing to
+        wait for); for a caller that goes on working meanwhile (a stream's writer)."""
         if self.unsafe or not self._store.dirty:
-            return
+            return None
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         self._start()
-        await waiter
+        return waiter
 
     def commit_pending(self) -> None:
         """The ticker's periodic commit of changes nobody waits for."""

@@ -108,6 +108,11 @@ class _StreamSession:
         self.protocol_version = protocol_version
         self.handle = StreamHandle(subscription)
         self.outbox: deque[pubsub_pb2.StreamingPullResponse] = deque()
+        # Responses taken from the outbox, each group waiting for the commit holding the
+        # acks it confirms (None: nothing to wait for), in order.
+        self.confirming: deque[
+            tuple[asyncio.Future[None] | None, list[pubsub_pb2.StreamingPullResponse]]
+        ] = deque()
         self.failure: RpcError | None = None
         self.client_done = False
         service.streams.add(self.handle)
@@ -220,16 +225,8 @@ class _StreamSession:
                 await context.abort(status_code(drop.code), drop.message)
             if self.failure is not None:
                 await abort(context, self.failure)
-            if self.outbox:
-                # Confirmations report acks done: only once the store has them. Only the
-                # ones queued before the wait: the reader goes on applying acks during it,
-                # and theirs wait for the next commit (the reader wakes this loop again).
-                ready = list(self.outbox)
-                self.outbox.clear()
-                await self.service.group_commit.durable()
-                for response in ready:
-                    await context.write(response)
-            if self.client_done:
+            await self._write_confirmations(context)
+            if self.client_done and not self.confirming:
                 return  # the client half-closed: end the call with OK
             try:
                 sent = await self._send_deliveries(context)
@@ -240,6 +237,32 @@ class _StreamSession:
                 await abort(context, Internal(INTERNAL_ERROR_MESSAGE))
             if not sent:
                 await self.handle.wake.wait()
+
+    async def _write_confirmations(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        """Confirmations report acks done: each goes once the store has committed them.
+
+        The outbox's responses are taken as a group with the commit that will hold their
+        acks; deliveries go on meanwhile, and a group is written once its commit is done
+        (its done callback wakes this loop). Acks applied later wait for a later commit.
+        """
+        if self.outbox:
+            waiter = self.service.group_commit.pending()
+            if waiter is not None:
+                waiter.add_done_callback(lambda _: self.handle.wake.set())
+            self.confirming.append((waiter, list(self.outbox)))
+            self.outbox.clear()
+        while self.confirming:
+            waiter, responses = self.confirming[0]
+            if waiter is not None:
+                if not waiter.done():
+                    return
+                error = waiter.exception()
+                if error is not None:  # the store could not commit: the acks may be lost
+                    assert isinstance(error, RpcError)
+                    await abort(context, error)
+            self.confirming.popleft()
+            for response in responses:
+                await context.write(response)
 
     async def _send_deliveries(self, context: grpc.aio.ServicerContext[Any, Any]) -> bool:
         """Lease what flow control allows and send it, cut into responses of bounded size.
