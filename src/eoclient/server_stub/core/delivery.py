@@ -43,13 +43,11 @@ Policies applied here (the broker sets them from the subscription's config):
 * Retained acknowledged messages (``retain_acked``): handed to the store with their
   publish time and kept there until retention drops them, for seek to replay.
 
-The window (``core/store.py``): with a store that bounds it, only the oldest part of
-the backlog is held here; the *cold* rest (``_cold`` rows, every seq above
-``_loaded_through``) stays in the store and is loaded in seq order as the window
-drains. Loading in seq order keeps every invariant above: an ordering key's loaded
-messages are always a prefix of its sequence, and the oldest messages (the first to
-meet the retention) are always the loaded ones. Every change the store must keep
-(settled, failed attempts, retained, reset) is handed to ``storage`` as it happens.
+The window (``delivery_window.py``): with a store that bounds it, only the oldest part
+of the backlog is held here, the rest is read from the store in seq order. The policies'
+effects on the backlog (skip, eviction, TTL's reach) are in ``delivery_policies.py``.
+Every change the store must keep (settled, failed attempts, retained, reset) is handed
+to ``storage`` as it happens.
 
 Seek (``reset``) rebuilds the whole state from the messages the seek leaves unacked
 and the ones it leaves acked, under a new uid: every ack id issued before it stops
@@ -67,8 +65,9 @@ from collections.abc import Callable, Iterator
 from eoclient.server_stub.core.ack_ids import AckIdParts
 from eoclient.server_stub.core.backlog_entry import Counters, Entry, KeySequence, State
 from eoclient.server_stub.core.delivery_policies import DeliveryPolicies
+from eoclient.server_stub.core.delivery_window import DeliveryWindow
 from eoclient.server_stub.core.model import Delivery, RetryPolicy, StoredMessage
-from eoclient.server_stub.core.store import BacklogRow, SeqMessage, SubscriptionStorage
+from eoclient.server_stub.core.store import SeqMessage, SubscriptionStorage
 from eoclient.server_stub.core.stream_flow import StreamFlow
 
 # ``forward(message, delivery_count) -> bool``: publish to the dead-letter topic;
@@ -76,7 +75,7 @@ from eoclient.server_stub.core.stream_flow import StreamFlow
 Forwarder = Callable[[StoredMessage, int], bool]
 
 
-class SubscriptionDelivery(DeliveryPolicies):
+class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
     """Delivery bookkeeping of one subscription. Pure: every method takes ``now``."""
 
     def __init__(
@@ -163,53 +162,6 @@ class SubscriptionDelivery(DeliveryPolicies):
         else:
             self._schedule(entry)
 
-    # The fewest rows a refill asks the store for (when the window is nearly full of
-    # leased messages, it still moves on): one store read per this many deliveries.
-    MIN_REFILL = 100
-
-    def _refill(self, now: float, want: int) -> bool:
-        """Load the next cold rows into the window (seq order); False if none came.
-
-        ``want``: how many deliveries the caller still asks for. The window may grow
-        past its size (to twice it plus ``want``) when what it holds cannot be delivered
-        yet — ordering keys waiting behind leased heads — so other keys get a chance;
-        beyond that it waits for acks (every key it holds has its head in it, so
-        something there is always deliverable or leased: no deadlock).
-        """
-        if not self._cold or self._window is None or len(self._entries) >= 2 * self._window + want:
-            return False
-        limit = max(self._window - len(self._entries), self.MIN_REFILL, want)
-        rows: list[BacklogRow] = self.storage.backlog(self._loaded_through, limit)
-        self._cold = self._cold - len(rows) if len(rows) == limit else 0
-        if not rows:
-            return False
-        self._loaded_through = rows[-1].seq
-        cutoff = now - self.retention
-        ttl_cutoff = now - self.ttl if self.ttl is not None else -math.inf
-        for row in rows:
-            published = row.message.publish_time
-            if published <= cutoff:
-                self.counters.discarded += 1
-                self._settle_cold(row.seq, row.message, retain=False)
-            elif published <= ttl_cutoff:
-                self.counters.expired_by_ttl += 1
-                self._settle_cold(row.seq, row.message, retain=self.retain_acked)
-            else:
-                self._admit(row.seq, row.message, now, row.failed_attempts)
-        return True
-
-    def _settle_cold(self, seq: int, message: StoredMessage, *, retain: bool) -> None:
-        """A message that was only in the store leaves the backlog (loaded or not)."""
-        self._bytes -= message.size
-        self.storage.settle((seq,), ((seq, message),) if retain else ())
-
-    def restore_backlog(self, rows: int, size: int) -> None:
-        """After a restart: the store holds ``rows`` unacknowledged messages of ``size``
-        bytes in all, every one cold."""
-        self._cold = rows
-        self._bytes = size
-        self._loaded_through = 0
-
     def _schedule(self, entry: Entry) -> None:
         if entry.ready_at > self._now_hint:
             heapq.heappush(self._delayed, (entry.ready_at, entry.seq))
@@ -259,22 +211,30 @@ class SubscriptionDelivery(DeliveryPolicies):
         cutoff = now - self.retention
         ttl_cutoff = now - self.ttl if self.ttl is not None else -math.inf
         by_publish = self._by_publish
-        while by_publish:
-            published, seq = by_publish[0]
-            entry = self._entries.get(seq)
-            if entry is None:
-                by_publish.popleft()  # acked already: usually in publish order, so short
-            elif published <= cutoff:
-                by_publish.popleft()
-                # Outstanding: left leased; dropped by _return_to_waiting if it comes back.
-                if entry.state is State.WAITING:
-                    self.counters.discarded += 1
-                    self._remove(entry)
-            elif published <= ttl_cutoff:
-                by_publish.popleft()
-                self.counters.expired_by_ttl += 1
-                self._settle(entry)
+        while True:
+            while by_publish:
+                published, seq = by_publish[0]
+                entry = self._entries.get(seq)
+                if entry is None:
+                    by_publish.popleft()  # acked already: usually in publish order, so short
+                elif published <= cutoff:
+                    by_publish.popleft()
+                    # Outstanding: left leased; dropped by _return_to_waiting if it comes back.
+                    if entry.state is State.WAITING:
+                        self.counters.discarded += 1
+                        self._remove(entry)
+                elif published <= ttl_cutoff:
+                    by_publish.popleft()
+                    self.counters.expired_by_ttl += 1
+                    self._settle(entry)
+                else:
+                    newer_found = True
+                    break
             else:
+                newer_found = False
+            # The window held nothing newer: the oldest cold rows may be due too (a refill
+            # drops or acknowledges those, and loads the rest).
+            if newer_found or not self._cold or not self._refill(now, 0):
                 break
         if self.retain_acked:
             self.storage.prune_retained(cutoff)
@@ -572,33 +532,6 @@ class SubscriptionDelivery(DeliveryPolicies):
     def backlog(self) -> int:
         """Unacknowledged messages: in the window and cold."""
         return len(self._entries) + self._cold
-
-    def window(self) -> list[SeqMessage]:
-        """(seq, message) of every unacknowledged message held here (waiting or leased)."""
-        return [(seq, entry.message) for seq, entry in self._entries.items()]
-
-    def unacked(self) -> list[SeqMessage]:
-        """(seq, message) of every unacknowledged message: the window and the cold rows."""
-        held = self.window()
-        if self._cold:
-            held.extend(
-                (row.seq, row.message)
-                for row in self.storage.backlog(self._loaded_through, self._cold)
-            )
-        return held
-
-    def oldest_publish_time(self) -> float | None:
-        """Publish time of the oldest unacknowledged message (None: there is none).
-
-        Cold rows were published after everything in the window (seq order), so the
-        first of them counts only when the window is empty.
-        """
-        if self._entries:
-            return min(entry.message.publish_time for entry in self._entries.values())
-        if self._cold:
-            rows = self.storage.backlog(self._loaded_through, 1)
-            return rows[0].message.publish_time if rows else None
-        return None
 
     def retained(self) -> list[SeqMessage]:
         """Retained acknowledged messages (``retain_acked``), in seq order."""
