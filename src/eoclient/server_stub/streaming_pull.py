@@ -221,6 +221,9 @@ class _StreamSession:
         while True:
             self.handle.wake.clear()
             if self.handle.drop is not None:
+                # The server itself ends the stream: what it already decided (and
+                # committed) is confirmed first, so those acks do not come back OTHER.
+                await self._write_confirmations(context)
                 drop = self.handle.drop
                 await context.abort(status_code(drop.code), drop.message)
             if self.failure is not None:
