@@ -253,3 +253,20 @@ def test_a_second_server_on_the_directory_is_refused(tmp_path: Path) -> None:
     finally:
         first.close()
     SqliteStore(tmp_path).close()  # free again once the first is closed
+
+
+def test_documents_survive_a_restart(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path)
+    store.put_document("schema", "projects/p1/schemas/s1", b"avro")
+    store.put_document("schema", "projects/p1/schemas/s2", b"proto")
+    store.put_document("iam", "projects/p1/topics/t", b"{}")
+    store.delete_document("schema", "projects/p1/schemas/s2")
+    store.close()
+    reopened = SqliteStore(tmp_path)
+    try:
+        assert reopened.load().documents == {
+            ("schema", "projects/p1/schemas/s1"): b"avro",
+            ("iam", "projects/p1/topics/t"): b"{}",
+        }
+    finally:
+        reopened.close()

@@ -33,7 +33,7 @@ new ack-id uid at load).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from eoclient.server_stub.core.model import StoredMessage, SubscriptionConfig, TopicConfig
@@ -85,6 +85,8 @@ class StoredState:
     subscriptions: Sequence[StoredSubscription] = ()
     snapshots: Sequence[SnapshotRecord] = ()
     last_seq: int = 0  # seqs (and message ids) continue after it
+    # Other resources the core keeps whole (schemas, IAM policies, ...): (kind, name) -> body.
+    documents: Mapping[tuple[str, str], bytes] = field(default_factory=dict)
 
 
 class Store(Protocol):
@@ -111,6 +113,13 @@ class Store(Protocol):
         ...
 
     def delete_subscription(self, name: str) -> None: ...
+
+    def put_document(self, kind: str, name: str, body: bytes) -> None:
+        """Keep a resource the core stores whole (a schema, an IAM policy): ``kind`` says
+        which, ``body`` is its encoding (the core's choice)."""
+        ...
+
+    def delete_document(self, kind: str, name: str) -> None: ...
 
     # ----------------------------------------------------------------- messages
 

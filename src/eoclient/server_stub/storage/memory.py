@@ -88,6 +88,12 @@ class MemoryStore:
     def delete_subscription(self, name: str) -> None:
         self._retained.pop(name, None)
 
+    def put_document(self, kind: str, name: str, body: bytes) -> None:
+        pass  # the core keeps its documents in memory itself
+
+    def delete_document(self, kind: str, name: str) -> None:
+        pass
+
     # ----------------------------------------------------------------- messages
 
     def publish(

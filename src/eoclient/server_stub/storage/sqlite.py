@@ -107,6 +107,8 @@ _UPDATE_SNAPSHOT = "UPDATE snapshots SET expire_time = ?, labels = ? WHERE id = 
 _DELETE_SNAPSHOT_MESSAGES = "DELETE FROM snapshot_messages WHERE snapshot = ?"
 _DELETE_SNAPSHOT = "DELETE FROM snapshots WHERE id = ?"
 _LAST_SEQ = "UPDATE meta SET value = ? WHERE key = 'last_seq'"
+_PUT_DOCUMENT = "INSERT OR REPLACE INTO documents (kind, name, body) VALUES (?, ?, ?)"
+_DELETE_DOCUMENT = "DELETE FROM documents WHERE kind = ? AND name = ?"
 
 
 def _message(row: Sequence[Any]) -> StoredMessage:
@@ -209,7 +211,11 @@ class SqliteStore:
                     position,
                 )
             )
-        return StoredState(topics, subscriptions, snapshots, self._last_seq)
+        documents = {
+            (kind, name): bytes(body)
+            for kind, name, body in db.execute("SELECT kind, name, body FROM documents")
+        }
+        return StoredState(topics, subscriptions, snapshots, self._last_seq, documents)
 
     # ------------------------------------------------------------- plumbing
 
@@ -275,6 +281,12 @@ class SqliteStore:
         self._write(_DELETE_SUBSCRIPTION, (id_,))
         self._write(_DELETE_BACKLOG, (id_,))
         self._write(_DELETE_RETAINED, (id_,))
+
+    def put_document(self, kind: str, name: str, body: bytes) -> None:
+        self._write(_PUT_DOCUMENT, (kind, name, body))
+
+    def delete_document(self, kind: str, name: str) -> None:
+        self._write(_DELETE_DOCUMENT, (kind, name))
 
     def publish(
         self,

@@ -50,6 +50,9 @@ CREATE TABLE snapshots (id INTEGER PRIMARY KEY, topic INTEGER NOT NULL,
                         position INTEGER NOT NULL);
 CREATE TABLE snapshot_messages (snapshot INTEGER NOT NULL, seq INTEGER NOT NULL,
                                 PRIMARY KEY (snapshot, seq)) WITHOUT ROWID;
+-- Resources the core keeps whole (schemas, IAM policies): its own encoding.
+CREATE TABLE documents (kind TEXT NOT NULL, name TEXT NOT NULL, body BLOB NOT NULL,
+                        PRIMARY KEY (kind, name)) WITHOUT ROWID;
 """
 
 
