@@ -187,3 +187,19 @@ def test_delivery_ack_and_expiry_cost_does_not_grow_with_the_backlog(
     assert large["heap_calls"] <= small["heap_calls"] * 1.1, (small, large)
     # log2(200k) / log2(10k) ≈ 1.3; anything linear in the backlog would be ~20x.
     assert large["comparisons"] <= small["comparisons"] * 2, (small, large)
+
+
+def test_acked_lease_records_do_not_pile_up_until_their_deadlines() -> None:
+    """Stale lease records (acked before their deadline) are compacted away: the heap
+    stays within a constant of the live leases, not ack rate x ack deadline."""
+    clock = FakeClock()
+    broker = Broker(clock, record_history=False)
+    broker.create_topic(TopicConfig(TOPIC))
+    broker.create_subscription(SubscriptionConfig(PLAIN, TOPIC, ack_deadline_seconds=600))
+    delivery = broker._resources.subscriptions[PLAIN].delivery
+    for _ in range(50):
+        broker.publish(TOPIC, [NewMessage(b"x")] * 1000)
+        deliveries = broker.pull(PLAIN, 1000)
+        broker.acknowledge(PLAIN, [d.ack_id for d in deliveries])
+        clock.advance(0.1)  # 50,000 acks within one 600 s deadline
+    assert len(delivery._leases) <= 2 * 0 + delivery.LEASE_HEAP_SLACK + 1

@@ -113,6 +113,7 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
         self._ready: list[int] = []
         self._delayed: list[tuple[float, int]] = []
         self._leases: list[tuple[float, int, int]] = []
+        self._leased = 0  # entries OUTSTANDING: the live part of _leases
         self._keys: dict[str, KeySequence] = {}
         self._streams: dict[int, StreamFlow] = {}
         self._former_uids: set[str] = set()  # before each seek: ids still well formed
@@ -312,13 +313,31 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
         return True
 
     def _release_lease(self, entry: Entry) -> None:
-        if entry.state is State.OUTSTANDING and entry.stream_id is not None:
-            stream = self._streams.get(entry.stream_id)
-            if stream is not None:
-                stream.outstanding_messages -= 1
-                stream.outstanding_bytes -= entry.message.size
+        if entry.state is State.OUTSTANDING:
+            self._leased -= 1
+            if entry.stream_id is not None:
+                stream = self._streams.get(entry.stream_id)
+                if stream is not None:
+                    stream.outstanding_messages -= 1
+                    stream.outstanding_bytes -= entry.message.size
         entry.state = State.WAITING
         entry.stream_id = None
+
+    # Stale lease records (acked, nacked, extended) beyond this many more than the live
+    # ones trigger a rebuild of the heap: without it they stay until their deadlines,
+    # and memory grows with ack rate x ack deadline (60,000 records a minute at 1,000
+    # acks/s with 60 s deadlines). Rebuilding costs O(live) and happens at most once per
+    # this many stale records: amortised O(1) an ack.
+    LEASE_HEAP_SLACK = 4096
+
+    def _compact_leases(self) -> None:
+        if len(self._leases) > 2 * self._leased + self.LEASE_HEAP_SLACK:
+            self._leases = [
+                (entry.deadline, entry.seq, entry.generation)
+                for entry in self._entries.values()
+                if entry.state is State.OUTSTANDING
+            ]
+            heapq.heapify(self._leases)
 
     # ------------------------------------------------------------- delivery
 
@@ -371,6 +390,7 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
             entry.generation += 1
             entry.deadline = now + ack_deadline
             heapq.heappush(self._leases, (entry.deadline, seq, entry.generation))
+            self._leased += 1
             if stream is not None:
                 entry.stream_id = stream.stream_id
                 stream.outstanding_messages += 1
@@ -447,6 +467,7 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
     def ack(self, entry: Entry) -> None:
         self.counters.acked += 1
         self._settle(entry)
+        self._compact_leases()
 
     def _settle(self, entry: Entry) -> None:
         """The message is acknowledged on this subscription (by a client or a policy)."""
@@ -495,6 +516,7 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
     def extend(self, entry: Entry, now: float, seconds: int) -> None:
         entry.deadline = now + seconds
         heapq.heappush(self._leases, (entry.deadline, entry.seq, entry.generation))
+        self._compact_leases()
 
     # -------------------------------------------------------------- streams
 
@@ -558,6 +580,7 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
         self._ready.clear()
         self._delayed.clear()
         self._leases.clear()
+        self._leased = 0
         self._keys.clear()
         for stream in self._streams.values():
             stream.outstanding_messages = 0
