@@ -142,6 +142,7 @@ class SqliteStore:
         self._gc_interval = gc_interval
         self._last_gc = float("-inf")
         self._ops: list[tuple[str, list[tuple[Any, ...]]]] = []
+        self._committing: list[tuple[str, list[tuple[Any, ...]]]] = []  # taken by a commit
         self._executed = False  # statements run in the open transaction, not committed
         self._idle = threading.Event()  # no commit running in a thread
         self._idle.set()
@@ -238,13 +239,16 @@ class SqliteStore:
         """Run the pending operations (after a commit in flight): reads see them."""
         self._idle.wait()
         ops, self._ops = self._ops, []
+        self._run(ops)
+        if ops:
+            self._executed = True
+
+    def _run(self, ops: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
         for sql, rows in ops:
             if len(rows) == 1:
                 self._db.execute(sql, rows[0])
             else:
                 self._db.executemany(sql, rows)
-        if ops:
-            self._executed = True
 
     # ---------------------------------------------------------------- Store
 
@@ -431,22 +435,27 @@ class SqliteStore:
             self.finish_commit()
 
     def begin_commit(self) -> bool:
-        """Run what is pending in the open transaction; True if there is one to commit
-        (then ``finish_commit`` must follow, in any thread; until it returns, reads
-        wait and writes are only buffered)."""
+        """Take what is pending for a commit; True if there is one (then
+        ``finish_commit`` must follow, in any thread; until it returns, reads wait and
+        writes are only buffered for the next commit)."""
         if not self.dirty:
             return False
         if self._touched:
             self._ops.append((_TOUCH_SUBSCRIPTION, [(t, id_) for id_, t in self._touched.items()]))
             self._touched.clear()
         self._write(_LAST_SEQ, (self._last_seq,))
-        self._flush()
+        self._idle.wait()  # one commit at a time
+        self._committing, self._ops = self._ops, []
         self._idle.clear()
         return True
 
     def finish_commit(self) -> None:
-        """COMMIT (the fsync) and open the next transaction."""
+        """Run the taken statements, COMMIT (the fsync) and open the next transaction.
+        In a thread of its own, this runs beside the event loop: sqlite3 releases the
+        GIL while SQLite works."""
         try:
+            ops, self._committing = self._committing, []
+            self._run(ops)
             self._db.execute("COMMIT")
             self._executed = False
             self._db.execute("BEGIN")
