@@ -2,17 +2,12 @@
 
 The decisions live in :class:`~eoclient.subscriber.dispatch.Dispatcher` (admission,
 flow control, leases, settlement, shutdown) and :class:`~eoclient.subscriber.acker.Acker`
-(the ledger of ack requests: batching, routing, confirmations). This shell performs
-them. Its tasks, all in one TaskGroup (architecture principle 5):
-
-* ``_receive``: opens the stream (reopening it with jittered exponential backoff on a
-  retryable status) and feeds each response to the dispatcher;
-* ``_send``: the only writer after the first request (principle 3): acks, nacks,
-  modacks, lease extensions and keep-alives;
-* one task per unary batch (exactly-once results by unary call, and retries).
-
-Background tasks never raise into the group: a permanent failure is stored and reaches
-the user once, as one exception, on their next ``await`` (``__anext__``).
+(the ledger of ack requests: batching, routing, confirmations, retries). This shell
+performs them: the lifecycle, iteration and settlement here, the stream's receiver and
+sender in :class:`~eoclient.subscriber.stream_tasks.StreamTasks`, unary calls in
+``unary.py``. Every task belongs to the session's one TaskGroup (architecture principle
+5) and never raises into it: a permanent failure is stored and reaches the user once,
+as one exception, on their next ``await`` (``__anext__``).
 """
 
 from __future__ import annotations
@@ -28,8 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from eoclient._clock import AsyncClock, MonotonicClock
-from eoclient._proto import pubsub_pb2
-from eoclient.errors import EoclientError, RpcError, StreamClosedError
 from eoclient.subscriber.acker import Acker, AckMode, AckRequest, Operation
 from eoclient.subscriber.dispatch import Dispatcher, unsent
 from eoclient.subscriber.message import Message
@@ -41,23 +34,15 @@ from eoclient.subscriber.settings import (
     ShutdownOptions,
     StreamSettings,
 )
-from eoclient.subscriber.transport import PullStream, SubscriberTransport
+from eoclient.subscriber.stream_tasks import StreamTasks
+from eoclient.subscriber.transport import SubscriberTransport
 
 logger = logging.getLogger("eoclient.subscriber")
 
-# After waking, the sender waits this long before taking the pending acks. Zero still
-# means one turn of the event loop, which is enough to batch every ack issued in the same
-# turn (a burst of handlers finishing, or the consumer's loop, which yields every
-# YIELD_EVERY_MESSAGES); measured with benchmarks/subscriber.py, 2 ms instead cost 10-25 %
-# of throughput by holding acks back from the server's flow control.
-ACK_BATCH_LATENCY = 0.0
 # __anext__ lets other tasks run after handing out this many messages in a row: small
 # enough that acks flow back while a large response is being consumed (pipelining with
 # the server's flow control), large enough that the extra turn (~5 µs) costs < 0.1 µs each.
 YIELD_EVERY_MESSAGES = 100
-# How often requests awaiting a stream confirmation are checked for being late
-# (acker.PROBE_TIMEOUT is 2 s, so a check every 0.5 s notices within a quarter).
-OVERDUE_CHECK_INTERVAL = 0.5
 # While shutdown flushes, how often it checks whether the acks have all been answered.
 FLUSH_POLL_INTERVAL = 0.005
 
@@ -122,22 +107,28 @@ class StreamingSession:
             stream=stream,
             notify_ready=self._ready_event.set,
         )
+        self.stream = StreamTasks(
+            transport,
+            subscription,
+            acker=self.acker,
+            dispatch=self.dispatch,
+            flow_control=flow_control,
+            stream=stream,
+            client_id=client_id,
+            clock=self.clock,
+            rng=self.rng,
+            spawn=self._spawn,
+            fail=self._fail,
+        )
         self._settled_event = asyncio.Event()
         self._closed_event = asyncio.Event()
-        self._stream_ready = asyncio.Event()
         self._handed_since_yield = 0
-        self._overdue_check_at = 0.0
-        self._last_write = 0.0
         self._fatal: BaseException | None = None
         self._fatal_reported = False
         self._group: asyncio.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._receive_task: asyncio.Task[None] | None = None
-        self._call: PullStream | None = None  # the current stream, None while reconnecting
-        self._half_close = False  # shutdown asks the sender to half-close the stream
-        self._half_closed_call: PullStream | None = None
         self._shutdown_nacked = False
-        self._reconnects = 0
 
     def __repr__(self) -> str:
         d = self.dispatch
@@ -156,8 +147,10 @@ class StreamingSession:
         self.state = SessionState.RUNNING
         self._group = asyncio.TaskGroup()
         await self._group.__aenter__()
-        self._receive_task = self._spawn(self._receive(), f"eoclient-receive {self.subscription}")
-        self._spawn(self._send(), f"eoclient-send {self.subscription}")
+        self._receive_task = self._spawn(
+            self.stream.receive(), f"eoclient-receive {self.subscription}"
+        )
+        self._spawn(self.stream.send(), f"eoclient-send {self.subscription}")
         return self
 
     async def __aexit__(self, exc_type: object, *_: object) -> None:
@@ -192,7 +185,7 @@ class StreamingSession:
         would keep delivering on it); wait for handlers per the options, nack what they
         still hold, and flush. Later settlements go by unary call."""
         self.dispatch.stop()
-        self._stream_ready.set()  # a sender waiting for a reconnect sends by unary call
+        self.stream.ready.set()  # a sender waiting for a reconnect sends by unary call
         await self._close_stream()
         options = self.shutdown_options
         if wait_for_processing and options.behavior is ShutdownBehavior.WAIT_FOR_PROCESSING:
@@ -213,9 +206,9 @@ class StreamingSession:
         """Half-close the stream (through the sender, its only writer) and read it to its
         end: confirmations and the deliveries in flight (nacked) arrive before it ends."""
         receiver = self._receive_task
-        if receiver is None or receiver.done() or self._call is None:
+        if receiver is None or receiver.done() or self.stream.call is None:
             return  # between streams: nothing to half-close; _hard_stop cancels the receiver
-        self._half_close = True
+        self.stream.half_close = True
         self.acker.wake.set()
         await asyncio.wait({receiver}, timeout=self.shutdown_options.stream_close_timeout)
 
@@ -226,7 +219,7 @@ class StreamingSession:
             # result nobody sends.
             self.dispatch.nack_outstanding()
         self.acker.fail_all("the subscriber was closed before the server answered")
-        call, self._call = self._call, None
+        call, self.stream.call = self.stream.call, None
         if call is not None:
             call.cancel()
         group, self._group = self._group, None
@@ -294,64 +287,6 @@ class StreamingSession:
             return unsent(message.ack_id, Operation.MODACK, "the subscriber is closed or failed")
         return self.dispatch.extend(message, seconds, self.clock.now())
 
-    # ================================================================ receiving
-
-    def _initial_request(self) -> pubsub_pb2.StreamingPullRequest:
-        return pubsub_pb2.StreamingPullRequest(
-            subscription=self.subscription,
-            stream_ack_deadline_seconds=int(self.dispatch.stream_ack_deadline()),
-            client_id=self.client_id,
-            max_outstanding_messages=self.flow_settings.max_messages,
-            max_outstanding_bytes=self.flow_settings.max_bytes,
-        )
-
-    def _receiving(self) -> bool:
-        # A method, not a field read, because shutdown flips the flag from another task.
-        return not self.dispatch.stopped
-
-    async def _receive(self) -> None:
-        backoff = self.stream_settings.reconnect_initial_backoff
-        try:
-            while self._receiving():
-                call = self.transport.open_stream(self.subscription)
-                error: RpcError | None = None
-                try:
-                    with contextlib.suppress(StreamClosedError):  # receive() says how
-                        await call.send(self._initial_request())
-                        self._call = call
-                        self._stream_ready.set()
-                        self.acker.wake.set()
-                    while (response := await call.receive()) is not None:
-                        backoff = self.stream_settings.reconnect_initial_backoff
-                        self._requeue(self.dispatch.on_response(response, self.clock.now()))
-                    if not self._receiving():
-                        return
-                    # The server ended the stream with OK: reconnect at once.
-                except RpcError as failure:
-                    error = failure
-                finally:
-                    self._stream_ready.clear()
-                    self._call = None
-                    self._requeue(self.acker.stream_lost())
-                if not self._receiving():
-                    return
-                if error is not None:
-                    # Reconnect on a retryable status (the official clients' recover set,
-                    # client-anchors §1.8: errors.py's table); any other ends the session.
-                    if not error.retryable:
-                        self._fail(error)
-                        return
-                    logger.info("stream of %s ended (%s); reconnecting", self.subscription, error)
-                self._reconnects += 1
-                await self.clock.sleep(self.rng.uniform(0, backoff))
-                backoff = min(backoff * 2, self.stream_settings.reconnect_max_backoff)
-        except asyncio.CancelledError:
-            raise
-        except Exception as unexpected:
-            self._fail(unexpected)
-
-    # ================================================================ sending
-
     def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None] | None:
         """Start a background task in the session's TaskGroup (and remember it to cancel)."""
         if self._group is None:
@@ -361,91 +296,6 @@ class StreamingSession:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
-
-    def _requeue(self, requests: list[AckRequest]) -> None:
-        if requests:
-            self._spawn(self._unary(requests), "eoclient-unary-acks")
-
-    async def _unary(self, requests: list[AckRequest]) -> None:
-        try:
-            await self.acker.send_unary(requests)
-        except asyncio.CancelledError:
-            raise
-        except Exception as unexpected:
-            self._fail(unexpected)
-
-    async def _send(self) -> None:
-        try:
-            while True:
-                await self._wait_for_work()
-                await self._send_once()
-        except asyncio.CancelledError:
-            raise
-        except Exception as unexpected:
-            self._fail(unexpected)
-
-    async def _wait_for_work(self) -> None:
-        wakeups = [
-            self._last_write + self.stream_settings.keepalive_interval,
-            self.dispatch.lease_check_at,
-        ]
-        if self.acker.awaiting_confirmation():
-            wakeups.append(self._overdue_check_at)
-        delay = max(0.0, min(wakeups) - self.clock.now())
-        half_close_due = self._half_close and self._call not in (None, self._half_closed_call)
-        if not self.acker.pending and not half_close_due:
-            self.acker.wake.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await self.acker.wake.wait()
-            # Let a burst of acks from handlers finishing together join one batch.
-            await self.clock.sleep(ACK_BATCH_LATENCY)
-
-    async def _send_once(self) -> None:
-        now = self.clock.now()
-        self.dispatch.due(now)
-        if now >= self._overdue_check_at:
-            self._overdue_check_at = now + OVERDUE_CHECK_INTERVAL
-            self._requeue(self.acker.overdue(now))
-        batch = self.acker.take_pending()
-        call = self._call
-        if self._half_close and call is not None and call is not self._half_closed_call:
-            # Shutdown: write what is pending, then end our side of the stream.
-            self._half_closed_call = call
-            stream, unary = self.acker.route(batch, stream_open=True, stopping=True)
-            self._requeue(unary)
-            await self._write(call, stream, now, half_close=True)
-            return
-        stream_open = call is not None and not self._half_close
-        stream, unary = self.acker.route(
-            batch, stream_open=stream_open, stopping=self.dispatch.stopped
-        )
-        self._requeue(unary)
-        if call is None and self.acker.pending and not self.dispatch.stopped:
-            await self._stream_ready.wait()  # reconnecting: send on the next stream
-            return
-        if stream_open and (
-            stream or now - self._last_write >= self.stream_settings.keepalive_interval
-        ):
-            await self._write(call, stream, now, half_close=False)
-
-    async def _write(
-        self, call: PullStream | None, batch: list[AckRequest], now: float, *, half_close: bool
-    ) -> None:
-        assert call is not None
-        requests = self.acker.stream_requests(batch, now) if batch else []
-        if not requests and not half_close:
-            requests = [pubsub_pb2.StreamingPullRequest()]  # keep-alive
-        try:
-            for request in requests:
-                await call.send(request)
-            if half_close:
-                await call.done_writing()
-        except EoclientError:
-            # The stream broke under us; the receiver reconnects and requeues.
-            if self.acker.exactly_once:
-                self._requeue(self.acker.stream_lost())
-        self._last_write = now
 
     # ================================================================ statistics
 
@@ -462,7 +312,7 @@ class StreamingSession:
             nacked=acker.nacks,
             expired=dispatch.expired,
             retried=acker.retried,
-            reconnects=self._reconnects,
+            reconnects=self.stream.reconnects,
             ack_mode=self.acker.mode.value if self.acker.exactly_once else "stream",
         )
 
