@@ -22,7 +22,7 @@ from eoclient._proto import pubsub_pb2
 from eoclient.errors import Internal, InvalidArgument, RpcError
 from eoclient.server_stub import ack_settling, request_checks, wire_encoding
 from eoclient.server_stub.core import AckReply
-from eoclient.server_stub.grpc_status import abort, status_code
+from eoclient.server_stub.grpc_status import abort, authorization, status_code
 from eoclient.server_stub.service import INTERNAL_ERROR_MESSAGE, PubSubService, StreamHandle
 
 # Per streaming response: the official client accepts any size (it sets
@@ -41,6 +41,10 @@ async def serve_streaming_pull(
     context: grpc.aio.ServicerContext[Any, Any],
 ) -> None:
     """Run one StreamingPull call (requests still encoded) to its end."""
+    try:
+        grant = service.authenticate(authorization(context))
+    except RpcError as error:
+        await abort(context, error)
     injected = service.faults.take("StreamingPull")
     if injected is not None:
         await context.abort(status_code(injected.code), injected.message)
@@ -50,6 +54,7 @@ async def serve_streaming_pull(
         return
     try:
         first = _decode(raw)
+        service.authorize(grant, first)
         stream_id = _open_stream(service, first)
     except RpcError as error:
         await abort(context, error)
