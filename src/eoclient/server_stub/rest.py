@@ -65,7 +65,9 @@ class RestDoor:
 
     def application(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY_BYTES)
-        app.router.add_route("*", "/{path:.*}", self.handle)
+        # Every path, newlines included ("." would not match one, and aiohttp's own
+        # answer to an unmatched path is a plain-text 404).
+        app.router.add_route("*", r"/{path:[\s\S]*}", self.handle)
         return app
 
     async def handle(self, request: web.Request) -> web.Response:

@@ -120,6 +120,7 @@ class _StreamSession:
         ] = deque()
         self.failure: RpcError | None = None
         self.client_done = False
+        self.closing = False  # the server is ending the call: apply no more requests
         service.streams.add(self.handle)
 
     def close(self) -> None:
@@ -190,10 +191,14 @@ class _StreamSession:
     async def _read(self, requests: AsyncIterator[bytes]) -> None:
         try:
             async for raw in requests:
+                if self.closing:
+                    break
                 self.apply(_decode(raw), first=False)
                 self.handle.wake.set()
         except RpcError as error:
             self.failure = error
+        except grpc.aio.AbortError:
+            pass  # the writer ended the call (a dropped stream): no more requests
         except Exception:
             logger.exception("StreamingPull on %s failed", self.handle.subscription)
             self.failure = Internal(INTERNAL_ERROR_MESSAGE)
@@ -225,14 +230,19 @@ class _StreamSession:
     async def _write_loop(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         while True:
             self.handle.wake.clear()
-            if self.handle.drop is not None:
-                # The server itself ends the stream: what it already decided (and
-                # committed) is confirmed first, so those acks do not come back OTHER.
-                await self._write_confirmations(context)
-                drop = self.handle.drop
-                await context.abort(status_code(drop.code), drop.message)
-            if self.failure is not None:
-                await abort(context, self.failure)
+            if self.handle.drop is not None or self.failure is not None:
+                # The server itself ends the call (a drop, or a request it refused): the
+                # confirmations of acks it already applied go out first (once committed).
+                # Lost with the stream, those acks would be retried by unary call, found
+                # settled, and reported OTHER. Nothing read after this is applied (the
+                # client retries it by unary call).
+                self.closing = True
+                await self._write_confirmations(context, wait=True)
+                if self.handle.drop is not None:
+                    drop = self.handle.drop
+                    await context.abort(status_code(drop.code), drop.message)
+                if self.failure is not None:
+                    await abort(context, self.failure)
             await self._write_confirmations(context)
             if self.client_done and not self.confirming:
                 return  # the client half-closed: end the call with OK
@@ -246,12 +256,15 @@ class _StreamSession:
             if not sent:
                 await self.handle.wake.wait()
 
-    async def _write_confirmations(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    async def _write_confirmations(
+        self, context: grpc.aio.ServicerContext[Any, Any], *, wait: bool = False
+    ) -> None:
         """Confirmations report acks done: each goes once the store has committed them.
 
         The outbox's responses are taken as a group with the commit that will hold their
         acks; deliveries go on meanwhile, and a group is written once its commit is done
         (its done callback wakes this loop). Acks applied later wait for a later commit.
+        ``wait``: the call is ending, so wait for the commits rather than return.
         """
         if self.outbox:
             waiter = self.service.group_commit.pending()
@@ -263,7 +276,9 @@ class _StreamSession:
             waiter, responses = self.confirming[0]
             if waiter is not None:
                 if not waiter.done():
-                    return
+                    if not wait:
+                        return
+                    await asyncio.wait({waiter})  # ending the call: the commit first
                 error = waiter.exception()
                 if error is not None:  # the store could not commit: the acks may be lost
                     assert isinstance(error, RpcError)
