@@ -132,6 +132,20 @@ async def _announce_and_wait(
     metavar="FILE",
     help="Require bearer tokens: lines of 'TOKEN PROJECT [PROJECT...]' (* = every project).",
 )
+@click.option(
+    "--max-streams-per-connection",
+    type=click.IntRange(min=0),
+    default=100,
+    show_default=True,
+    help="Open StreamingPulls one client connection may have (0 = unlimited).",
+)
+@click.option(
+    "--max-streams",
+    type=click.IntRange(min=0),
+    default=1000,
+    show_default=True,
+    help="Open StreamingPulls in all (0 = unlimited).",
+)
 def serve(
     host: str,
     port: int,
@@ -144,6 +158,8 @@ def serve(
     tls_cert: str | None,
     tls_key: str | None,
     auth_token_file: str | None,
+    max_streams_per_connection: int,
+    max_streams: int,
 ) -> None:
     """Run the reference server (google.pubsub.v1 over gRPC and REST/JSON).
 
@@ -162,6 +178,8 @@ def serve(
             tls_cert=tls_cert,
             tls_key=tls_key,
             auth_token_file=auth_token_file,
+            max_streams_per_connection=max_streams_per_connection,
+            max_streams=max_streams,
         )
     except ValueError as error:  # a missing or unreadable certificate, key or token file
         raise UsageProblem(f"serve: {error}") from error

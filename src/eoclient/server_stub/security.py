@@ -37,6 +37,11 @@ from pathlib import Path
 import grpc
 
 from eoclient.server_stub.auth import TokenTable
+from eoclient.server_stub.streams import (
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_MAX_STREAMS_PER_CONNECTION,
+    StreamLimits,
+)
 
 # Methods and request headers allowed cross-origin callers may use (CORS preflight
 # answers): the REST door's HTTP methods, and the headers its clients send.
@@ -167,6 +172,8 @@ class DoorSecurity:
     browser: BrowserPolicy = field(default_factory=BrowserPolicy)
     tls: TlsFiles | None = None
     tokens: TokenTable | None = None
+    # How much one caller may hold (not who may call, but set in the same place).
+    stream_limits: StreamLimits = field(default_factory=StreamLimits)
 
     @property
     def rest_scheme(self) -> str:
@@ -190,6 +197,8 @@ class DoorSecurity:
         tls_cert: str | None = None,
         tls_key: str | None = None,
         auth_token_file: str | None = None,
+        max_streams_per_connection: int = DEFAULT_MAX_STREAMS_PER_CONNECTION,
+        max_streams: int = DEFAULT_MAX_STREAMS,
     ) -> DoorSecurity:
         """The security of ``eoclient serve``'s flags (ValueError naming a bad one)."""
         if (tls_cert is None) != (tls_key is None):
@@ -204,7 +213,8 @@ class DoorSecurity:
                 tokens = TokenTable.load(auth_token_file)
             except OSError as error:
                 raise ValueError(f"cannot read --auth-token-file: {error}") from error
-        return cls(BrowserPolicy.of(allow_hosts, allow_origins), tls, tokens)
+        limits = StreamLimits(max_streams_per_connection, max_streams)
+        return cls(BrowserPolicy.of(allow_hosts, allow_origins), tls, tokens, limits)
 
 
 def exposure_warnings(host: str, security: DoorSecurity) -> list[str]:

@@ -50,7 +50,7 @@ class ReferenceServer:
         self.clock = clock
         self.security = security or DoorSecurity()
         self.faults = RpcFaults()
-        self.streams = StreamRegistry()
+        self.streams = StreamRegistry(self.security.stream_limits)
         self.group_commit = GroupCommit(broker.store)
         self.service = PubSubService(
             broker, self.faults, self.streams, self.group_commit, self.security.tokens

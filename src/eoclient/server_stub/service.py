@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import any_pb2, empty_pb2
@@ -38,8 +38,11 @@ from eoclient.errors import (
 from eoclient.server_stub import ack_settling, request_checks, translate
 from eoclient.server_stub.auth import Grant, TokenTable, request_projects
 from eoclient.server_stub.core import AckReply, Broker, Delivery
-from eoclient.server_stub.faults import InjectedStatus, RpcFaults
+from eoclient.server_stub.faults import RpcFaults
 from eoclient.server_stub.group_commit import GroupCommit
+from eoclient.server_stub.streams import StreamHandle, StreamRegistry
+
+__all__ = ["ExactlyOnceAckFailure", "PubSubService", "StreamHandle", "StreamRegistry"]
 
 ERROR_INFO_REASON = "EXACTLY_ONCE_ACKID_FAILURE"
 ERROR_INFO_DOMAIN = "pubsub.googleapis.com"
@@ -98,49 +101,6 @@ def rich_status(error: RpcError) -> status_pb2.Status:
         return error.status
     code = _RPC_CODE_BY_NAME.get(error.code, code_pb2.UNKNOWN)
     return status_pb2.Status(code=code, message=error.message)
-
-
-@dataclass(eq=False)  # identity semantics: handles live in sets
-class StreamHandle:
-    """What the server knows of one open StreamingPull stream."""
-
-    subscription: str
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    drop: InjectedStatus | None = None
-
-
-class StreamRegistry:
-    """The open StreamingPull streams by subscription: woken when deliveries are ready,
-    dropped all at once by fault injection or shutdown."""
-
-    def __init__(self) -> None:
-        self._by_subscription: dict[str, set[StreamHandle]] = {}
-
-    def add(self, handle: StreamHandle) -> None:
-        self._by_subscription.setdefault(handle.subscription, set()).add(handle)
-
-    def remove(self, handle: StreamHandle) -> None:
-        handles = self._by_subscription.get(handle.subscription)
-        if handles is not None:
-            handles.discard(handle)
-            if not handles:
-                del self._by_subscription[handle.subscription]
-
-    def notify(self, subscription: str) -> None:
-        for handle in self._by_subscription.get(subscription, ()):
-            handle.wake.set()
-
-    def drop_all(self, status: InjectedStatus) -> int:
-        count = 0
-        for handles in self._by_subscription.values():
-            for handle in handles:
-                handle.drop = status
-                handle.wake.set()
-                count += 1
-        return count
-
-    def count(self) -> int:
-        return sum(len(h) for h in self._by_subscription.values())
 
 
 Handler = Callable[[Any], Awaitable[Message]]

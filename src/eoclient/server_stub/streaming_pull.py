@@ -55,13 +55,18 @@ async def serve_streaming_pull(
     try:
         first = _decode(raw)
         service.authorize(grant, first)
-        stream_id = _open_stream(service, first)
+        handle = service.streams.open(first.subscription, context.peer())
+        try:
+            stream_id = _open_stream(service, first)
+        except BaseException:
+            service.streams.close(handle)
+            raise
     except RpcError as error:
         await abort(context, error)
     except Exception:
         logger.exception("StreamingPull failed to open")
         await abort(context, Internal(INTERNAL_ERROR_MESSAGE))
-    session = _StreamSession(service, first.subscription, stream_id, first.protocol_version)
+    session = _StreamSession(service, handle, stream_id, first.protocol_version)
     try:
         await session.run(first, requests, context)
     finally:
@@ -105,13 +110,13 @@ class _StreamSession:
     """One StreamingPull call: a reader task applies requests; this coroutine alone writes."""
 
     def __init__(
-        self, service: PubSubService, subscription: str, stream_id: int, protocol_version: int
+        self, service: PubSubService, handle: StreamHandle, stream_id: int, protocol_version: int
     ) -> None:
         self.service = service
         self.broker = service.broker
         self.stream_id = stream_id
         self.protocol_version = protocol_version
-        self.handle = StreamHandle(subscription)
+        self.handle = handle
         self.outbox: deque[pubsub_pb2.StreamingPullResponse] = deque()
         # Responses taken from the outbox, each group waiting for the commit holding the
         # acks it confirms (None: nothing to wait for), in order.
@@ -121,10 +126,9 @@ class _StreamSession:
         self.failure: RpcError | None = None
         self.client_done = False
         self.closing = False  # the server is ending the call: apply no more requests
-        service.streams.add(self.handle)
 
     def close(self) -> None:
-        self.service.streams.remove(self.handle)
+        self.service.streams.close(self.handle)
         self.broker.close_stream(self.stream_id)
 
     def _properties(self) -> pubsub_pb2.StreamingPullResponse.SubscriptionProperties:
