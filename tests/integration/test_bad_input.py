@@ -408,3 +408,11 @@ async def test_rest_decompression_bomb_is_refused(http: Http) -> None:
         "PUT", f"/v1/{unique('topic')}", bomb, **{"Content-Encoding": "gzip"}
     )
     assert "exceeds the limit" in message
+
+
+async def test_paths_with_control_characters_answer_json(http: Http) -> None:
+    # Found by the fuzzer: aiohttp's catch-all route did not match a newline.
+    for path in ("/%0A", "/v1/projects/p1/topics/t%0Ax", "/v1/%00"):
+        status, answer = await http.call("GET", path)
+        assert status in (400, 404), answer
+        assert set(answer) == {"error"}

@@ -12,6 +12,7 @@ from conftest import Wire
 
 from eoclient._clock import FakeClock
 from eoclient._proto import pubsub_pb2 as pb
+from eoclient.server_stub import streaming_pull
 from eoclient.server_stub.server import ReferenceServer
 
 PERMANENT = "PERMANENT_FAILURE_INVALID_ACK_ID"
@@ -338,6 +339,33 @@ async def test_dropped_stream_ends_with_unavailable_and_leases_survive(
     # The lease outlives its stream: the id can still be acked by a unary call.
     await wire.Acknowledge(pb.AcknowledgeRequest(subscription=sub, ack_ids=[m.ack_id]))
     assert reference.open_streams() == 0
+
+
+async def test_a_dropped_stream_sends_the_confirmations_already_decided(
+    wire: Wire, reference: ReferenceServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 13, item 6: the server drops a stream just after applying an ack (a drop
+    # arriving between the ack and its confirmation). The confirmation must still reach
+    # the client before the status: lost, the client would retry the ack by unary call,
+    # find it settled, and have to report OTHER instead of SUCCESS.
+    topic, sub = await wire.subscription(enable_exactly_once_delivery=True)
+    stream = wire.stream(sub)
+    await wire.publish(topic, b"m")
+    [m] = await stream.messages(1)
+    apply = streaming_pull._StreamSession.apply
+
+    def apply_then_drop(session: Any, request: pb.StreamingPullRequest, *, first: bool) -> None:
+        apply(session, request, first=first)
+        if request.ack_ids:
+            reference.drop_streams("UNAVAILABLE")
+
+    monkeypatch.setattr(streaming_pull._StreamSession, "apply", apply_then_drop)
+    stream.send(ack_ids=[m.ack_id])
+    confirmation = (await stream.next()).acknowledge_confirmation
+    assert list(confirmation.ack_ids) == [m.ack_id]
+    error = await stream.ended()
+    assert error is not None
+    assert error.code() == grpc.StatusCode.UNAVAILABLE
 
 
 async def test_injected_streaming_pull_fault(wire: Wire, reference: ReferenceServer) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from eoclient.cli.errors import CliError
+from eoclient.cli.errors import CliError, UsageProblem
 
 if TYPE_CHECKING:
     from eoclient.server_stub.security import DoorSecurity
@@ -63,7 +63,15 @@ async def _announce_and_wait(
         print("state kept in memory (gone when it stops; --data-dir keeps it)", flush=True)
     if rest_port is not None:
         print(f"REST/JSON on {server.rest_url}/v1/", flush=True)
-    print(f"export PUBSUB_EMULATOR_HOST={server.address}", flush=True)
+    security = server.security
+    if security.tls is None and security.tokens is None:
+        print(f"export PUBSUB_EMULATOR_HOST={server.address}", flush=True)
+    else:  # clients of PUBSUB_EMULATOR_HOST connect without TLS or credentials
+        print(
+            f"endpoint {server.address}: TLS={security.tls is not None}, bearer tokens="
+            f"{security.tokens is not None}",
+            flush=True,
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -117,6 +125,27 @@ async def _announce_and_wait(
     metavar="ORIGIN",
     help="Let web pages of this origin (scheme://host[:port]) call the REST door (repeatable).",
 )
+@click.option("--tls-cert", metavar="PEM", help="Serve both doors over TLS with this chain.")
+@click.option("--tls-key", metavar="PEM", help="The private key of --tls-cert.")
+@click.option(
+    "--auth-token-file",
+    metavar="FILE",
+    help="Require bearer tokens: lines of 'TOKEN PROJECT [PROJECT...]' (* = every project).",
+)
+@click.option(
+    "--max-streams-per-connection",
+    type=click.IntRange(min=0),
+    default=100,
+    show_default=True,
+    help="Open StreamingPulls one client connection may have (0 = unlimited).",
+)
+@click.option(
+    "--max-streams",
+    type=click.IntRange(min=0),
+    default=1000,
+    show_default=True,
+    help="Open StreamingPulls in all (0 = unlimited).",
+)
 def serve(
     host: str,
     port: int,
@@ -126,6 +155,11 @@ def serve(
     data_dir: Path | None,
     allow_hosts: tuple[str, ...],
     allow_origins: tuple[str, ...],
+    tls_cert: str | None,
+    tls_key: str | None,
+    auth_token_file: str | None,
+    max_streams_per_connection: int,
+    max_streams: int,
 ) -> None:
     """Run the reference server (google.pubsub.v1 over gRPC and REST/JSON).
 
@@ -133,11 +167,22 @@ def serve(
     on Ctrl-C or SIGTERM.
     """
     # The server's imports here, not at module level: every other verb starts faster.
-    from eoclient.server_stub.security import BrowserPolicy, DoorSecurity
+    from eoclient.server_stub.security import DoorSecurity
     from eoclient.server_stub.storage.sqlite import StoreError
 
     rest = rest_port_for(port, rest_port, no_rest)
-    security = DoorSecurity(browser=BrowserPolicy.of(allow_hosts, allow_origins))
+    try:
+        security = DoorSecurity.from_flags(
+            allow_hosts=allow_hosts,
+            allow_origins=allow_origins,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            auth_token_file=auth_token_file,
+            max_streams_per_connection=max_streams_per_connection,
+            max_streams=max_streams,
+        )
+    except ValueError as error:  # a missing or unreadable certificate, key or token file
+        raise UsageProblem(f"serve: {error}") from error
     try:
         asyncio.run(_serve(host, port, rest, history, data_dir, security))
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down

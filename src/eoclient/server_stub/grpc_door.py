@@ -24,7 +24,7 @@ from google.protobuf.message import Message
 from eoclient._proto import pubsub_pb2
 from eoclient.errors import Internal, RpcError
 from eoclient.server_stub import request_checks, wire_encoding
-from eoclient.server_stub.grpc_status import abort
+from eoclient.server_stub.grpc_status import abort, authorization
 from eoclient.server_stub.service import INTERNAL_ERROR_MESSAGE, PubSubService
 from eoclient.server_stub.streaming_pull import serve_streaming_pull
 
@@ -71,8 +71,9 @@ class GrpcDoor:
     ) -> GrpcHandler:
         async def handler(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             try:
+                grant = self.service.authenticate(authorization(context))
                 request = request_checks.decode(request_type, raw)
-                return await self.service.call(method, request, door_handler)
+                return await self.service.call(method, request, door_handler, grant)
             except RpcError as error:
                 await abort(context, error)
             except Exception:

@@ -1,4 +1,5 @@
-"""Canonical status names (``RpcError.code``) -> grpc.aio call statuses, for the gRPC door."""
+"""The gRPC door's helpers: canonical status names (``RpcError.code``) -> grpc.aio call
+statuses, and the call's credentials."""
 
 from __future__ import annotations
 
@@ -27,3 +28,11 @@ async def abort(context: grpc.aio.ServicerContext[Any, Any], error: RpcError) ->
             trailing_metadata=(("grpc-status-details-bin", error.status.SerializeToString()),),
         )
     await context.abort(status_code(error.code), error.message)
+
+
+def authorization(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
+    """The call's ``authorization`` metadata value, if it has one."""
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization":
+            return value if isinstance(value, str) else value.decode("latin-1")
+    return None

@@ -25,6 +25,7 @@ from google.protobuf.message import Message
 
 from eoclient.errors import RpcError
 from eoclient.server_stub import rest_request, rest_system
+from eoclient.server_stub.auth import Grant
 from eoclient.server_stub.rest_errors import (
     HTTP_STATUS,
     HttpProblem,
@@ -64,7 +65,9 @@ class RestDoor:
 
     def application(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY_BYTES)
-        app.router.add_route("*", "/{path:.*}", self.handle)
+        # Every path, newlines included ("." would not match one, and aiohttp's own
+        # answer to an unmatched path is a plain-text 404).
+        app.router.add_route("*", r"/{path:[\s\S]*}", self.handle)
         return app
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -74,7 +77,9 @@ class RestDoor:
             if request.method == "OPTIONS" and cors:
                 return web.Response(status=204, headers=_preflight(cors))
             system, query = rest_system.split_query(list(request.query.items()))
-            response = await self._answer(request, query)
+            token = f"Bearer {system.access_token}" if system.access_token else None
+            grant = self.service.authenticate(request.headers.get("Authorization") or token)
+            response = await self._answer(request, query, grant)
             text = system.render(response)
         except HttpProblem as problem:
             return problem_response(problem, cors)
@@ -106,7 +111,9 @@ class RestDoor:
             raise HttpProblem(415, "INVALID_ARGUMENT", refusal)
         return cors
 
-    async def _answer(self, request: web.Request, query: list[tuple[str, str]]) -> Message:
+    async def _answer(
+        self, request: web.Request, query: list[tuple[str, str]], grant: Grant | None
+    ) -> Message:
         """Route, build the request proto (``query``: without system parameters), and
         run the RPC."""
         binding, name = route(request.method, request.path)
@@ -118,7 +125,7 @@ class RestDoor:
             rest_request.bind_query(message, query)
         rest_request.check_text(name, binding.field)
         rest_request.set_field(message, binding.field, name)
-        response: Message = await self.service.call(binding.rpc, message)
+        response: Message = await self.service.call(binding.rpc, message, grant=grant)
         return response
 
 

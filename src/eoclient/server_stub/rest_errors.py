@@ -77,7 +77,10 @@ def json_response(
 def rpc_error_response(error: RpcError, headers: Mapping[str, str] | None = None) -> web.Response:
     status: status_pb2.Status = rich_status(error)
     http = HTTP_STATUS.get(error.code, 500)
-    return json_response(error_body(http, error.code, error.message, status.details), http, headers)
+    extra = dict(headers or {})
+    if http == 401:  # RFC 6750 §3: say which scheme would be accepted
+        extra["WWW-Authenticate"] = 'Bearer realm="eoclient"'
+    return json_response(error_body(http, error.code, error.message, status.details), http, extra)
 
 
 def problem_response(

@@ -1,4 +1,4 @@
-"""Who may use the reference server's doors: the browser policy of the REST door.
+"""Who may use the reference server's doors: the REST door's browser policy, TLS, tokens.
 
 A developer's local server is reachable by every web page their browser opens, so the
 REST door refuses what only a browser acting for another site would send (issue 13):
@@ -20,13 +20,28 @@ REST door refuses what only a browser acting for another site would send (issue 
 
 The gRPC door needs no such policy: a browser cannot speak gRPC (HTTP/2 with trailers and
 ``application/grpc``, which needs a preflight the door never answers).
+
+TLS (``--tls-cert``/``--tls-key``: both doors, one certificate) and bearer tokens
+(``--auth-token-file``, ``auth.TokenTable``) are off by default; a server bound to a
+non-loopback address without them says so when it starts (``exposure_warnings``).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from eoclient.server_stub.auth import TokenTable
+from eoclient.server_stub.streams import (
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_MAX_STREAMS_PER_CONNECTION,
+    StreamLimits,
+)
 
 # Methods and request headers allowed cross-origin callers may use (CORS preflight
 # answers): the REST door's HTTP methods, and the headers its clients send.
@@ -127,7 +142,97 @@ class BrowserPolicy:
 
 
 @dataclass(frozen=True)
+class TlsFiles:
+    """A PEM certificate chain and its private key, served by both doors."""
+
+    cert_file: Path
+    key_file: Path
+
+    def server_context(self) -> ssl.SSLContext:
+        """The REST door's context; loading it first also gives a clear error for files
+        that are missing or not a matching PEM pair (grpc's is only 'PEM lib')."""
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            context.load_cert_chain(self.cert_file, self.key_file)
+        except (OSError, ssl.SSLError) as error:
+            raise ValueError(
+                f"cannot use --tls-cert {self.cert_file} with --tls-key {self.key_file}: {error}"
+            ) from error
+        return context
+
+    def grpc_pair(self) -> tuple[bytes, bytes]:
+        """(private key, certificate chain) as grpc.ssl_server_credentials takes them."""
+        return self.key_file.read_bytes(), self.cert_file.read_bytes()
+
+
+@dataclass(frozen=True)
 class DoorSecurity:
     """Everything the doors enforce about who may call them (``eoclient serve`` flags)."""
 
     browser: BrowserPolicy = field(default_factory=BrowserPolicy)
+    tls: TlsFiles | None = None
+    tokens: TokenTable | None = None
+    # How much one caller may hold (not who may call, but set in the same place).
+    stream_limits: StreamLimits = field(default_factory=StreamLimits)
+
+    @property
+    def rest_scheme(self) -> str:
+        return "https" if self.tls is not None else "http"
+
+    def add_grpc_port(self, server: grpc.aio.Server, address: str) -> int:
+        """Bind the gRPC door (with TLS if configured); the port, or 0 if binding failed."""
+        if self.tls is None:
+            return server.add_insecure_port(address)
+        return server.add_secure_port(address, grpc.ssl_server_credentials([self.tls.grpc_pair()]))
+
+    def rest_ssl_context(self) -> ssl.SSLContext | None:
+        return None if self.tls is None else self.tls.server_context()
+
+    @classmethod
+    def from_flags(
+        cls,
+        *,
+        allow_hosts: Iterable[str] = (),
+        allow_origins: Iterable[str] = (),
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        auth_token_file: str | None = None,
+        max_streams_per_connection: int = DEFAULT_MAX_STREAMS_PER_CONNECTION,
+        max_streams: int = DEFAULT_MAX_STREAMS,
+    ) -> DoorSecurity:
+        """The security of ``eoclient serve``'s flags (ValueError naming a bad one)."""
+        if (tls_cert is None) != (tls_key is None):
+            raise ValueError("--tls-cert and --tls-key go together: give both or neither")
+        tls = None
+        if tls_cert is not None and tls_key is not None:
+            tls = TlsFiles(Path(tls_cert), Path(tls_key))
+            tls.server_context()  # fail now, naming the files, not at the first call
+        tokens = None
+        if auth_token_file is not None:
+            try:
+                tokens = TokenTable.load(auth_token_file)
+            except OSError as error:
+                raise ValueError(f"cannot read --auth-token-file: {error}") from error
+        limits = StreamLimits(max_streams_per_connection, max_streams)
+        return cls(BrowserPolicy.of(allow_hosts, allow_origins), tls, tokens, limits)
+
+
+def exposure_warnings(host: str, security: DoorSecurity) -> list[str]:
+    """What a server bound to ``host`` should warn about: reachable from other machines
+    without tokens (anyone there may read, publish, seek and delete), or with tokens sent
+    in clear text."""
+    name = host_name(host) if host else ""
+    if name and is_loopback(name):
+        return []
+    where = f"{host or 'every interface'}"
+    if security.tokens is None:
+        return [
+            f"listening on {where} without --auth-token-file: anyone who can reach this "
+            "machine's ports can read, publish, seek and delete every topic and subscription"
+        ]
+    if security.tls is None:
+        return [
+            f"listening on {where} with bearer tokens but without --tls-cert/--tls-key: "
+            "tokens and messages cross the network in clear text"
+        ]
+    return []

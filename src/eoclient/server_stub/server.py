@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from collections.abc import AsyncIterator, Iterable
 
@@ -31,8 +32,10 @@ from eoclient.server_stub.faults import InjectedStatus, RpcFaults
 from eoclient.server_stub.group_commit import GroupCommit
 from eoclient.server_stub.grpc_door import GrpcDoor
 from eoclient.server_stub.rest import RestDoor
-from eoclient.server_stub.security import DoorSecurity
+from eoclient.server_stub.security import DoorSecurity, exposure_warnings
 from eoclient.server_stub.service import PubSubService, StreamRegistry
+
+logger = logging.getLogger("eoclient.server_stub")
 
 # Publish requests may be 10 MB (plus framing): accept up to 32 MiB.
 MAX_RECEIVE_BYTES = 32 * 2**20
@@ -47,9 +50,11 @@ class ReferenceServer:
         self.clock = clock
         self.security = security or DoorSecurity()
         self.faults = RpcFaults()
-        self.streams = StreamRegistry()
+        self.streams = StreamRegistry(self.security.stream_limits)
         self.group_commit = GroupCommit(broker.store)
-        self.service = PubSubService(broker, self.faults, self.streams, self.group_commit)
+        self.service = PubSubService(
+            broker, self.faults, self.streams, self.group_commit, self.security.tokens
+        )
         broker.set_listener(self.service.notify)
         self.host = ""
         self.port = 0
@@ -75,8 +80,8 @@ class ReferenceServer:
 
     @property
     def rest_url(self) -> str:
-        """``http://host:port`` of the REST/JSON door (its paths start with ``/v1/``)."""
-        return f"http://{self.rest_address}"
+        """``http(s)://host:port`` of the REST/JSON door (its paths start with ``/v1/``)."""
+        return f"{self.security.rest_scheme}://{self.rest_address}"
 
     async def start(self, host: str, port: int, rest_port: int | None = 0) -> None:
         """Serve gRPC on ``port`` and REST/JSON on ``rest_port`` (0: any free port;
@@ -90,7 +95,7 @@ class ReferenceServer:
         )
         server.add_generic_rpc_handlers(GrpcDoor(self.service).generic_handlers())
         try:
-            bound = server.add_insecure_port(f"{host}:{port}")
+            bound = self.security.add_grpc_port(server, f"{host}:{port}")
         except RuntimeError:  # grpc raises this for an address in use
             bound = 0
         if bound == 0:
@@ -108,13 +113,15 @@ class ReferenceServer:
                 await self.stop(0)
                 raise
         self._ticker = asyncio.create_task(self._tick_forever(), name="reference-server-ticker")
+        for warning in exposure_warnings(host, self.security):
+            logger.warning("eoclient reference server: %s", warning)
 
     async def _start_rest(self, host: str, port: int) -> int:
         # gRPC (HTTP/2) and HTTP/1.1 cannot share grpc.aio's port: REST gets its own.
         runner = RestDoor(self.service, self.security.browser.with_host(host)).runner()
         await runner.setup()
         self._rest = runner
-        site = web.TCPSite(runner, host, port)
+        site = web.TCPSite(runner, host, port, ssl_context=self.security.rest_ssl_context())
         await site.start()
         sockname = runner.addresses[0]
         return int(sockname[1])

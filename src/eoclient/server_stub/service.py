@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import any_pb2, empty_pb2
@@ -28,11 +28,21 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from eoclient._proto import pubsub_pb2
-from eoclient.errors import InvalidArgument, RpcError, Unimplemented, rpc_error_class
+from eoclient.errors import (
+    InvalidArgument,
+    RpcError,
+    Unauthenticated,
+    Unimplemented,
+    rpc_error_class,
+)
 from eoclient.server_stub import ack_settling, request_checks, translate
+from eoclient.server_stub.auth import Grant, TokenTable, request_projects
 from eoclient.server_stub.core import AckReply, Broker, Delivery
-from eoclient.server_stub.faults import InjectedStatus, RpcFaults
+from eoclient.server_stub.faults import RpcFaults
 from eoclient.server_stub.group_commit import GroupCommit
+from eoclient.server_stub.streams import StreamHandle, StreamRegistry
+
+__all__ = ["ExactlyOnceAckFailure", "PubSubService", "StreamHandle", "StreamRegistry"]
 
 ERROR_INFO_REASON = "EXACTLY_ONCE_ACKID_FAILURE"
 ERROR_INFO_DOMAIN = "pubsub.googleapis.com"
@@ -93,49 +103,6 @@ def rich_status(error: RpcError) -> status_pb2.Status:
     return status_pb2.Status(code=code, message=error.message)
 
 
-@dataclass(eq=False)  # identity semantics: handles live in sets
-class StreamHandle:
-    """What the server knows of one open StreamingPull stream."""
-
-    subscription: str
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    drop: InjectedStatus | None = None
-
-
-class StreamRegistry:
-    """The open StreamingPull streams by subscription: woken when deliveries are ready,
-    dropped all at once by fault injection or shutdown."""
-
-    def __init__(self) -> None:
-        self._by_subscription: dict[str, set[StreamHandle]] = {}
-
-    def add(self, handle: StreamHandle) -> None:
-        self._by_subscription.setdefault(handle.subscription, set()).add(handle)
-
-    def remove(self, handle: StreamHandle) -> None:
-        handles = self._by_subscription.get(handle.subscription)
-        if handles is not None:
-            handles.discard(handle)
-            if not handles:
-                del self._by_subscription[handle.subscription]
-
-    def notify(self, subscription: str) -> None:
-        for handle in self._by_subscription.get(subscription, ()):
-            handle.wake.set()
-
-    def drop_all(self, status: InjectedStatus) -> int:
-        count = 0
-        for handles in self._by_subscription.values():
-            for handle in handles:
-                handle.drop = status
-                handle.wake.set()
-                count += 1
-        return count
-
-    def count(self) -> int:
-        return sum(len(h) for h in self._by_subscription.values())
-
-
 Handler = Callable[[Any], Awaitable[Message]]
 
 
@@ -159,11 +126,13 @@ class PubSubService:
         faults: RpcFaults,
         streams: StreamRegistry,
         group_commit: GroupCommit | None = None,
+        tokens: TokenTable | None = None,
     ) -> None:
         self.broker = broker
         self.faults = faults
         self.streams = streams
         self.group_commit = group_commit or GroupCommit(broker.store)
+        self.tokens = tokens
         self._pull_waiters: dict[str, set[asyncio.Event]] = {}
         self.methods: dict[str, RpcMethod] = self._method_table()
 
@@ -174,21 +143,38 @@ class PubSubService:
 
     # ------------------------------------------------------------ plumbing
 
+    def authenticate(self, authorization: str | None) -> Grant | None:
+        """The caller's grant, from its ``authorization`` value (UNAUTHENTICATED without
+        a known bearer token); None when the server takes no tokens."""
+        if self.tokens is None:
+            return None
+        return self.tokens.authenticate(authorization)
+
+    def authorize(self, grant: Grant | None, request: Message) -> None:
+        """PERMISSION_DENIED unless ``grant`` covers every project the request names."""
+        if self.tokens is not None:
+            if grant is None:  # a door that did not authenticate: never let it through
+                raise Unauthenticated("Request is missing required authentication credential.")
+            grant.authorize(request_projects(request))
+
     async def call(
         self,
         method: str,
         request: Message,
         handler: Callable[[Any], Awaitable[Any]] | None = None,
+        grant: Grant | None = None,
     ) -> Any:
         """Run the unary RPC ``method`` (e.g. ``"Publish"``) for either door.
 
-        Injected faults for ``method`` come first; failures raise ``RpcError`` (an
+        The caller's ``grant`` (``authenticate``) is checked first, then injected
+        faults for ``method``, then the request; failures raise ``RpcError`` (an
         ``ExactlyOnceAckFailure`` for exactly-once ack failures). ``handler`` replaces
         the method's own for one door (the gRPC door's pre-encoded Pull).
         """
         rpc = self.methods.get(method)
         if rpc is None:
             raise Unimplemented(f"Method google.pubsub.v1 {method} is not implemented.")
+        self.authorize(grant, request)
         injected = self.faults.take(method)
         if injected is not None:
             raise rpc_error_class(injected.code)(injected.message)

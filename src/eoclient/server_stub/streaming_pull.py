@@ -22,7 +22,7 @@ from eoclient._proto import pubsub_pb2
 from eoclient.errors import Internal, InvalidArgument, RpcError
 from eoclient.server_stub import ack_settling, request_checks, wire_encoding
 from eoclient.server_stub.core import AckReply
-from eoclient.server_stub.grpc_status import abort, status_code
+from eoclient.server_stub.grpc_status import abort, authorization, status_code
 from eoclient.server_stub.service import INTERNAL_ERROR_MESSAGE, PubSubService, StreamHandle
 
 # Per streaming response: the official client accepts any size (it sets
@@ -41,6 +41,10 @@ async def serve_streaming_pull(
     context: grpc.aio.ServicerContext[Any, Any],
 ) -> None:
     """Run one StreamingPull call (requests still encoded) to its end."""
+    try:
+        grant = service.authenticate(authorization(context))
+    except RpcError as error:
+        await abort(context, error)
     injected = service.faults.take("StreamingPull")
     if injected is not None:
         await context.abort(status_code(injected.code), injected.message)
@@ -50,13 +54,19 @@ async def serve_streaming_pull(
         return
     try:
         first = _decode(raw)
-        stream_id = _open_stream(service, first)
+        service.authorize(grant, first)
+        handle = service.streams.open(first.subscription, context.peer())
+        try:
+            stream_id = _open_stream(service, first)
+        except BaseException:
+            service.streams.close(handle)
+            raise
     except RpcError as error:
         await abort(context, error)
     except Exception:
         logger.exception("StreamingPull failed to open")
         await abort(context, Internal(INTERNAL_ERROR_MESSAGE))
-    session = _StreamSession(service, first.subscription, stream_id, first.protocol_version)
+    session = _StreamSession(service, handle, stream_id, first.protocol_version)
     try:
         await session.run(first, requests, context)
     finally:
@@ -100,13 +110,13 @@ class _StreamSession:
     """One StreamingPull call: a reader task applies requests; this coroutine alone writes."""
 
     def __init__(
-        self, service: PubSubService, subscription: str, stream_id: int, protocol_version: int
+        self, service: PubSubService, handle: StreamHandle, stream_id: int, protocol_version: int
     ) -> None:
         self.service = service
         self.broker = service.broker
         self.stream_id = stream_id
         self.protocol_version = protocol_version
-        self.handle = StreamHandle(subscription)
+        self.handle = handle
         self.outbox: deque[pubsub_pb2.StreamingPullResponse] = deque()
         # Responses taken from the outbox, each group waiting for the commit holding the
         # acks it confirms (None: nothing to wait for), in order.
@@ -115,10 +125,10 @@ class _StreamSession:
         ] = deque()
         self.failure: RpcError | None = None
         self.client_done = False
-        service.streams.add(self.handle)
+        self.closing = False  # the server is ending the call: apply no more requests
 
     def close(self) -> None:
-        self.service.streams.remove(self.handle)
+        self.service.streams.close(self.handle)
         self.broker.close_stream(self.stream_id)
 
     def _properties(self) -> pubsub_pb2.StreamingPullResponse.SubscriptionProperties:
@@ -185,10 +195,14 @@ class _StreamSession:
     async def _read(self, requests: AsyncIterator[bytes]) -> None:
         try:
             async for raw in requests:
+                if self.closing:
+                    break
                 self.apply(_decode(raw), first=False)
                 self.handle.wake.set()
         except RpcError as error:
             self.failure = error
+        except grpc.aio.AbortError:
+            pass  # the writer ended the call (a dropped stream): no more requests
         except Exception:
             logger.exception("StreamingPull on %s failed", self.handle.subscription)
             self.failure = Internal(INTERNAL_ERROR_MESSAGE)
@@ -220,14 +234,19 @@ class _StreamSession:
     async def _write_loop(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         while True:
             self.handle.wake.clear()
-            if self.handle.drop is not None:
-                # The server itself ends the stream: what it already decided (and
-                # committed) is confirmed first, so those acks do not come back OTHER.
-                await self._write_confirmations(context)
-                drop = self.handle.drop
-                await context.abort(status_code(drop.code), drop.message)
-            if self.failure is not None:
-                await abort(context, self.failure)
+            if self.handle.drop is not None or self.failure is not None:
+                # The server itself ends the call (a drop, or a request it refused): the
+                # confirmations of acks it already applied go out first (once committed).
+                # Lost with the stream, those acks would be retried by unary call, found
+                # settled, and reported OTHER. Nothing read after this is applied (the
+                # client retries it by unary call).
+                self.closing = True
+                await self._write_confirmations(context, wait=True)
+                if self.handle.drop is not None:
+                    drop = self.handle.drop
+                    await context.abort(status_code(drop.code), drop.message)
+                if self.failure is not None:
+                    await abort(context, self.failure)
             await self._write_confirmations(context)
             if self.client_done and not self.confirming:
                 return  # the client half-closed: end the call with OK
@@ -241,12 +260,15 @@ class _StreamSession:
             if not sent:
                 await self.handle.wake.wait()
 
-    async def _write_confirmations(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    async def _write_confirmations(
+        self, context: grpc.aio.ServicerContext[Any, Any], *, wait: bool = False
+    ) -> None:
         """Confirmations report acks done: each goes once the store has committed them.
 
         The outbox's responses are taken as a group with the commit that will hold their
         acks; deliveries go on meanwhile, and a group is written once its commit is done
         (its done callback wakes this loop). Acks applied later wait for a later commit.
+        ``wait``: the call is ending, so wait for the commits rather than return.
         """
         if self.outbox:
             waiter = self.service.group_commit.pending()
@@ -258,7 +280,9 @@ class _StreamSession:
             waiter, responses = self.confirming[0]
             if waiter is not None:
                 if not waiter.done():
-                    return
+                    if not wait:
+                        return
+                    await asyncio.wait({waiter})  # ending the call: the commit first
                 error = waiter.exception()
                 if error is not None:  # the store could not commit: the acks may be lost
                     assert isinstance(error, RpcError)
