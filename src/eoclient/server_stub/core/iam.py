@@ -211,9 +211,7 @@ class PolicyRoom:
         merged = Policy(
             # The version describes the bindings' syntax: it comes with them (IAM: "set
             # version 3 in the policy you write" with the default mask).
-            version=(
-                policy.version if {"version", "bindings"} & set(paths) else current.version
-            ),
+            version=(policy.version if {"version", "bindings"} & set(paths) else current.version),
             bindings=policy.bindings if "bindings" in paths else current.bindings,
             audit_configs=(
                 policy.audit_configs if "audit_configs" in paths else current.audit_configs
