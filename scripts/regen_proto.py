@@ -1,4 +1,4 @@
-"""Regenerate ``src/eoclient/_proto`` from ``proto/google/pubsub/v1/*.proto``.
+"""Regenerate ``src/eoclient/_proto`` from ``proto/google/{pubsub/v1,iam/v1,type}/*.proto``.
 
 Usage::
 
@@ -8,7 +8,10 @@ Usage::
 protoc's Python output registers its descriptors in protobuf's *default* pool and
 imports its siblings as ``google.pubsub.v1.*``. Both would clash with
 google-cloud-pubsub, so the output is rewritten to use ``eoclient._proto._pool.POOL``
-and ``eoclient._proto`` imports (see ``_pool.py`` for why).
+and ``eoclient._proto`` imports (see ``_pool.py`` for why). The IAM mixin's messages
+(``google.iam.v1``, ``google.type.Expr``) are generated into the same flat package and
+pool: grpc-google-iam-v1 (installed with google-cloud-pubsub) registers them in the
+default pool too.
 """
 
 from __future__ import annotations
@@ -21,7 +24,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "proto"
-PROTO_FILES = ("google/pubsub/v1/schema.proto", "google/pubsub/v1/pubsub.proto")
+PROTO_FILES = (
+    "google/pubsub/v1/schema.proto",
+    "google/pubsub/v1/pubsub.proto",
+    "google/type/expr.proto",
+    "google/iam/v1/policy.proto",
+    "google/iam/v1/iam_policy.proto",
+)
+# Where protoc writes each package's modules (all land flat in eoclient._proto).
+GENERATED_PACKAGES = ("google.pubsub.v1", "google.iam.v1", "google.type")
 OUT_DIR = ROOT / "src" / "eoclient" / "_proto"
 PACKAGE = "eoclient._proto"
 GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi")
@@ -33,8 +44,9 @@ def _rewrite(text: str, module: str) -> str:
         f"from {PACKAGE}._pool import POOL as _POOL\n",
     )
     text = text.replace("_descriptor_pool.Default().AddSerializedFile(", "_POOL.AddSerializedFile(")
-    text = text.replace("from google.pubsub.v1 import ", f"from {PACKAGE} import ")
-    text = text.replace(f"'google.pubsub.v1.{module}'", f"'{PACKAGE}.{module}'")
+    for package in GENERATED_PACKAGES:
+        text = text.replace(f"from {package} import ", f"from {PACKAGE} import ")
+        text = text.replace(f"'{package}.{module}'", f"'{PACKAGE}.{module}'")
     return text
 
 
@@ -54,12 +66,13 @@ def generate() -> dict[str, str]:
         ]
         if protoc.main(args) != 0:
             raise RuntimeError(f"protoc failed: {' '.join(args)}")
-        generated = Path(tmp) / "google" / "pubsub" / "v1"
         result: dict[str, str] = {}
-        for path in sorted(generated.iterdir()):
-            if path.name.endswith(GENERATED_SUFFIXES):
-                module = path.name.split(".")[0]
-                result[path.name] = _rewrite(path.read_text(), module)
+        for package in GENERATED_PACKAGES:
+            generated = Path(tmp).joinpath(*package.split("."))
+            for path in sorted(generated.iterdir()):
+                if path.name.endswith(GENERATED_SUFFIXES):
+                    module = path.name.split(".")[0]
+                    result[path.name] = _rewrite(path.read_text(), module)
         return result
 
 

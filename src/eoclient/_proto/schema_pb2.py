@@ -22,52 +22,55 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _POOL.AddSerializedFile(b'\n\x1dgoogle/pubsub/v1/schema.proto\x12\x10google.pubsub.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbd\x02\n\x06Schema\x12\x0c\n\x04name\x18\x01 \x01(\t\x12,\n\x05type_\x18\x02 \x01(\x0e\x32\x1d.google.pubsub.v1.Schema.Type\x12\x12\n\ndefinition\x18\x03 \x01(\t\x12\x46\n\x15\x63ompiled_proto_schema\x18\x08 \x01(\x0b\x32%.google.pubsub.v1.CompiledProtoSchemaH\x00\x12\x13\n\x0brevision_id\x18\x04 \x01(\t\x12\x38\n\x14revision_create_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\";\n\x04Type\x12\x14\n\x10TYPE_UNSPECIFIED\x10\x00\x12\x13\n\x0fPROTOCOL_BUFFER\x10\x01\x12\x08\n\x04\x41VRO\x10\x02\x42\x0f\n\rconfiguration\"b\n\x13\x43reateSchemaRequest\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12(\n\x06schema\x18\x02 \x01(\x0b\x32\x18.google.pubsub.v1.Schema\x12\x11\n\tschema_id\x18\x03 \x01(\t\"L\n\x10GetSchemaRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12*\n\x04view\x18\x02 \x01(\x0e\x32\x1c.google.pubsub.v1.SchemaView\"w\n\x12ListSchemasRequest\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12*\n\x04view\x18\x02 \x01(\x0e\x32\x1c.google.pubsub.v1.SchemaView\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"Y\n\x13ListSchemasResponse\x12)\n\x07schemas\x18\x01 \x03(\x0b\x32\x18.google.pubsub.v1.Schema\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"}\n\x1aListSchemaRevisionsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12*\n\x04view\x18\x02 \x01(\x0e\x32\x1c.google.pubsub.v1.SchemaView\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"a\n\x1bListSchemaRevisionsResponse\x12)\n\x07schemas\x18\x01 \x03(\x0b\x32\x18.google.pubsub.v1.Schema\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"M\n\x13\x43ommitSchemaRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12(\n\x06schema\x18\x02 \x01(\x0b\x32\x18.google.pubsub.v1.Schema\":\n\x15RollbackSchemaRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0brevision_id\x18\x02 \x01(\t\"@\n\x1b\x44\x65leteSchemaRevisionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0brevision_id\x18\x02 \x01(\t\"#\n\x13\x44\x65leteSchemaRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"Q\n\x15ValidateSchemaRequest\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12(\n\x06schema\x18\x02 \x01(\x0b\x32\x18.google.pubsub.v1.Schema\"\x18\n\x16ValidateSchemaResponse\"\xb2\x01\n\x16ValidateMessageRequest\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12\x0e\n\x04name\x18\x02 \x01(\tH\x00\x12*\n\x06schema\x18\x03 \x01(\x0b\x32\x18.google.pubsub.v1.SchemaH\x00\x12\x0f\n\x07message\x18\x04 \x01(\x0c\x12,\n\x08\x65ncoding\x18\x05 \x01(\x0e\x32\x1a.google.pubsub.v1.EncodingB\r\n\x0bschema_spec\"\x19\n\x17ValidateMessageResponse\"C\n\x13\x43ompiledProtoSchema\x12\x14\n\x0croot_message\x18\x01 \x01(\t\x12\x16\n\x0e\x63ompiled_bytes\x18\x02 \x01(\x0c*>\n\nSchemaView\x12\x1b\n\x17SCHEMA_VIEW_UNSPECIFIED\x10\x00\x12\t\n\x05\x42\x41SIC\x10\x01\x12\x08\n\x04\x46ULL\x10\x02*:\n\x08\x45ncoding\x12\x18\n\x14\x45NCODING_UNSPECIFIED\x10\x00\x12\x08\n\x04JSON\x10\x01\x12\n\n\x06\x42INARY\x10\x02\x62\x06proto3')
+DESCRIPTOR = _POOL.AddSerializedFile(b'\n\x1dgoogle/pubsub/v1/schema.proto\x12\x10google.pubsub.v1\x1a\x1bgoogle/protobuf/empty.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc3\x02\n\x06Schema\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x32\n\x05type_\x18\x02 \x01(\x0e\x32\x1d.google.pubsub.v1.Schema.TypeR\x04type\x12\x12\n\ndefinition\x18\x03 \x01(\t\x12\x46\n\x15\x63ompiled_proto_schema\x18\x08 \x01(\x0b\x32%.google.pubsub.v1.CompiledProtoSchemaH\x00\x12\x13\n\x0brevision_id\x18\x04 \x01(\t\x12\x38\n\x14revision_create_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\";\n\x04Type\x12\x14\n\x10TYPE_UNSPECIFIED\x10\x00\x12\x13\n\x0fPROTOCOL_BUFFER\x10\x01\x12\x08\n\x04\x41VRO\x10\x02\x42\x0f\n\rconfiguration\"b\n\x13\x43reateSchemaRequest\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12(\n\x06schema\x18\x02 \x01(\x0b\x32\x18.google.pubsub.v1.Schema\x12\x11\n\tschema_id\x18\x03 \x01(\t\"L\n\x10GetSchemaRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12*\n\x04view\x18\x02 \x01(\x0e\x32\x1c.google.pubsub.v1.SchemaView\"w\n\x12ListSchemasRequest\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12*\n\x04view\x18\x02 \x01(\x0e\x32\x1c.google.pubsub.v1.SchemaView\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"Y\n\x13ListSchemasResponse\x12)\n\x07schemas\x18\x01 \x03(\x0b\x32\x18.google.pubsub.v1.Schema\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"}\n\x1aListSchemaRevisionsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12*\n\x04view\x18\x02 \x01(\x0e\x32\x1c.google.pubsub.v1.SchemaView\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"a\n\x1bListSchemaRevisionsResponse\x12)\n\x07schemas\x18\x01 \x03(\x0b\x32\x18.google.pubsub.v1.Schema\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"M\n\x13\x43ommitSchemaRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12(\n\x06schema\x18\x02 \x01(\x0b\x32\x18.google.pubsub.v1.Schema\":\n\x15RollbackSchemaRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0brevision_id\x18\x02 \x01(\t\"@\n\x1b\x44\x65leteSchemaRevisionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0brevision_id\x18\x02 \x01(\t\"#\n\x13\x44\x65leteSchemaRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"Q\n\x15ValidateSchemaRequest\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12(\n\x06schema\x18\x02 \x01(\x0b\x32\x18.google.pubsub.v1.Schema\"\x18\n\x16ValidateSchemaResponse\"\xb2\x01\n\x16ValidateMessageRequest\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12\x0e\n\x04name\x18\x02 \x01(\tH\x00\x12*\n\x06schema\x18\x03 \x01(\x0b\x32\x18.google.pubsub.v1.SchemaH\x00\x12\x0f\n\x07message\x18\x04 \x01(\x0c\x12,\n\x08\x65ncoding\x18\x05 \x01(\x0e\x32\x1a.google.pubsub.v1.EncodingB\r\n\x0bschema_spec\"\x19\n\x17ValidateMessageResponse\"C\n\x13\x43ompiledProtoSchema\x12\x14\n\x0croot_message\x18\x01 \x01(\t\x12\x16\n\x0e\x63ompiled_bytes\x18\x02 \x01(\x0c*>\n\nSchemaView\x12\x1b\n\x17SCHEMA_VIEW_UNSPECIFIED\x10\x00\x12\t\n\x05\x42\x41SIC\x10\x01\x12\x08\n\x04\x46ULL\x10\x02*:\n\x08\x45ncoding\x12\x18\n\x14\x45NCODING_UNSPECIFIED\x10\x00\x12\x08\n\x04JSON\x10\x01\x12\n\n\x06\x42INARY\x10\x02\x32\x9e\x07\n\rSchemaService\x12O\n\x0c\x43reateSchema\x12%.google.pubsub.v1.CreateSchemaRequest\x1a\x18.google.pubsub.v1.Schema\x12I\n\tGetSchema\x12\".google.pubsub.v1.GetSchemaRequest\x1a\x18.google.pubsub.v1.Schema\x12Z\n\x0bListSchemas\x12$.google.pubsub.v1.ListSchemasRequest\x1a%.google.pubsub.v1.ListSchemasResponse\x12r\n\x13ListSchemaRevisions\x12,.google.pubsub.v1.ListSchemaRevisionsRequest\x1a-.google.pubsub.v1.ListSchemaRevisionsResponse\x12O\n\x0c\x43ommitSchema\x12%.google.pubsub.v1.CommitSchemaRequest\x1a\x18.google.pubsub.v1.Schema\x12S\n\x0eRollbackSchema\x12\'.google.pubsub.v1.RollbackSchemaRequest\x1a\x18.google.pubsub.v1.Schema\x12_\n\x14\x44\x65leteSchemaRevision\x12-.google.pubsub.v1.DeleteSchemaRevisionRequest\x1a\x18.google.pubsub.v1.Schema\x12M\n\x0c\x44\x65leteSchema\x12%.google.pubsub.v1.DeleteSchemaRequest\x1a\x16.google.protobuf.Empty\x12\x63\n\x0eValidateSchema\x12\'.google.pubsub.v1.ValidateSchemaRequest\x1a(.google.pubsub.v1.ValidateSchemaResponse\x12\x66\n\x0fValidateMessage\x12(.google.pubsub.v1.ValidateMessageRequest\x1a).google.pubsub.v1.ValidateMessageResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'eoclient._proto.schema_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SCHEMAVIEW']._serialized_start=1648
-  _globals['_SCHEMAVIEW']._serialized_end=1710
-  _globals['_ENCODING']._serialized_start=1712
-  _globals['_ENCODING']._serialized_end=1770
-  _globals['_SCHEMA']._serialized_start=85
-  _globals['_SCHEMA']._serialized_end=402
-  _globals['_SCHEMA_TYPE']._serialized_start=326
-  _globals['_SCHEMA_TYPE']._serialized_end=385
-  _globals['_CREATESCHEMAREQUEST']._serialized_start=404
-  _globals['_CREATESCHEMAREQUEST']._serialized_end=502
-  _globals['_GETSCHEMAREQUEST']._serialized_start=504
-  _globals['_GETSCHEMAREQUEST']._serialized_end=580
-  _globals['_LISTSCHEMASREQUEST']._serialized_start=582
-  _globals['_LISTSCHEMASREQUEST']._serialized_end=701
-  _globals['_LISTSCHEMASRESPONSE']._serialized_start=703
-  _globals['_LISTSCHEMASRESPONSE']._serialized_end=792
-  _globals['_LISTSCHEMAREVISIONSREQUEST']._serialized_start=794
-  _globals['_LISTSCHEMAREVISIONSREQUEST']._serialized_end=919
-  _globals['_LISTSCHEMAREVISIONSRESPONSE']._serialized_start=921
-  _globals['_LISTSCHEMAREVISIONSRESPONSE']._serialized_end=1018
-  _globals['_COMMITSCHEMAREQUEST']._serialized_start=1020
-  _globals['_COMMITSCHEMAREQUEST']._serialized_end=1097
-  _globals['_ROLLBACKSCHEMAREQUEST']._serialized_start=1099
-  _globals['_ROLLBACKSCHEMAREQUEST']._serialized_end=1157
-  _globals['_DELETESCHEMAREVISIONREQUEST']._serialized_start=1159
-  _globals['_DELETESCHEMAREVISIONREQUEST']._serialized_end=1223
-  _globals['_DELETESCHEMAREQUEST']._serialized_start=1225
-  _globals['_DELETESCHEMAREQUEST']._serialized_end=1260
-  _globals['_VALIDATESCHEMAREQUEST']._serialized_start=1262
-  _globals['_VALIDATESCHEMAREQUEST']._serialized_end=1343
-  _globals['_VALIDATESCHEMARESPONSE']._serialized_start=1345
-  _globals['_VALIDATESCHEMARESPONSE']._serialized_end=1369
-  _globals['_VALIDATEMESSAGEREQUEST']._serialized_start=1372
-  _globals['_VALIDATEMESSAGEREQUEST']._serialized_end=1550
-  _globals['_VALIDATEMESSAGERESPONSE']._serialized_start=1552
-  _globals['_VALIDATEMESSAGERESPONSE']._serialized_end=1577
-  _globals['_COMPILEDPROTOSCHEMA']._serialized_start=1579
-  _globals['_COMPILEDPROTOSCHEMA']._serialized_end=1646
+  _globals['_SCHEMAVIEW']._serialized_start=1683
+  _globals['_SCHEMAVIEW']._serialized_end=1745
+  _globals['_ENCODING']._serialized_start=1747
+  _globals['_ENCODING']._serialized_end=1805
+  _globals['_SCHEMA']._serialized_start=114
+  _globals['_SCHEMA']._serialized_end=437
+  _globals['_SCHEMA_TYPE']._serialized_start=361
+  _globals['_SCHEMA_TYPE']._serialized_end=420
+  _globals['_CREATESCHEMAREQUEST']._serialized_start=439
+  _globals['_CREATESCHEMAREQUEST']._serialized_end=537
+  _globals['_GETSCHEMAREQUEST']._serialized_start=539
+  _globals['_GETSCHEMAREQUEST']._serialized_end=615
+  _globals['_LISTSCHEMASREQUEST']._serialized_start=617
+  _globals['_LISTSCHEMASREQUEST']._serialized_end=736
+  _globals['_LISTSCHEMASRESPONSE']._serialized_start=738
+  _globals['_LISTSCHEMASRESPONSE']._serialized_end=827
+  _globals['_LISTSCHEMAREVISIONSREQUEST']._serialized_start=829
+  _globals['_LISTSCHEMAREVISIONSREQUEST']._serialized_end=954
+  _globals['_LISTSCHEMAREVISIONSRESPONSE']._serialized_start=956
+  _globals['_LISTSCHEMAREVISIONSRESPONSE']._serialized_end=1053
+  _globals['_COMMITSCHEMAREQUEST']._serialized_start=1055
+  _globals['_COMMITSCHEMAREQUEST']._serialized_end=1132
+  _globals['_ROLLBACKSCHEMAREQUEST']._serialized_start=1134
+  _globals['_ROLLBACKSCHEMAREQUEST']._serialized_end=1192
+  _globals['_DELETESCHEMAREVISIONREQUEST']._serialized_start=1194
+  _globals['_DELETESCHEMAREVISIONREQUEST']._serialized_end=1258
+  _globals['_DELETESCHEMAREQUEST']._serialized_start=1260
+  _globals['_DELETESCHEMAREQUEST']._serialized_end=1295
+  _globals['_VALIDATESCHEMAREQUEST']._serialized_start=1297
+  _globals['_VALIDATESCHEMAREQUEST']._serialized_end=1378
+  _globals['_VALIDATESCHEMARESPONSE']._serialized_start=1380
+  _globals['_VALIDATESCHEMARESPONSE']._serialized_end=1404
+  _globals['_VALIDATEMESSAGEREQUEST']._serialized_start=1407
+  _globals['_VALIDATEMESSAGEREQUEST']._serialized_end=1585
+  _globals['_VALIDATEMESSAGERESPONSE']._serialized_start=1587
+  _globals['_VALIDATEMESSAGERESPONSE']._serialized_end=1612
+  _globals['_COMPILEDPROTOSCHEMA']._serialized_start=1614
+  _globals['_COMPILEDPROTOSCHEMA']._serialized_end=1681
+  _globals['_SCHEMASERVICE']._serialized_start=1808
+  _globals['_SCHEMASERVICE']._serialized_end=2734
 # @@protoc_insertion_point(module_scope)

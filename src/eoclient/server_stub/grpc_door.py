@@ -26,6 +26,7 @@ from eoclient.errors import Internal, RpcError
 from eoclient.server_stub import request_checks, wire_encoding
 from eoclient.server_stub.grpc_status import abort, authorization
 from eoclient.server_stub.service import INTERNAL_ERROR_MESSAGE, PubSubService
+from eoclient.server_stub.service_extensions import full_service_name
 from eoclient.server_stub.streaming_pull import serve_streaming_pull
 
 logger = logging.getLogger("eoclient.server_stub.grpc")
@@ -41,7 +42,8 @@ class GrpcDoor:
 
     def generic_handlers(self) -> list[grpc.GenericRpcHandler[Any, Any]]:
         handlers = []
-        for service in ("Publisher", "Subscriber"):
+        # issue 14: IAMPolicy and SchemaService come from service_extensions
+        for service in dict.fromkeys(rpc.service for rpc in self.service.methods.values()):
             methods: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
                 rpc.name: grpc.unary_unary_rpc_method_handler(
                     self._unary(rpc.name, rpc.request),
@@ -59,7 +61,7 @@ class GrpcDoor:
                     self.streaming_pull, response_serializer=serialize_response
                 )
             handlers.append(
-                grpc.method_handlers_generic_handler(f"google.pubsub.v1.{service}", methods)
+                grpc.method_handlers_generic_handler(full_service_name(service), methods)
             )
         return handlers
 

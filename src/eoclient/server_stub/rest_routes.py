@@ -84,17 +84,34 @@ BINDINGS: tuple[Binding, ...] = (
     _bind("POST", _SUBSCRIPTION, "Seek", "subscription", body=True, suffix=":seek"),
 )
 
-# Bound by the real service, not served here (wire-contract §1.1): 501 like gRPC's answer.
-_IAM = re.compile(
-    rf"/v1/(?:{_TOPIC}|{_SUBSCRIPTION}|{_SNAPSHOT}|{_PROJECT}/schemas/[^/:]+)"
-    r":(getIamPolicy|setIamPolicy|testIamPermissions)"
+# issue 14: the IAM mixin on every resource kind and SchemaService (the 2.44.0 client's
+# rest_base.py transports): getIamPolicy is a GET (options.requestedPolicyVersion in the
+# query), the others POST their request.
+_SCHEMA = f"{_PROJECT}/schemas/[^/:]+"
+BINDINGS += tuple(
+    binding
+    for resource in (_TOPIC, _SUBSCRIPTION, _SNAPSHOT, _SCHEMA)
+    for binding in (
+        _bind("GET", resource, "GetIamPolicy", "resource", body=False, suffix=":getIamPolicy"),
+        _bind("POST", resource, "SetIamPolicy", "resource", body=True, suffix=":setIamPolicy"),
+        _bind(
+            "POST",
+            resource,
+            "TestIamPermissions",
+            "resource",
+            body=True,
+            suffix=":testIamPermissions",
+        ),
+    )
 )
+
+
 _SCHEMAS = re.compile(rf"/v1/{_PROJECT}/schemas(?:[/:].*)?")
 
 
 def route(http_method: str, path: str) -> tuple[Binding, str]:
-    """The binding of ``http_method path`` and the resource name in the path; 404, 405
-    (with ``Allow``) and 501 (IAM, schemas) otherwise."""
+    """The binding of ``http_method path`` and the resource name in the path; 404 or 405
+    (with ``Allow``) otherwise."""
     allowed: list[str] = []
     for binding in BINDINGS:
         found = binding.pattern.fullmatch(path)
@@ -109,12 +126,6 @@ def route(http_method: str, path: str) -> tuple[Binding, str]:
             "UNIMPLEMENTED",
             f"HTTP method {http_method} is not allowed on {path} (allowed: {', '.join(allowed)}).",
             {"Allow": ", ".join(allowed)},
-        )
-    iam = _IAM.fullmatch(path)
-    if iam is not None:
-        raise Unimplemented(
-            f"{iam.group(1)} is not implemented: the reference server has no IAM "
-            "(neither does Google's emulator)."
         )
     if _SCHEMAS.fullmatch(path):
         raise Unimplemented(

@@ -110,7 +110,7 @@ Handler = Callable[[Any], Awaitable[Message]]
 class RpcMethod:
     """One unary google.pubsub.v1 RPC: its service, handler and message classes."""
 
-    service: str  # "Publisher" or "Subscriber"
+    service: str  # "Publisher", "Subscriber", or a full name ("google.iam.v1.IAMPolicy")
     name: str
     handler: Handler
     request: type[Message]
@@ -135,6 +135,10 @@ class PubSubService:
         self.tokens = tokens
         self._pull_waiters: dict[str, set[asyncio.Event]] = {}
         self.methods: dict[str, RpcMethod] = self._method_table()
+        # issue 14: IAM, SchemaService, schema-checked Publish, push (service_extensions)
+        from eoclient.server_stub import service_extensions
+
+        service_extensions.install(self)
 
     def notify(self, subscription: str) -> None:
         self.streams.notify(subscription)

@@ -23,10 +23,12 @@ import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from eoclient._clock import Clock
+from eoclient.errors import NotFound
 from eoclient.server_stub.core import validation
 from eoclient.server_stub.core.delivery import SubscriptionDelivery
 from eoclient.server_stub.core.dispatch import Dispatch
 from eoclient.server_stub.core.history import History
+from eoclient.server_stub.core.iam import Policy, PolicyRoom, resource_kind
 from eoclient.server_stub.core.model import (
     AckReply,
     Delivery,
@@ -83,6 +85,9 @@ class Broker:
         self._dispatch.last_seq = state.last_seq
         self._resources.restore(state)
         self._snapshots.restore(state.snapshots)
+        # issue 14: schemas and IAM (the section at the end of this class)
+        self._iam = PolicyRoom(store)
+        self._iam.restore(state.documents)
 
     def __repr__(self) -> str:
         return (
@@ -127,6 +132,7 @@ class Broker:
 
     def delete_topic(self, name: str) -> None:
         self._resources.delete_topic(name)
+        self._iam.forget(name)  # issue 14: a new topic of this name starts without a policy
 
     # ========================================================= subscriptions
 
@@ -152,6 +158,7 @@ class Broker:
 
     def delete_subscription(self, name: str) -> None:
         self._resources.delete_subscription(name)
+        self._iam.forget(name)  # issue 14
 
     def detach_subscription(self, name: str) -> None:
         self._resources.detach_subscription(name)
@@ -234,6 +241,7 @@ class Broker:
 
     def delete_snapshot(self, name: str) -> None:
         self._snapshots.delete(name)
+        self._iam.forget(name)  # issue 14
 
     def seek(
         self, name: str, *, time: float | None = None, snapshot: str | None = None
@@ -336,6 +344,8 @@ class Broker:
         for name in idle:
             self._resources.remove_subscription(name)
         self._snapshots.expire(now)
+        if idle or self._iam.policies:  # issue 14: expired resources lose their policies
+            self._iam.forget_missing(self._iam_resources())
         self.store.collect_garbage()
 
     def next_wakeup(self) -> float | None:
@@ -389,3 +399,46 @@ class Broker:
     def retained_acked(self, name: str) -> list[StoredMessage]:
         """Acknowledged messages the subscription keeps (retain_acked_messages), oldest first."""
         return [m for _, m in self.delivery_state(name).retained()]
+
+    # ---- schemas and IAM (issue 14)
+
+    def _iam_resources(self) -> list[str]:
+        """Every resource that may have an IAM policy."""
+        return [
+            *self._resources.topics,
+            *(n for n, s in self._resources.subscriptions.items() if not s.config.internal),
+            *self._snapshots.records,
+        ]
+
+    def _iam_resource(self, resource: str) -> str:
+        """Check that ``resource`` names an existing resource (InvalidArgument, NotFound)."""
+        kind = resource_kind(resource)
+        if kind == "topics":
+            exists = resource in self._resources.topics
+        elif kind == "subscriptions":
+            subscription = self._resources.subscriptions.get(resource)
+            exists = subscription is not None and not subscription.config.internal
+        elif kind == "snapshots":
+            exists = resource in self._snapshots.records
+        else:
+            exists = False  # schemas: SchemaService comes next
+        if not exists:
+            raise NotFound(f"Resource not found (resource={resource.rsplit('/', 1)[-1]}).")
+        return kind
+
+    def get_iam_policy(self, resource: str, requested_version: int = 0) -> Policy:
+        self._iam_resource(resource)
+        return self._iam.get(resource, requested_version)
+
+    def set_iam_policy(
+        self, resource: str, policy: Policy, update_mask: Sequence[str] = ()
+    ) -> Policy:
+        self._iam_resource(resource)
+        return self._iam.set(resource, policy, update_mask)
+
+    def test_iam_permissions(
+        self, resource: str, permissions: Sequence[str], member: str | None = None
+    ) -> list[str]:
+        """The subset of ``permissions`` ``member`` holds (None: the local administrator)."""
+        self._iam_resource(resource)
+        return self._iam.test(resource, permissions, member)

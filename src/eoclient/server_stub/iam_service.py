@@ -1,0 +1,109 @@
+"""google.iam.v1.IAMPolicy for topics, subscriptions, snapshots and schemas (issue 14).
+
+Thin, like ``service``: the request proto becomes the core's ``iam.Policy``, the broker
+decides (``core/iam.py``: etags, versions, roles, members), the answer goes back as
+``google.iam.v1.Policy``. The generated classes live in eoclient's private pool
+(``eoclient._proto.policy_pb2``, ``iam_policy_pb2``) so that grpc-google-iam-v1's copies
+in the default pool are not disturbed.
+
+No token auth identifies a caller yet, so TestIamPermissions answers as for the local
+administrator (every permission that applies to the resource); the core answers for a
+named principal from the policy's bindings (``Broker.test_iam_permissions(member=...)``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from eoclient._proto import expr_pb2, iam_policy_pb2, policy_pb2
+from eoclient.server_stub.core import iam
+
+if TYPE_CHECKING:
+    from eoclient.server_stub.service import PubSubService
+
+SERVICE = "google.iam.v1.IAMPolicy"
+
+
+def policy_from_pb(policy: policy_pb2.Policy) -> iam.Policy:
+    return iam.Policy(
+        version=policy.version,
+        bindings=tuple(
+            iam.Binding(
+                b.role,
+                tuple(b.members),
+                iam.Condition(
+                    b.condition.expression,
+                    b.condition.title,
+                    b.condition.description,
+                    b.condition.location,
+                )
+                if b.HasField("condition")
+                else None,
+            )
+            for b in policy.bindings
+        ),
+        audit_configs=tuple(
+            iam.AuditConfig(
+                a.service,
+                tuple(
+                    iam.AuditLogConfig(c.log_type, tuple(c.exempted_members))
+                    for c in a.audit_log_configs
+                ),
+            )
+            for a in policy.audit_configs
+        ),
+        etag=policy.etag,
+    )
+
+
+def policy_to_pb(policy: iam.Policy) -> policy_pb2.Policy:
+    answer = policy_pb2.Policy(version=policy.version, etag=policy.etag)
+    for binding in policy.bindings:
+        pb = answer.bindings.add(role=binding.role, members=binding.members)
+        if binding.condition is not None:
+            c = binding.condition
+            pb.condition.CopyFrom(
+                expr_pb2.Expr(
+                    expression=c.expression,
+                    title=c.title,
+                    description=c.description,
+                    location=c.location,
+                )
+            )
+    for audit in policy.audit_configs:
+        a = answer.audit_configs.add(service=audit.service)
+        for config in audit.audit_log_configs:
+            a.audit_log_configs.add(
+                log_type=config.log_type,
+                exempted_members=config.exempted_members,
+            )
+    return answer
+
+
+class IamService:
+    """The three IAMPolicy methods over one broker."""
+
+    def __init__(self, service: PubSubService) -> None:
+        self.broker = service.broker
+
+    async def get_iam_policy(
+        self, request: iam_policy_pb2.GetIamPolicyRequest
+    ) -> policy_pb2.Policy:
+        policy = self.broker.get_iam_policy(
+            request.resource, request.options.requested_policy_version
+        )
+        return policy_to_pb(policy)
+
+    async def set_iam_policy(
+        self, request: iam_policy_pb2.SetIamPolicyRequest
+    ) -> policy_pb2.Policy:
+        policy = self.broker.set_iam_policy(
+            request.resource, policy_from_pb(request.policy), list(request.update_mask.paths)
+        )
+        return policy_to_pb(policy)
+
+    async def test_iam_permissions(
+        self, request: iam_policy_pb2.TestIamPermissionsRequest
+    ) -> iam_policy_pb2.TestIamPermissionsResponse:
+        held = self.broker.test_iam_permissions(request.resource, list(request.permissions))
+        return iam_policy_pb2.TestIamPermissionsResponse(permissions=held)
