@@ -4,8 +4,10 @@
 
 Streams SUBSCRIPTION into a Parquet file sink at WORKDIR/out with availableNow, checkpoint
 WORKDIR/checkpoint and journal WORKDIR/journal; prints "done" when the run ends. Crash points
-are source options (faultPoints, faultDir: see eoclient.spark._faults). ``start_query`` is
-that query, which the in-process tests start too.
+are source options (faultPoints, faultDir: see eoclient.spark._faults). The Spark master is
+``EOCLIENT_TEST_SPARK_MASTER`` (default ``local[2]``; the cluster tests use
+``local-cluster[2,1,1024]``: executors in processes of their own). ``start_query`` is that
+query, which the in-process tests start too.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+
+MASTER_ENV = "EOCLIENT_TEST_SPARK_MASTER"
 
 
 def start_query(spark: Any, subscription: str, work: Path, options: dict[str, str]) -> Any:
@@ -42,7 +46,12 @@ def main(argv: list[str]) -> None:
     os.environ["PUBSUB_EMULATOR_HOST"] = endpoint
     from eoclient.spark import local_session
 
-    spark = local_session("eoclient-crash-driver")
+    master = os.environ.get(MASTER_ENV, "local[2]")
+    conf = {}
+    if master.startswith("local-cluster"):
+        # Each worker offers 1024 MB; an executor asks for 1 GB by default (plus overhead).
+        conf["spark.executor.memory"] = "512m"
+    spark = local_session("eoclient-crash-driver", master=master, conf=conf)
     # WARN: the test checks the log for Spark's warnings about the session.
     spark.sparkContext.setLogLevel("WARN")
     query = start_query(spark, subscription, Path(workdir), options)

@@ -1,14 +1,17 @@
-"""The source's journal files (no Spark needed: pyarrow only)."""
+"""The source's journal and lease logs (no Spark needed: pyarrow only)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 
 pa = pytest.importorskip("pyarrow", reason="the spark extra is not installed")
 
-from eoclient.spark._journal import JOURNAL_SCHEMA, Journal, read_table  # noqa: E402
+from eoclient.spark._journal import Journal, Plan, emitted_rows, encode_part, local_path  # noqa: E402
+from eoclient.spark._lease_log import LeaseLog, read_logs  # noqa: E402
+from eoclient.spark._schema import ROW_SCHEMA, WIRE_SCHEMA  # noqa: E402
 
 
 def _rows(start: int, count: int) -> object:
@@ -20,41 +23,93 @@ def _rows(start: int, count: int) -> object:
             "ordering_key": [""] * count,
             "publish_time": [1_700_000_000_000_000] * count,
             "delivery_attempt": [1] * count,
-            "seq": list(range(start, start + count)),
             "ack_id": [f"ack-{i}" for i in range(start, start + count)],
         },
-        schema=JOURNAL_SCHEMA,
+        schema=WIRE_SCHEMA,
     )
 
 
-def test_batches_are_written_whole_and_found_by_offset(tmp_path: Path) -> None:
+def _journal(tmp_path: Path) -> Journal:
     journal = Journal(tmp_path / "j")
-    first = journal.write(0, _rows(0, 3))
-    second = journal.write(3, _rows(3, 2))
-    assert (first.start, first.end, second.start, second.end) == (0, 3, 3, 5)
-    assert journal.starting_at(3) == second
-    assert journal.starting_at(4) is None
-    assert read_table(str(second.path)).column("message_id").to_pylist() == ["1003", "1004"]
-    assert journal.covering(1, 5) == [first, second]
-    assert not list((tmp_path / "j").glob(".*tmp"))  # no temporary file left behind
+    journal.create()
+    journal.write_plan(0, Plan((5, 5), None, 10.0, ("p",), ()))
+    return journal
 
 
-def test_a_missing_range_is_an_error_and_pruning_keeps_uncommitted(tmp_path: Path) -> None:
-    journal = Journal(tmp_path / "j")
-    journal.write(0, _rows(0, 3))
-    later = journal.write(3, _rows(3, 2))
-    journal.prune(3)
-    assert journal.files() == [later]
-    with pytest.raises(RuntimeError, match=r"does not hold seq 0\.\.5"):
-        journal.covering(0, 5)
+def test_a_part_holds_its_emitted_rows_then_ack_only_ones(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    ack_only = (
+        _rows(10, 2)
+        .drop_columns(["data"])
+        .append_column("data", pa.nulls(2, pa.binary()))
+        .select(WIRE_SCHEMA.names)
+    )
+    assert journal.claim(0, 1, encode_part(_rows(0, 3), ack_only, 123.5))
+    part = journal.read_part(0, 1)
+    assert (part.emitted, part.leased_until, part.table.num_rows) == (3, 123.5, 5)
+    assert part.table.column("ack_id").to_pylist()[3:] == ["ack-10", "ack-11"]
+    rows = emitted_rows(part)
+    assert rows.schema == ROW_SCHEMA
+    assert rows.column("message_id").to_pylist() == ["1000", "1001", "1002"]
+    assert journal.message_ids(0) == {"1000", "1001", "1002", "1010", "1011"}
+    assert journal.message_ids(0, except_part=1) == set()
+    assert not list(journal.batch_dir(0).glob(".*tmp"))  # no temporary file left behind
 
 
-def test_epoch_and_state_persist(tmp_path: Path) -> None:
-    journal = Journal(tmp_path / "j")
-    assert not journal.has_history()
+def test_only_one_of_racing_claims_wins(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    wins: list[int] = []
+    barrier = threading.Barrier(8)
+
+    def attempt(n: int) -> None:
+        data = encode_part(_rows(n * 10, 3), WIRE_SCHEMA.empty_table(), 0.0)
+        barrier.wait()
+        if journal.claim(0, 1, data):
+            wins.append(n)
+
+    threads = [threading.Thread(target=attempt, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    (winner,) = wins
+    assert journal.read_part(0, 1).table.column("ack_id").to_pylist()[0] == f"ack-{winner * 10}"
+
+
+def test_plans_state_and_pruning(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    assert journal.plan(0) == Plan((5, 5), None, 10.0, ("p",), ())
+    assert journal.plan(1) is None
+    assert journal.batches() == [0]
     epoch = journal.epoch()
-    journal.save_state({"pending": {"7": 1.0}})
+    journal.save_state({"settled": 1, "pending": {"7": 1.0}})
     again = Journal(tmp_path / "j")
     assert again.epoch() == epoch
-    assert again.load_state() == {"pending": {"7": 1.0}}
-    assert again.has_history()
+    assert again.load_state() == {"settled": 1, "pending": {"7": 1.0}}
+    journal.prune(0)
+    assert journal.batches() == []
+    assert journal.part_indexes(0) == []
+    assert journal.message_ids(0) == set()
+
+
+def test_a_file_url_is_a_local_path() -> None:
+    assert local_path("file:///data/j") == Path("/data/j")
+    assert local_path("/data/j") == Path("/data/j")
+
+
+def test_lease_logs_say_what_was_answered_and_what_was_in_flight(tmp_path: Path) -> None:
+    done = LeaseLog(tmp_path / "a.log")
+    call = done.sent()
+    done.answered(call, ["a1", "a2"])
+    done.sent()  # never answered
+    done.close(delete=False)
+    torn = tmp_path / "b.log"
+    torn.write_text('["sent",1,5.0]\n["answered",1,["b1"]]\n["answ')  # killed mid-write
+    record = read_logs([tmp_path / "a.log", torn, tmp_path / "missing.log"])
+    assert sorted(record.answered) == ["a1", "a2", "b1"]
+    assert len(record.unanswered_since) == 1
+    assert len(record.paths) == 2
+    finished = LeaseLog(tmp_path / "c.log")
+    finished.sent()
+    finished.close(delete=True)
+    assert not (tmp_path / "c.log").exists()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("pyspark", reason="the spark extra is not installed")
@@ -21,6 +23,9 @@ def _settings(**options: str) -> SourceSettings:
 def test_defaults() -> None:
     settings = _settings()
     assert (settings.subscription, settings.journal_path) == (SUBSCRIPTION, "/j")
+    # A relative journal path is the driver's working directory's, also on the executors.
+    assert _settings(journalPath="q1/journal").journal_path == str(Path.cwd() / "q1/journal")
+    assert _settings(journalPath="file:///data/j").journal_path == "/data/j"
     assert (settings.max_rows, settings.num_partitions, settings.lease_seconds) == (10_000, 2, 60)
     assert (settings.pull_timeout, settings.restart_grace) == (2.0, None)
     assert (settings.allow_at_least_once, settings.dedupe) == (False, True)
@@ -53,6 +58,8 @@ def test_values_are_parsed() -> None:
         ({"subscription": "projects/p/subscriptions/ab"}, "is not a subscription name"),
         ({"subscription": ""}, 'needs .option\\("subscription"'),
         ({"journalPath": ""}, 'needs .option\\("journalPath"'),
+        ({"journalPath": "hdfs://nn/q1/journal"}, "is a Hadoop file system URL"),
+        ({"journalPath": "s3a://bucket/j"}, "is a Hadoop file system URL"),
         ({"maxMessagesPerTrigger": "0"}, '"maxMessagesPerTrigger" must be a whole number >= 1'),
         ({"maxMessagesPerTrigger": "1e4"}, 'got "1e4"'),
         ({"leaseSeconds": "5"}, '"leaseSeconds" must be a whole number in 10..600, got "5"'),

@@ -16,33 +16,39 @@ wheel is needed. ::
 
     df.write.format("eoclient").option("topic", "projects/p/topics/t").mode("append").save()
 
-Source options (names are case-insensitive; values are strings):
+Source options (names are case-insensitive; values are strings; an unknown name is an error):
 
 * ``subscription`` (required): the full subscription name.
 * ``journalPath`` (required): the journal directory. It belongs to ONE checkpoint: keep it next
-  to ``checkpointLocation`` and delete both together.
+  to ``checkpointLocation`` and delete both together. On a cluster, a path the driver and
+  every executor see at the same place (a shared mount); Hadoop URLs are refused; a relative
+  path is the driver's working directory's.
 * ``endpoint``: ``host:port`` of the server; default ``PUBSUB_EMULATOR_HOST``.
-* ``maxMessagesPerTrigger`` (default 10000): rows per micro-batch (``ReadMaxRows``).
-* ``numPartitions`` (default 2): read tasks per micro-batch.
-* ``pullTimeoutSeconds`` (default 2): how long one ``latestOffset`` pulls at most.
-* ``leaseSeconds`` (default 60): the deadline the lease thread keeps extending to.
-* ``restartGraceSeconds``: how long an ``availableNow`` run keeps pulling an empty
+* ``maxMessagesPerTrigger`` (default 10000): rows per micro-batch at most (``ReadMaxRows``).
+* ``numPartitions``: read tasks per micro-batch, each pulling its share on an executor;
+  default the session's parallelism (``eoclient.spark.register``), else 2.
+* ``pullTimeoutSeconds`` (default 2): how long the driver's first round, and each read task,
+  pull at most.
+* ``leaseSeconds`` (default 60, 10..600): the deadline journaled deliveries are extended to.
+* ``restartGraceSeconds``: how long an ``availableNow`` run keeps looking at an empty
   subscription before it concludes there is nothing left. By default 0, except after a run
-  that died in the middle of a pull: then until the messages that pull had leased come
-  back (that pull's start + ``pullTimeoutSeconds`` + the subscription's ack deadline + 2 s),
-  so they are taken in the same run. Set, it applies to every run after the first.
+  that died with a Pull call in flight: then until what that call may have leased comes
+  back (its send + 10 s + the subscription's ack deadline + 2 s). What a dead run's pullers
+  held and recorded is given back at the restart at once.
 * ``allowAtLeastOnce`` (default false): accept a subscription WITHOUT exactly-once delivery.
   The result is then **at-least-once**: an acked message can still be redelivered after its
   batch was pruned from the journal, and it is emitted again.
-* ``dedupe`` (default true): ``false`` emits redeliveries again. Only for the crash tests'
-  negative control; never in a pipeline.
+* ``dedupe`` / ``journalReplay`` (default true): ``false`` emits redeliveries again / lets a
+  task's re-run pull anew instead of replaying its journaled part. Only for the crash
+  tests' negative controls; never in a pipeline.
 * ``faultPoints`` / ``faultDir``: crash-test instrumentation (``eoclient.spark._faults``).
 
 Guarantee (with an exactly-once subscription and a batch-idempotent sink such as the file
 sink, or ``foreachBatch`` keyed by batch id): every message reaches the sink exactly once,
-across driver crashes and restarts from the checkpoint. Not supported: async progress tracking
-(``asyncProgressTrackingEnabled``), which breaks the "latestOffset(start) follows the commit of
-start" ordering the early ack relies on.
+across driver and executor crashes and restarts from the checkpoint (``source.py`` has the
+design and what happens when each process dies at each step). Not supported: async progress
+tracking (``asyncProgressTrackingEnabled``), which breaks the "latestOffset(k) follows the
+commit of k - 1" ordering the acks rely on.
 
 Sink rows: a ``data`` column (string or binary), optional ``attributes`` (map<string,string>;
 a null value drops that attribute) and ``ordering_key`` (string); other columns are ignored,

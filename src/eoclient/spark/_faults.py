@@ -1,9 +1,12 @@
 """Crash points for the connector's crash tests (like ``server_stub.faults`` for the server).
 
 The source options ``faultPoints="after_journal:2,before_ack:1"`` and ``faultDir=<dir>`` make
-the source stop at the 2nd journal write / the 1st ack of the process (points: ``after_journal``,
-``before_ack``, ``read``): it writes ``<dir>/<point>`` and then hangs, so the test can
-``kill -9`` the driver at exactly that point. ``read:1:pause`` instead writes
+the source stop at the 2nd batch planned / the 1st batch acked by the process (points:
+``after_journal`` and ``before_ack`` on the driver; on an executor ``read``, a read task
+starting, ``before_claim``, a read task about to journal what it pulled, and ``after_claim``,
+a read task about to return its journaled rows): it writes
+``<dir>/<point>`` (holding its pid) and then hangs, so the test can ``kill -9`` the driver
+or the executor at exactly that point. ``read:1:pause`` instead writes
 ``<dir>/<point>.paused`` and waits there until the test creates ``<dir>/<point>.resume``, then
 goes on: the test can change the world (the checkpoint) at a known moment. Each point fires
 once per fault dir and mode (its marker file exists after), so a restarted driver runs
@@ -18,7 +21,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-_seen: Counter[str] = Counter()
+# Calls of each point by this process, per fault dir (a process may serve several tests).
+_seen: Counter[tuple[str, str]] = Counter()
 
 
 def fault_point(name: str, spec: str | None, directory: str | None) -> None:
@@ -31,11 +35,18 @@ def fault_point(name: str, spec: str | None, directory: str | None) -> None:
     if name not in wanted:
         return
     count, mode = wanted[name]
-    _seen[name] += 1
+    _seen[directory, name] += 1
     marker = Path(directory) / (name if mode == "hang" else f"{name}.paused")
-    if _seen[name] != count or marker.exists():
+    if _seen[directory, name] != count:
         return
-    marker.write_text(str(os.getpid()))
+    try:
+        # Created exclusively: of several processes (read tasks) reaching the point at
+        # once, one stops there.
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
     if mode == "pause":
         resume = Path(directory) / f"{name}.resume"
         while not resume.exists():

@@ -8,6 +8,7 @@ an unknown name is an error that suggests the closest known one.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Mapping
 
@@ -25,6 +26,7 @@ SOURCE_OPTIONS = (
     "restartGraceSeconds",
     "allowAtLeastOnce",
     "dedupe",
+    "journalReplay",
     "faultPoints",
     "faultDir",
 )
@@ -50,6 +52,23 @@ def check_known(options: Mapping[str, str]) -> None:
         raise _fail(f'unknown option "{key}"{hint} (the options: {", ".join(SOURCE_OPTIONS)})')
 
 
+# A URL of one of Spark's Hadoop file systems (hdfs://, s3a://, ...), but not file://.
+_HADOOP_URL = re.compile(r"^(?!file://)[a-zA-Z][a-zA-Z0-9+.-]*://")
+
+
+def check_journal_path(path: str) -> str:
+    """The journal must be a local (or mounted) path: Python read tasks cannot open Spark's
+    Hadoop file systems."""
+    if _HADOOP_URL.match(path):
+        raise _fail(
+            f'journalPath "{path}" is a Hadoop file system URL, which the source\'s Python '
+            "read tasks cannot open. Give a path on a file system the driver and every "
+            "executor mount at the same place (local disk in local mode, NFS or another "
+            "shared mount on a cluster)."
+        )
+    return path
+
+
 def check_subscription(name: str) -> str:
     match = _SUBSCRIPTION.fullmatch(name)
     if match is None or match[1].lower().startswith("goog"):
@@ -68,7 +87,10 @@ class SourceSettings:
         options = {key.lower(): value for key, value in options.items()}
         check_known(options)
         self.subscription = check_subscription(_required(options, "subscription"))
-        self.journal_path = _required(options, "journalPath")
+        # Absolute here, on the driver: a relative path is the driver's working directory's
+        # (as Spark takes a relative checkpointLocation), not each executor's.
+        journal = check_journal_path(_required(options, "journalPath"))
+        self.journal_path = os.path.abspath(journal.removeprefix("file://"))
         self.endpoint = options.get("endpoint") or None
         self.max_rows = _integer(options, "maxMessagesPerTrigger", 10_000, low=1)
         self.num_partitions = _integer(options, "numPartitions", 2, low=1)
@@ -77,8 +99,10 @@ class SourceSettings:
         grace = options.get("restartgraceseconds")
         self.restart_grace = _number(options, "restartGraceSeconds", 0.0) if grace else None
         self.allow_at_least_once = _flag(options, "allowAtLeastOnce", False)
-        # Only for the negative control of the crash tests: emit redeliveries again.
+        # Only for the negative controls of the crash tests: emit redeliveries again; let
+        # a task's re-run pull anew instead of replaying the journaled part.
         self.dedupe = _flag(options, "dedupe", True)
+        self.journal_replay = _flag(options, "journalReplay", True)
         # Crash-test instrumentation (eoclient.spark._faults).
         self.fault_points = options.get("faultpoints") or None
         self.fault_dir = options.get("faultdir") or None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
@@ -22,6 +22,10 @@ SCHEMA = (
 class EoclientDataSource(DataSource):
     """``spark.readStream.format("eoclient")`` and ``df.write[Stream].format("eoclient")``."""
 
+    # The session's parallelism, the default of the source's numPartitions: set by
+    # eoclient.spark.register on the class it registers (the options do not carry it).
+    default_partitions: ClassVar[int | None] = None
+
     @classmethod
     def name(cls) -> str:
         return "eoclient"
@@ -35,7 +39,10 @@ class EoclientDataSource(DataSource):
         return SCHEMA
 
     def streamReader(self, schema: Any) -> EoclientStreamReader:
-        return EoclientStreamReader(self.options)
+        options = dict(self.options)
+        if "numpartitions" not in options and self.default_partitions:
+            options["numpartitions"] = str(self.default_partitions)
+        return EoclientStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> EoclientBatchWriter:
         return EoclientBatchWriter(self.options, schema)

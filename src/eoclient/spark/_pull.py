@@ -1,0 +1,124 @@
+"""Pulling one part of a batch: Pull calls in flight, decoded to Arrow, admitted, logged.
+
+Shared by the driver's probe (``_runner.py``) and the read tasks (``_reader.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from eoclient._proto import pubsub_pb2
+from eoclient._transport import Endpoint, PubSubTransport, create_channel
+from eoclient.spark._decisions import Admission
+from eoclient.spark._lease_log import LeaseLog
+from eoclient.spark._schema import WIRE_SCHEMA
+from eoclient.spark._wire import Received, decode
+
+# One Pull asks for at most this many messages (the service caps a Pull at 1000).
+PULL_MAX = 1000
+# Pull calls kept in flight at once: with two, the server encodes the next response while
+# this process decodes the last.
+PULLS_IN_FLIGHT = 2
+# A Pull call that takes longer fails (DEADLINE_EXCEEDED, the query fails): servers hold an
+# empty Pull for a few seconds at most. It also bounds how long after its send a call the
+# puller died during can have leased messages (_decisions.leftovers).
+PULL_CALL_TIMEOUT = 10.0
+
+
+def open_transport(endpoint: str | None) -> PubSubTransport:
+    """A gRPC channel for raw Pulls (the SDK's transport: its channel options, its error
+    mapping); the caller closes it."""
+    return PubSubTransport(create_channel(Endpoint.resolve(endpoint)))
+
+
+@dataclass(slots=True)
+class Pulled:
+    """What one pull collected: every Pull answer (chunks) and the admission's choices."""
+
+    admission: Admission
+    chunks: list[Received] = field(default_factory=list)
+    first_sent: float | None = None  # wall clock: no delivery of it is older
+
+    def rows(self) -> pa.Table:
+        """The emitted deliveries (``WIRE_SCHEMA``), in the order they first arrived."""
+        if not self.admission.emitted:
+            return WIRE_SCHEMA.empty_table()
+        positions = sorted(self.admission.emitted.values())
+        starts = [0]
+        for chunk in self.chunks:
+            starts.append(starts[-1] + len(chunk))
+        table = pa.Table.from_batches([chunk.rows for chunk in self.chunks], WIRE_SCHEMA)
+        return table.take(pa.array([starts[c] + r for c, r in positions], pa.int64()))
+
+
+async def pull_part(
+    transport: PubSubTransport,
+    subscription: str,
+    pulled: Pulled,
+    log: LeaseLog,
+    *,
+    max_rows: int,
+    deadline: float,
+    keep_waiting: Callable[[float], bool] = lambda now: False,
+) -> None:
+    """Pull until ``max_rows`` messages are emitted, a Pull comes back empty, or the
+    monotonic ``deadline`` passes.
+
+    ``PULLS_IN_FLIGHT`` calls overlap. Every call asks for no more than is still missing
+    (counting the calls in flight), so the batch never exceeds ``max_rows``. Once it is time
+    to stop, no new call goes out, but those in flight are still awaited and their messages
+    taken: one may hold messages even when another came back empty, and a cancelled call's
+    messages would come back only after their ack deadline. An empty answer ends the pull
+    unless it has nothing yet and ``keep_waiting(now)`` (an ``availableNow`` run waiting for
+    the redeliveries of a dead run).
+    """
+    in_flight: dict[asyncio.Task[pubsub_pb2.PullResponse], tuple[int, int]] = {}
+    stopping = False
+    try:
+        while True:
+            asked = sum(count for _, count in in_flight.values())
+            room = max_rows - len(pulled.admission.emitted) - asked
+            while not stopping and room > 0 and len(in_flight) < PULLS_IN_FLIGHT:
+                count = min(PULL_MAX, room)
+                call_number = log.sent()
+                if pulled.first_sent is None:
+                    pulled.first_sent = time.time()
+                call = asyncio.ensure_future(
+                    transport.call(
+                        "Subscriber",
+                        "Pull",
+                        pubsub_pb2.PullRequest(subscription=subscription, max_messages=count),
+                        pubsub_pb2.PullResponse,
+                        routing=("subscription", subscription),
+                        timeout=PULL_CALL_TIMEOUT,
+                    )
+                )
+                in_flight[call] = (call_number, count)
+                room -= count
+            if not in_flight:
+                return
+            answered, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+            for call in answered:
+                call_number, _ = in_flight.pop(call)
+                received = decode(call.result())
+                log.answered(call_number, received.ack_ids)
+                pulled.chunks.append(received)
+                pulled.admission.admit(received.message_ids, received.ack_ids, received.publish_ns)
+                now = time.monotonic()
+                if not received:
+                    waiting = not pulled.admission.emitted and keep_waiting(now)
+                    stopping = stopping or not waiting
+                elif now >= deadline:
+                    stopping = True
+    finally:
+        # Only when a call failed or this was cancelled: end the others and collect what
+        # they raised (nobody else will).
+        for call in in_flight:
+            call.cancel()
+        if in_flight:
+            await asyncio.gather(*in_flight, return_exceptions=True)

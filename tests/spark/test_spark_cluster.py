@@ -1,0 +1,139 @@
+"""Exactly once with executors in processes of their own: Spark's ``local-cluster`` master
+(a standalone master and two workers in the driver's JVM, each executor a JVM of its own
+with its own Python workers), from the pyspark wheel alone.
+
+A read task is stopped after its pull (before journaling) and another after journaling
+(before returning its rows); each time the test kills that executor with SIGKILL (its JVM,
+Python daemon and worker) and Spark retries the task on a new one. Then the whole driver is
+killed while a later batch runs, and restarted from the checkpoint. The sink's metadata log
+must hold every published id exactly once, with nothing left unacked. The negative control
+(opt-in: ``EOCLIENT_SPARK_NEGATIVE_CONTROLS=1``) switches the journal's replay off: the
+retry of the task killed after journaling pulls other messages, so the journaled ones are
+acked but never written (missing) and the retry's are written but never acked (written
+again when redelivered: duplicates).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ._crash import (
+    Driver,
+    exactly_once_errors,
+    kill_executor,
+    make_subscription,
+    negative_control,
+    publish,
+    sink_ids,
+)
+from ._server import ThreadedServer
+
+pytest.importorskip(
+    "pyspark", reason="the spark extra is not installed (pip install -e '.[spark]')"
+)
+if shutil.which("java") is None:  # pragma: no cover - Java 17 is installed here
+    pytest.skip("Spark needs java on PATH", allow_module_level=True)
+
+pytestmark = pytest.mark.slow
+
+# Two workers of one core and 1024 MB: two executors, each in its own JVM.
+MASTER = "local-cluster[2,1,1024]"
+OPTIONS = ("maxMessagesPerTrigger=10000", "numPartitions=2")
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """A local session, only to read the sink (through its metadata log)."""
+    from eoclient.spark import local_session
+
+    session = local_session("eoclient-cluster-tests", master="local[1]")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def _executor_killer(faults: Path, points: list[str]) -> Callable[[], None]:
+    """A watch that kills the executor of the read task stopped at each fault point."""
+    killed: list[str] = []
+
+    def watch() -> None:
+        for point in points:
+            marker = faults / point
+            if point in killed or not marker.exists():
+                continue
+            pid = marker.read_text()  # the worker's pid (written just after the file is made)
+            if pid:
+                kill_executor(int(pid))
+                killed.append(point)
+
+    return watch
+
+
+def _running(checkpoint: Path, batch: int) -> Callable[[], bool]:
+    """Whether Spark is in the middle of ``batch`` (planned, not committed)."""
+    return lambda: (
+        (checkpoint / "offsets" / str(batch)).exists()
+        and not (checkpoint / "commits" / str(batch)).exists()
+    )
+
+
+# Two cluster starts and two executor relaunches: ~2 min on an idle machine; much longer
+# when the machine is shared and busy.
+@pytest.mark.timeout(900)
+def test_executors_and_the_driver_killed_on_a_cluster_exactly_once(
+    spark: Any, spark_server: ThreadedServer, tmp_path: Path
+) -> None:
+    served = spark_server.address
+    topic, subscription = make_subscription(served)
+    published = publish(served, topic, 30_000)
+    driver = Driver(served, subscription, tmp_path, master=MASTER)
+    executor_points = ["before_claim", "after_claim"]
+
+    assert (
+        driver.run(
+            *OPTIONS,
+            points="before_claim:1,after_claim:1",
+            watch=_executor_killer(driver.faults, executor_points),
+            kill_when=_running(tmp_path / "checkpoint", 2),
+            timeout=420,
+        )
+        == "killed"
+    )
+    assert all((driver.faults / point).exists() for point in executor_points)
+    assert driver.run(*OPTIONS, timeout=360) == "done"
+
+    assert exactly_once_errors(sink_ids(spark, tmp_path / "out"), published) == []
+    assert spark_server.backlog(subscription) == 0
+
+
+@negative_control
+@pytest.mark.timeout(600)
+def test_negative_control_without_replay_loses_and_duplicates(
+    spark: Any, spark_server: ThreadedServer, tmp_path: Path
+) -> None:
+    served = spark_server.address
+    topic, subscription = make_subscription(served)
+    published = publish(served, topic, 20_000)
+    driver = Driver(served, subscription, tmp_path, master=MASTER)
+
+    # The run keeps looking for messages until the retry's unacked ones come back.
+    assert (
+        driver.run(
+            *OPTIONS,
+            "journalReplay=false",
+            "restartGraceSeconds=45",
+            points="after_claim:1",
+            watch=_executor_killer(driver.faults, ["after_claim"]),
+            timeout=420,
+        )
+        == "done"
+    )
+
+    errors = exactly_once_errors(sink_ids(spark, tmp_path / "out"), published)
+    assert any("more than once" in error for error in errors), errors
+    assert any("missing" in error for error in errors), errors
