@@ -144,8 +144,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--official-eod-messages", type=int, default=5_000)
-    parser.add_argument("--backlog", type=int, default=1_000_000)
+    parser.add_argument(
+        "--backlog", type=int, default=1_000_000, help="0: skip the backlog and restart part"
+    )
+    parser.add_argument("--clients", default="eoclient,official", help="comma-separated")
+    parser.add_argument(
+        "--scenarios", default="publish,plain,eod", help="comma-separated: publish, plain, eod"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="rounds of the throughput scenarios (alternating)"
+    )
     options = parser.parse_args()
+    clients = options.clients.split(",")
+    scenarios = options.scenarios.split(",")
     print(f"load average before: {os.getloadavg()[0]:.2f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="eoclient-durable-bench-") as data_dir:
         servers = {
@@ -156,42 +167,45 @@ def main() -> int:
         backlog: list[dict[str, Any]] = []
         try:
             index = 0
-            for client in ("eoclient", "official"):
-                for mode, (_, address) in servers.items():
-                    index += 1
-                    result = publish_scenario(address, client, options.messages, index)
-                    throughput.append(
-                        {
-                            "server": mode,
-                            "client": client,
-                            "scenario": "publish",
-                            "messages": options.messages,
-                            **result,
-                        }
-                    )
-                    print(throughput[-1], flush=True)
-                for eod in (False, True):
-                    count = (
-                        options.official_eod_messages
-                        if eod and client == "official"
-                        else options.messages
-                    )
-                    for mode, (_, address) in servers.items():
-                        index += 1
-                        result = subscriber_bench.run_scenario(address, client, eod, count, index)
-                        scenario = "subscribe, exactly-once awaited" if eod else "subscribe, plain"
-                        throughput.append(
-                            {"server": mode, "client": client, "scenario": scenario, **result}
-                        )
-                        print(throughput[-1], flush=True)
+            for round_ in range(1, options.repeat + 1):
+                for client in clients:
+                    for kind in scenarios:
+                        for mode, (_, address) in servers.items():
+                            index += 1
+                            if kind == "publish":
+                                result = publish_scenario(address, client, options.messages, index)
+                                result["messages"] = options.messages
+                                scenario = "publish"
+                            else:
+                                eod = kind == "eod"
+                                count = (
+                                    options.official_eod_messages
+                                    if eod and client == "official"
+                                    else options.messages
+                                )
+                                result = subscriber_bench.run_scenario(
+                                    address, client, eod, count, index
+                                )
+                                scenario = (
+                                    "subscribe, exactly-once awaited" if eod else "subscribe, plain"
+                                )
+                            throughput.append(
+                                {"server": mode, "client": client, "scenario": scenario,
+                                 "round": round_, **result}
+                            )  # fmt: skip
+                            print(throughput[-1], flush=True)
+            restart: dict[str, float] = {}
             for mode, (process, address) in servers.items():
+                if not options.backlog:
+                    break
                 result = asyncio.run(_backlog_scenario(address, options.backlog))
                 result["rss_mib"] = _rss_mib(process.pid)
                 result["peak_rss_mib"] = _rss_mib(process.pid, "VmHWM")
                 backlog.append({"server": mode, "messages": options.backlog, **result})
                 print(backlog[-1], flush=True)
-            restart = restart_scenario(servers["durable"][0], data_dir)
-            print(restart, flush=True)
+            if options.backlog:
+                restart = restart_scenario(servers["durable"][0], data_dir)
+                print(restart, flush=True)
         finally:
             for process, _ in servers.values():
                 if process.poll() is None:
@@ -205,22 +219,26 @@ def main() -> int:
                 ("scenario", "scenario", ""),
                 ("client", "client", ""),
                 ("server", "server", ""),
+                ("round", "round", ""),
                 ("messages", "messages", ","),
                 ("msg_per_s", "msg/s", ",.0f"),
             ],
         )
     )
     print()
-    for scenario in dict.fromkeys(r["scenario"] for r in throughput):
-        for client in ("eoclient", "official"):
-            rows = {
-                r["server"]: r
-                for r in throughput
-                if r["scenario"] == scenario and r["client"] == client
-            }
-            if len(rows) == 2:
-                ratio = rows["durable"]["msg_per_s"] / rows["memory"]["msg_per_s"]
-                print(f"{scenario}, {client}: durable / memory = {ratio:.2f}")
+    for round_ in range(1, options.repeat + 1):
+        for scenario in dict.fromkeys(r["scenario"] for r in throughput):
+            for client in clients:
+                rows = {
+                    r["server"]: r
+                    for r in throughput
+                    if r["scenario"] == scenario and r["client"] == client and r["round"] == round_
+                }
+                if len(rows) == 2:
+                    ratio = rows["durable"]["msg_per_s"] / rows["memory"]["msg_per_s"]
+                    print(f"round {round_}, {scenario}, {client}: durable / memory = {ratio:.2f}")
+    if not options.backlog:
+        return 0
     print()
     print(
         _table(
