@@ -11,6 +11,7 @@ The reference server lives in :mod:`eoclient.server_stub` (``eoclient serve``).
 """
 
 from eoclient import errors
+from eoclient._transport import Endpoint
 from eoclient.admin import AdminClient
 from eoclient.publisher import (
     BatchSettings,
@@ -39,6 +40,7 @@ __all__ = [
     "AcknowledgeStatus",
     "AdminClient",
     "BatchSettings",
+    "Endpoint",
     "FlowControl",
     "LeaseSettings",
     "LimitExceededBehavior",

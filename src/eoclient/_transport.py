@@ -66,14 +66,37 @@ ResponseT = TypeVar("ResponseT", bound=Message)
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where to connect: ``target`` and whether to use TLS with Google credentials."""
+    """Where to connect, and how.
+
+    ``secure``: TLS, with ``root_certificates`` (PEM) to trust instead of the system's
+    (a private CA), and ``credentials`` (a ``google.auth.credentials.Credentials``; e.g.
+    ``google.oauth2.credentials.Credentials(token)`` for a static bearer token) instead of
+    Application Default Credentials. Without TLS no credentials are sent.
+
+    The clients take one as ``endpoint=`` (a plain string is a plain-text server)::
+
+        Endpoint.tls("pubsub.internal:8443", root_certificates=ca_pem, credentials=creds)
+    """
 
     target: str
     secure: bool
+    root_certificates: bytes | None = None
+    credentials: Any = None
 
     @classmethod
-    def resolve(cls, endpoint: str | None = None) -> Endpoint:
-        """``endpoint`` if given (plain text), else PUBSUB_EMULATOR_HOST, else the service."""
+    def tls(
+        cls, target: str, *, root_certificates: bytes | None = None, credentials: Any = None
+    ) -> Endpoint:
+        return cls(
+            target, secure=True, root_certificates=root_certificates, credentials=credentials
+        )
+
+    @classmethod
+    def resolve(cls, endpoint: str | Endpoint | None = None) -> Endpoint:
+        """``endpoint`` if given (a string: plain text), else PUBSUB_EMULATOR_HOST, else
+        the service."""
+        if isinstance(endpoint, Endpoint):
+            return endpoint
         if endpoint:
             return cls(endpoint, secure=False)
         emulator = os.environ.get(EMULATOR_HOST_ENV)
@@ -91,15 +114,21 @@ def create_channel(endpoint: Endpoint) -> grpc.aio.Channel:
         import google.auth.transport.requests  # type: ignore[import-untyped, unused-ignore]
     except ImportError as error:  # pragma: no cover - depends on the environment
         raise RuntimeError(
-            "Connecting to the real Pub/Sub service needs google-auth: "
+            "Connecting with TLS and credentials needs google-auth and requests: "
             "pip install 'eoclient[gcp]' (or set PUBSUB_EMULATOR_HOST for a local server)."
         ) from error
-    credentials, _ = google.auth.default(scopes=_SCOPES)
+    credentials = endpoint.credentials
+    if credentials is None:
+        credentials, _ = google.auth.default(scopes=_SCOPES)
+    # gRPC calls the plugin on a thread of its own and the plugin refreshes an expired
+    # token there (google.auth.transport.grpc.AuthMetadataPlugin): a refresh, a blocking
+    # HTTP request, never stalls the event loop (tests/integration/test_secure_sdk.py).
     plugin = google.auth.transport.grpc.AuthMetadataPlugin(  # type: ignore[no-untyped-call, unused-ignore]
         credentials, google.auth.transport.requests.Request()
     )
     channel_credentials = grpc.composite_channel_credentials(
-        grpc.ssl_channel_credentials(), grpc.metadata_call_credentials(plugin)
+        grpc.ssl_channel_credentials(root_certificates=endpoint.root_certificates),
+        grpc.metadata_call_credentials(plugin),
     )
     return grpc.aio.secure_channel(endpoint.target, channel_credentials, options=CHANNEL_OPTIONS)
 

@@ -25,8 +25,13 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
+from eoclient._clock import SystemClock
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient.pytest_plugin.server_thread import ServerThread
+from eoclient.server_stub.core import Broker
+from eoclient.server_stub.faults import RpcFaults
+from eoclient.server_stub.service import PubSubService, StreamRegistry
+from eoclient.server_stub.service_extensions import full_service_name
 
 from ._strategies import ACK_PLACEHOLDERS, NEW, PROJECT, SNAPSHOTS, SUBSCRIPTIONS, TOPICS
 
@@ -47,6 +52,7 @@ DOCUMENTED = frozenset(
         grpc.StatusCode.NOT_FOUND,
         grpc.StatusCode.ALREADY_EXISTS,
         grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.ABORTED,  # google.iam.v1: a policy's etag is stale
         grpc.StatusCode.OUT_OF_RANGE,
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         grpc.StatusCode.UNIMPLEMENTED,
@@ -68,15 +74,22 @@ SENTINEL_TOPIC = "projects/sentinel/topics/sentinel"
 SENTINEL_SUBSCRIPTION = "projects/sentinel/subscriptions/sentinel"
 
 
-def _method_paths() -> dict[str, tuple[str, bool]]:
-    paths: dict[str, tuple[str, bool]] = {}
-    for service in pb.DESCRIPTOR.services_by_name.values():
-        for method in service.methods:
-            paths[method.name] = (f"/{service.full_name}/{method.name}", method.client_streaming)
-    return paths
+def _method_table() -> dict[str, tuple[str, type[Message]]]:
+    """Every method the server serves (google.pubsub.v1 and what else its service table
+    holds, e.g. google.iam.v1.IAMPolicy): name → (gRPC path, request class)."""
+    service = PubSubService(Broker(SystemClock()), RpcFaults(), StreamRegistry())
+    table = {
+        name: (f"/{full_service_name(rpc.service)}/{name}", rpc.request)
+        for name, rpc in service.methods.items()
+    }
+    table["StreamingPull"] = (
+        "/google.pubsub.v1.Subscriber/StreamingPull",
+        pb.StreamingPullRequest,
+    )
+    return table
 
 
-METHODS = _method_paths()
+METHODS = _method_table()
 
 
 class ErrorLog(logging.Handler):

@@ -98,6 +98,7 @@ _KIND_OF_NAME = {
     "google.pubsub.v1.CreateSnapshotRequest": "snapshots",
 }
 _KIND_OF_FIELD = {
+    "resource": "subscriptions",  # google.iam.v1: any resource; mostly a subscription
     "topic": "topics",
     "dead_letter_topic": "topics",
     "subscription": "subscriptions",

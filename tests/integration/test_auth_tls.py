@@ -23,6 +23,7 @@ import grpc
 import pytest
 from conftest import stop_process_group
 
+from eoclient._proto import iam_policy_pb2
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient.server_stub import server as server_module
 from eoclient.server_stub.auth import TokenTable, request_projects
@@ -208,6 +209,11 @@ def test_token_file_format_and_request_projects() -> None:
     )
     assert request_projects(update) == {"a", "b", "c"}
     assert request_projects(pb.ListTopicsRequest(project="projects/p")) == {"p"}
+    iam = iam_policy_pb2.GetIamPolicyRequest(resource="projects/q/topics/t")
+    assert request_projects(iam) == {"q"}  # a token may not read another project's policy
+    schema_bound = pb.Topic(name="projects/a/topics/t")
+    schema_bound.schema_settings.schema = "projects/s/schemas/x"
+    assert request_projects(schema_bound) == {"a", "s"}
     assert request_projects(pb.Topic(name="not-a-name")) == set()
 
 

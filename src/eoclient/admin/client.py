@@ -151,7 +151,7 @@ class AdminClient:
 
     def __init__(
         self,
-        endpoint: str | None = None,
+        endpoint: str | Endpoint | None = None,
         *,
         transport: PubSubTransport | None = None,
         timeout: float | None = 60.0,

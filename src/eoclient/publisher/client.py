@@ -151,7 +151,7 @@ class PublisherClient:
 
     def __init__(
         self,
-        endpoint: str | None = None,
+        endpoint: str | Endpoint | None = None,
         *,
         batch: BatchSettings | None = None,
         flow_control: PublishFlowControl | None = None,

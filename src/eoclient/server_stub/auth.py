@@ -34,12 +34,26 @@ from google.protobuf.message import Message
 from eoclient.errors import PermissionDenied, Unauthenticated
 
 EVERY_PROJECT = "*"
-# Request fields that hold resource names (google.pubsub.v1), and the message fields to
-# look into for more (the resource of an Update request, a dead-letter policy).
+# Request fields that hold resource names (google.pubsub.v1; google.iam.v1's
+# ``resource``; SchemaService's ``parent`` and ``schema``), and the message fields to
+# look into for more (the resource of an Update request, a dead-letter policy, a topic's
+# schema settings, a schema).
 _NAME_FIELDS = frozenset(
-    {"name", "topic", "subscription", "snapshot", "project", "dead_letter_topic"}
+    {
+        "name",
+        "topic",
+        "subscription",
+        "snapshot",
+        "project",
+        "dead_letter_topic",
+        "resource",
+        "parent",
+        "schema",
+    }
 )
-_NESTED_FIELDS = frozenset({"topic", "subscription", "snapshot", "dead_letter_policy"})
+_NESTED_FIELDS = frozenset(
+    {"topic", "subscription", "snapshot", "dead_letter_policy", "schema_settings", "schema"}
+)
 _PROJECT = re.compile(r"projects/([^/]*)")
 
 

@@ -41,7 +41,9 @@ class SubscriberClient:
                     status = await message.ack_with_response()
     """
 
-    def __init__(self, endpoint: str | None = None, *, clock: AsyncClock | None = None) -> None:
+    def __init__(
+        self, endpoint: str | Endpoint | None = None, *, clock: AsyncClock | None = None
+    ) -> None:
         self._endpoint = Endpoint.resolve(endpoint)
         self._transport: PubSubTransport | None = None
         self._closed = False
