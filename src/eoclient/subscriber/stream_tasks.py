@@ -217,7 +217,10 @@ class StreamTasks:
             if half_close:
                 await call.done_writing()
         except EoclientError:
-            # The stream broke under us; the receiver reconnects and requeues.
-            if self.acker.exactly_once:
-                self.requeue(self.acker.stream_lost())
+            # The stream broke under us. The receiver reads what the server wrote before
+            # the break (confirmations of acks it applied among them), then reconnects and
+            # requeues whatever is still unconfirmed (``stream_lost`` in its ``finally``).
+            # Declaring them lost here, before those confirmations are read, sent acks the
+            # server had applied to unary retries that found them settled: OTHER (docs/soak.md).
+            pass
         self._last_write = now
