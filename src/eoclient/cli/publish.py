@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import contextlib
 import signal
 import sys
@@ -111,12 +110,18 @@ async def _chunks(stream: BinaryIO) -> AsyncIterator[bytes]:
     The small queue bounds what is read ahead of publishing.
     """
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue(maxsize=4)
+    queue: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
+    # Read-ahead slots, taken by the thread and given back by the loop. A thread-side
+    # semaphore rather than a bounded queue's ``put()``: that coroutine, created in the
+    # thread, is never awaited when Ctrl-C closes the loop first, and Python prints a
+    # RuntimeWarning under the one-line error.
+    slots = threading.Semaphore(4)
 
     def put(item: bytes | BaseException | None) -> None:
+        slots.acquire()
         try:
-            asyncio.run_coroutine_threadsafe(queue.put(item), loop).result()
-        except (RuntimeError, concurrent.futures.CancelledError):
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+        except RuntimeError:  # the loop is closed
             raise _ReaderGone from None
 
     def read_all() -> None:
@@ -134,6 +139,7 @@ async def _chunks(stream: BinaryIO) -> AsyncIterator[bytes]:
 
     threading.Thread(target=read_all, name="eoclient-publish-input", daemon=True).start()
     while (item := await queue.get()) is not None:
+        slots.release()
         if isinstance(item, BaseException):
             raise item
         yield item
