@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from eoclient.errors import NotFound
+from eoclient.errors import NotFound, ResourceExhausted
 from eoclient.server_stub.core import NewMessage
 
 from .core_support import INVALID, SUB, TOPIC, Env, data
@@ -175,3 +175,40 @@ def test_deleting_the_subscription_ends_its_streams(env: Env) -> None:
     env.broker.delete_subscription(SUB)
     with pytest.raises(NotFound):
         env.broker.stream_pull(stream)
+
+
+# The server's lease limit (``Broker(max_leases=...)``, ``serve --max-leases``): a bound on
+# what one subscription may hold leased, whatever the clients' flow control asks for.
+
+
+def test_unary_pull_is_refused_at_the_lease_limit_and_room_comes_back_with_acks() -> None:
+    env = Env(max_leases=3)
+    env.subscribe(enable_exactly_once_delivery=True, ack_deadline_seconds=10)
+    env.publish("a", "b", "c", "d", "e")
+    first = env.pull(max_messages=10)
+    assert data(first) == ["a", "b", "c"]  # cut to the room left, not refused
+    with pytest.raises(ResourceExhausted, match=r"3 outstanding leases.*--max-leases 3"):
+        env.pull()
+    env.ack(first[0].ack_id)
+    assert data(env.pull()) == ["d"]
+    env.advance(10)  # expired leases give their room back too
+    assert len(env.pull()) == 3
+
+
+def test_streams_wait_at_the_lease_limit_and_count_unary_leases() -> None:
+    env = Env(max_leases=2)
+    env.subscribe(enable_exactly_once_delivery=True, ack_deadline_seconds=10)
+    stream = env.broker.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=0)
+    env.publish("a", "b", "c")
+    [a] = env.pull(max_messages=1)
+    assert data(env.broker.stream_pull(stream)) == ["b"]
+    assert env.broker.stream_pull(stream) == []  # waits; nothing is refused on a stream
+    env.nack(a.ack_id)
+    assert data(env.broker.stream_pull(stream)) == ["a"]
+
+
+def test_zero_lease_limit_means_unlimited() -> None:
+    env = Env(max_leases=0)
+    env.subscribe()
+    env.publish(*[str(n) for n in range(50)])
+    assert len(env.pull()) == 50

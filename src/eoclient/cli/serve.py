@@ -39,6 +39,7 @@ async def _serve(
     record_history: bool,
     data_dir: Path | None,
     security: DoorSecurity,
+    max_leases: int,
 ) -> None:
     from eoclient.server_stub.server import run_server
 
@@ -49,6 +50,7 @@ async def _serve(
         record_history=record_history,
         data_dir=data_dir,
         security=security,
+        max_leases=max_leases,
     ) as server:
         await _announce_and_wait(server, rest_port, data_dir)
 
@@ -146,6 +148,14 @@ async def _announce_and_wait(
     show_default=True,
     help="Open StreamingPulls in all (0 = unlimited).",
 )
+@click.option(
+    "--max-leases",
+    type=click.IntRange(min=0),
+    default=1_000_000,
+    show_default=True,
+    help="Outstanding leases one subscription may hold (0 = unlimited); beyond it a Pull "
+    "is refused with RESOURCE_EXHAUSTED and streams wait.",
+)
 def serve(
     host: str,
     port: int,
@@ -160,6 +170,7 @@ def serve(
     auth_token_file: str | None,
     max_streams_per_connection: int,
     max_streams: int,
+    max_leases: int,
 ) -> None:
     """Run the reference server (google.pubsub.v1 over gRPC and REST/JSON).
 
@@ -184,7 +195,7 @@ def serve(
     except ValueError as error:  # a missing or unreadable certificate, key or token file
         raise UsageProblem(f"serve: {error}") from error
     try:
-        asyncio.run(_serve(host, port, rest, history, data_dir, security))
+        asyncio.run(_serve(host, port, rest, history, data_dir, security, max_leases))
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         pass
     except StoreError as error:  # foreign or corrupt files, another server on the directory

@@ -27,6 +27,7 @@ from aiohttp import web
 
 from eoclient._clock import Clock, SystemClock
 from eoclient.server_stub.core import Broker
+from eoclient.server_stub.core.dispatch import DEFAULT_MAX_LEASES
 from eoclient.server_stub.core.history import MessageHistory
 from eoclient.server_stub.faults import InjectedStatus, RpcFaults
 from eoclient.server_stub.group_commit import GroupCommit
@@ -201,6 +202,7 @@ async def run_server(
     rest_port: int | None = 0,
     data_dir: str | os.PathLike[str] | None = None,
     security: DoorSecurity | None = None,
+    max_leases: int = DEFAULT_MAX_LEASES,
 ) -> AsyncIterator[ReferenceServer]:
     """Run a reference server for the duration of the block (REST too unless ``rest_port``
     is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used)."""
@@ -211,7 +213,7 @@ async def run_server(
 
         store = SqliteStore(data_dir)
     try:
-        broker = Broker(clock, record_history=record_history, store=store)
+        broker = Broker(clock, record_history=record_history, store=store, max_leases=max_leases)
         server = ReferenceServer(broker, clock, security)
         await server.start(host, port, rest_port)
         try:

@@ -26,7 +26,7 @@ from eoclient._clock import Clock
 from eoclient.errors import NotFound
 from eoclient.server_stub.core import validation
 from eoclient.server_stub.core.delivery import SubscriptionDelivery
-from eoclient.server_stub.core.dispatch import Dispatch
+from eoclient.server_stub.core.dispatch import DEFAULT_MAX_LEASES, Dispatch
 from eoclient.server_stub.core.history import History
 from eoclient.server_stub.core.iam import Policy, PolicyRoom, resource_kind
 from eoclient.server_stub.core.model import (
@@ -66,6 +66,7 @@ class Broker:
         on_change: Callable[[str], None] | None = None,
         record_history: bool = True,
         store: Store | None = None,
+        max_leases: int = DEFAULT_MAX_LEASES,
     ) -> None:
         if store is None:
             from eoclient.server_stub.storage.memory import MemoryStore
@@ -77,7 +78,9 @@ class Broker:
         self.store = store
         self.history = History(enabled=record_history)
         self._resources = Resources(clock, rng, store, self._forwarder, self._changed)
-        self._dispatch = Dispatch(clock, store, self._resources, self.history, self._changed)
+        self._dispatch = Dispatch(
+            clock, store, self._resources, self.history, self._changed, max_leases
+        )
         self._snapshots = Snapshots(
             clock, rng, store, self._resources, self._dispatch, self._changed
         )

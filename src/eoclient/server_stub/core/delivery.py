@@ -545,6 +545,10 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
             if not self._refill(now, 1):
                 return False
 
+    def leased(self) -> int:
+        """Messages leased to a client right now (the lease limit counts these)."""
+        return self._leased
+
     def open_stream_count(self) -> int:
         return len(self._streams)
 

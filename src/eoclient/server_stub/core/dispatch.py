@@ -48,6 +48,12 @@ DEAD_LETTER_PUBLISH_TIME = "CloudPubSubDeadLetterSourceTopicPublishTime"
 
 Operation = Literal["ack", "modack"]
 
+# Outstanding leases a subscription may hold at once (``Broker(max_leases=...)``, ``serve
+# --max-leases``; 0: no limit). Each costs the server a few hundred bytes until it is
+# acked, nacked or expires: a million is about 0.5 GB, and far beyond what any client's
+# flow control asks for (the official clients' default is 1,000 messages a stream).
+DEFAULT_MAX_LEASES = 1_000_000
+
 
 @dataclass
 class AckFault:
@@ -68,8 +74,10 @@ class Dispatch:
         resources: Resources,
         history: History,
         changed: Callable[[str], None],
+        max_leases: int = DEFAULT_MAX_LEASES,
     ) -> None:
         self._clock = clock
+        self.max_leases = max_leases
         self._store = store
         self._resources = resources
         self._history = history
@@ -268,9 +276,16 @@ class Dispatch:
         subscription = self._pullable(name)
         now = self._clock.now()
         self._resources.touch(subscription, now)
+        room = self._lease_room(subscription)
+        if room == 0:
+            raise ResourceExhausted(
+                f"The subscription {name} holds {subscription.delivery.leased()} outstanding "
+                f"leases, the server's limit (--max-leases {self.max_leases}): acknowledge or "
+                "nack messages before pulling more."
+            )
         deliveries = subscription.delivery.deliver(
             now,
-            min(max_messages, validation.MAX_PULL_MESSAGES),
+            min(max_messages, validation.MAX_PULL_MESSAGES, room),
             subscription.config.ack_deadline_seconds,
             max_bytes=max_bytes,
         )
@@ -326,9 +341,20 @@ class Dispatch:
             return []
         now = self._clock.now()
         self._resources.touch(subscription, now)
+        # At the lease limit the stream waits: the acks and nacks that free room wake it.
+        max_messages = min(max_messages, self._lease_room(subscription))
+        if max_messages == 0:
+            return []
         deliveries = subscription.delivery.deliver(now, max_messages, flow.ack_deadline, stream_id)
         self._history.delivered(subscription.config.name, deliveries, now, via="stream")
         return deliveries
+
+    def _lease_room(self, subscription: SubscriptionState) -> int:
+        """How many more leases the subscription may take (the lease limit)."""
+        if self.max_leases <= 0:
+            return validation.MAX_PULL_MESSAGES
+        subscription.delivery.advance(self._clock.now())  # expired leases free room first
+        return max(self.max_leases - subscription.delivery.leased(), 0)
 
     def close_stream(self, stream_id: int) -> None:
         name, delivery = self._streams.pop(stream_id, ("", None))
