@@ -25,6 +25,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
+from eoclient._proto import broker_policies_pb2
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient.pytest_plugin.server_thread import ServerThread
 
@@ -70,7 +71,12 @@ SENTINEL_SUBSCRIPTION = "projects/sentinel/subscriptions/sentinel"
 
 def _method_paths() -> dict[str, tuple[str, bool]]:
     paths: dict[str, tuple[str, bool]] = {}
-    for service in pb.DESCRIPTOR.services_by_name.values():
+    # google.pubsub.v1, and eoclient's extension eoclient.broker.v1 (issue 12).
+    services = [
+        *pb.DESCRIPTOR.services_by_name.values(),
+        *broker_policies_pb2.DESCRIPTOR.services_by_name.values(),
+    ]
+    for service in services:
         for method in service.methods:
             paths[method.name] = (f"/{service.full_name}/{method.name}", method.client_streaming)
     return paths

@@ -18,7 +18,7 @@ from google.protobuf.message import Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eoclient._proto import iam_policy_pb2, schema_pb2
+from eoclient._proto import broker_policies_pb2, iam_policy_pb2, schema_pb2
 from eoclient._proto import pubsub_pb2 as pb
 
 from ._harness import DERANDOMIZE, EXAMPLES, METHODS, Target, assert_documented
@@ -45,8 +45,15 @@ def target() -> Iterator[Target]:
 
 
 def _request_class(method: str) -> type[Message]:
-    # google.pubsub.v1's services, and the ones served beside them (IAMPolicy, ...).
-    for descriptor in (pb.DESCRIPTOR, iam_policy_pb2.DESCRIPTOR, schema_pb2.DESCRIPTOR):
+    # google.pubsub.v1's services, and the ones served beside them (IAMPolicy, ...;
+    # eoclient.broker.v1, issue 12).
+    descriptors = (
+        pb.DESCRIPTOR,
+        iam_policy_pb2.DESCRIPTOR,
+        schema_pb2.DESCRIPTOR,
+        broker_policies_pb2.DESCRIPTOR,
+    )
+    for descriptor in descriptors:
         for service in descriptor.services_by_name.values():
             if method in service.methods_by_name:
                 return message_factory.GetMessageClass(service.methods_by_name[method].input_type)
@@ -95,6 +102,9 @@ RESOURCE_WRITES = [
     "CreateSnapshot",
     "UpdateSnapshot",
     "Seek",
+    "SetTopicPolicies",  # eoclient.broker.v1 (issue 12)
+    "SetSubscriptionPolicies",
+    "SeekWithOutcome",
 ]
 
 
