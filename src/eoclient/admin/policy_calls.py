@@ -56,6 +56,12 @@ _OUTCOME_FROM_PB = {
 }
 
 
+def extension_missing(error: Unimplemented) -> bool:
+    """Whether ``error`` says the server lacks ``eoclient.broker.v1`` altogether (Google's
+    emulator, the real service), rather than refusing one request."""
+    return SERVICE in error.message
+
+
 # ================================================================ conversions
 
 
@@ -181,7 +187,7 @@ class PolicyCalls:
             result = await call(request, timeout=self._timeout, metadata=metadata)
         except grpc.aio.AioRpcError as error:
             mapped = rpc_error_from_grpc(error)
-            if isinstance(mapped, Unimplemented) and SERVICE in mapped.message:
+            if isinstance(mapped, Unimplemented) and extension_missing(mapped):
                 raise Unimplemented(
                     f"{method} needs eoclient's reference server (eoclient serve): this "
                     f"server does not implement {SERVICE} ({mapped.message})"
