@@ -8,8 +8,11 @@ has a row; base64 ids are built with protobuf from our copy of Pulsar's
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eoclient._proto import pulsar_message_id_pb2
 from eoclient.server_stub.pulsar_ids import (
@@ -173,3 +176,40 @@ def test_message_id_data_has_pulsars_field_numbers() -> None:
     }
     assert numbers == {"ledgerId": 1, "entryId": 2, "partition": 3, "batch_index": 4}
     assert fields["batch_index"].default_value == -1
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["type", "messageIds", "ledgerId", "entryId", "batchIndex", "x"]),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=st.binary(max_size=64) | _JSON.map(lambda v: json.dumps(v).encode()))
+def test_any_body_parses_or_is_a_payload_error(body: bytes) -> None:
+    # Anything else (a KeyError, a RecursionError, ...) would be a 500 at the door.
+    texts: list[str] = []
+    try:
+        items = parse_skip_body(body)
+    except PulsarPayloadError as error:
+        texts.append(str(error))
+        items = []
+    for item in items:
+        try:
+            texts.append(f"id {message_id_of(item)}")
+        except PulsarPayloadError as error:
+            texts.append(str(error))
+    prefixes = ("Invalid skipByMessageIds payload: ", "Invalid message id ", "id ")
+    assert all(text.startswith(prefixes) for text in texts), texts
