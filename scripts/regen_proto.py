@@ -30,9 +30,18 @@ PROTO_FILES = (
     "google/type/expr.proto",
     "google/iam/v1/policy.proto",
     "google/iam/v1/iam_policy.proto",
+    # eoclient's own extension service (issue 12) and the Pulsar message id it decodes.
+    "eoclient/broker/v1/broker_policies.proto",
+    "pulsar/pulsar_message_id.proto",
 )
 # Where protoc writes each package's modules (all land flat in eoclient._proto).
-GENERATED_PACKAGES = ("google.pubsub.v1", "google.iam.v1", "google.type")
+GENERATED_PACKAGES = (
+    "google.pubsub.v1",
+    "google.iam.v1",
+    "google.type",
+    "eoclient.broker.v1",
+    "pulsar",
+)
 OUT_DIR = ROOT / "src" / "eoclient" / "_proto"
 PACKAGE = "eoclient._proto"
 GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi")

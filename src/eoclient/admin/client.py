@@ -37,6 +37,7 @@ from google.protobuf.message import Message
 
 from eoclient._transport import Endpoint, PubSubTransport, create_channel
 from eoclient.admin import convert
+from eoclient.admin.policy_calls import PolicyCalls
 from eoclient.admin.types import (
     UNSET,
     DeadLetterPolicy,
@@ -135,8 +136,11 @@ class AsyncPager(Generic[T]):
 # ================================================================ client
 
 
-class AdminClient:
+class AdminClient(PolicyCalls):
     """Administers topics, subscriptions and snapshots at ``endpoint``.
+
+    The Pulsar-style policy methods (``skip_messages``, ``set_topic_retention``, ...,
+    eoclient's reference server only) come from :class:`~eoclient.admin.policy_calls.PolicyCalls`.
 
     Args:
         endpoint: ``host:port`` of a plain-text server; ``None`` =

@@ -4,7 +4,9 @@
 
     eoclient serve                      the reference server (eoclient demo: the demo)
     eoclient topics create|list|describe|update|delete|list-subscriptions|list-snapshots
+    eoclient topics set-retention|set-backlog-quota|set-message-ttl|remove-...|policies
     eoclient subscriptions create|list|describe|update|delete|detach|ack|modify-ack-deadline
+    eoclient subscriptions skip-messages|set-message-ttl|remove-message-ttl|policies
     eoclient snapshots create|list|describe|update|delete
     eoclient publish TOPIC [MESSAGE...]  (else stdin, or --file)
     eoclient pull SUB   eoclient tail SUB   eoclient seek SUB --time|--snapshot
@@ -15,7 +17,7 @@ Every verb takes ``--project``, ``--endpoint`` and ``--format table|json``;
 
 from __future__ import annotations
 
-from eoclient.cli import publish, receive, serve, snapshots, subscriptions, topics
+from eoclient.cli import policies, publish, receive, serve, snapshots, subscriptions, topics
 from eoclient.cli.app import cli
 from eoclient.cli.serve import rest_port_for
 
@@ -33,6 +35,8 @@ cli.add_command(subscriptions.seek)
 # gcloud's spellings too: topics publish, subscriptions pull, subscriptions seek.
 topics.topics.add_command(publish.publish)
 subscriptions.subscriptions.add_command(receive.pull)
+# Pulsar-style policies (issue 12): skip-messages, set-retention, set-backlog-quota, ...
+policies.register(topics.topics, subscriptions.subscriptions)
 
 
 def main(argv: list[str] | None = None) -> int:

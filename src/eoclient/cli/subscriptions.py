@@ -14,8 +14,10 @@ from eoclient.admin import (
     ExpirationPolicy,
     PushConfig,
     RetryPolicy,
+    SeekOutcome,
     Subscription,
 )
+from eoclient.cli import policies, policy_values
 from eoclient.cli.app import Invocation, common_options
 from eoclient.cli.errors import CliError, UsageProblem
 from eoclient.cli.flags import (
@@ -460,16 +462,18 @@ def seek(
         raise UsageProblem("pass exactly one of --time and --snapshot")
     snapshot_name = invocation.name("snapshot", snapshot, snapshot_project) if snapshot else None
 
-    async def call() -> None:
+    async def call() -> SeekOutcome | None:
         async with AdminClient(invocation.endpoint) as admin:
-            await admin.seek(name, time=to_time, snapshot=snapshot_name)
+            if to_time is not None:  # issue 12: how far back it reached (policies.py)
+                return await policies.seek_with_outcome(admin, name, to_time)
+            await admin.seek(name, snapshot=snapshot_name)
+            return None
 
-    invocation.run(call())
+    outcome = invocation.run(call())
     when = wire_time(to_time) if to_time is not None else None
     kind, target = ("snapshot", snapshot_name) if snapshot_name else ("time", when)
-    invocation.output.done(
-        f"seeked subscription {name} to",
-        kind,
-        str(target),
-        {"subscription": name, "time": when, "snapshot": snapshot_name},
-    )
+    record = {"subscription": name, "time": when, "snapshot": snapshot_name}
+    if to_time is not None:
+        record.update(policy_values.seek_outcome_record(outcome))
+        policies.warn_incomplete_seek(invocation, outcome, to_time)
+    invocation.output.done(f"seeked subscription {name} to", kind, str(target), record)

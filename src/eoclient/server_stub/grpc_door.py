@@ -42,7 +42,8 @@ class GrpcDoor:
 
     def generic_handlers(self) -> list[grpc.GenericRpcHandler[Any, Any]]:
         handlers = []
-        # issue 14: IAMPolicy and SchemaService come from service_extensions
+        # issue 14: IAMPolicy and SchemaService come from service_extensions; issue 12:
+        # eoclient.broker.v1.BrokerPolicies from broker_policies
         for service in dict.fromkeys(rpc.service for rpc in self.service.methods.values()):
             methods: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
                 rpc.name: grpc.unary_unary_rpc_method_handler(

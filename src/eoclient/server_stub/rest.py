@@ -24,7 +24,7 @@ from aiohttp import web
 from google.protobuf.message import Message
 
 from eoclient.errors import RpcError
-from eoclient.server_stub import rest_request, rest_system
+from eoclient.server_stub import pulsar_alias, rest_request, rest_system
 from eoclient.server_stub.auth import Grant
 from eoclient.server_stub.rest_errors import (
     HTTP_STATUS,
@@ -79,6 +79,8 @@ class RestDoor:
             system, query = rest_system.split_query(list(request.query.items()))
             token = f"Bearer {system.access_token}" if system.access_token else None
             grant = self.service.authenticate(request.headers.get("Authorization") or token)
+            if pulsar_alias.matches(request.path):  # issue 12: Pulsar's shapes, not Google's
+                return await pulsar_alias.answer(self.service, request, cors, grant)
             response = await self._answer(request, query, grant)
             text = system.render(response)
         except HttpProblem as problem:

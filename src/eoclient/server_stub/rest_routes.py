@@ -82,6 +82,29 @@ BINDINGS: tuple[Binding, ...] = (
     _bind("PATCH", _SNAPSHOT, "UpdateSnapshot", "snapshot.name", body=True),
     _bind("DELETE", _SNAPSHOT, "DeleteSnapshot", "snapshot", body=False),
     _bind("POST", _SUBSCRIPTION, "Seek", "subscription", body=True, suffix=":seek"),
+    # Extension: eoclient.broker.v1.BrokerPolicies (issue 12, broker_policies.py; the
+    # Pulsar-shaped alias is pulsar_alias.py). docs/policies.md lists these.
+    *(
+        _bind(verb, resource, rpc, field, body=verb != "GET", suffix=suffix)
+        for verb, resource, field, rpc, suffix in (
+            ("POST", _SUBSCRIPTION, "subscription", "SkipMessages", ":skipMessages"),
+            ("POST", _SUBSCRIPTION, "subscription", "SeekWithOutcome", ":seekWithOutcome"),
+            ("GET", _TOPIC, "topic", "GetTopicPolicies", "/policies"),
+            ("PUT", _TOPIC, "topic", "SetTopicPolicies", "/policies"),
+            ("PATCH", _TOPIC, "topic", "SetTopicPolicies", "/policies"),
+            ("GET", _TOPIC, "topic", "GetTopicPolicyCounters", "/policyCounters"),
+            ("GET", _SUBSCRIPTION, "subscription", "GetSubscriptionPolicies", "/policies"),
+            ("PUT", _SUBSCRIPTION, "subscription", "SetSubscriptionPolicies", "/policies"),
+            ("PATCH", _SUBSCRIPTION, "subscription", "SetSubscriptionPolicies", "/policies"),
+            (
+                "GET",
+                _SUBSCRIPTION,
+                "subscription",
+                "GetSubscriptionPolicyCounters",
+                "/policyCounters",
+            ),
+        )
+    ),
 )
 
 # issue 14: the IAM mixin on every resource kind and SchemaService (the 2.44.0 client's

@@ -26,6 +26,7 @@ import grpc
 from aiohttp import web
 
 from eoclient._clock import Clock, SystemClock
+from eoclient.server_stub import broker_policies
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.dispatch import DEFAULT_MAX_LEASES
 from eoclient.server_stub.core.history import MessageHistory
@@ -56,6 +57,7 @@ class ReferenceServer:
         self.service = PubSubService(
             broker, self.faults, self.streams, self.group_commit, self.security.tokens
         )
+        broker_policies.register(self.service)  # eoclient.broker.v1 (issue 12)
         broker.set_listener(self.service.notify)
         self.host = ""
         self.port = 0

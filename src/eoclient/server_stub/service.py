@@ -38,8 +38,10 @@ from eoclient.errors import (
 from eoclient.server_stub import ack_settling, request_checks, translate
 from eoclient.server_stub.auth import Grant, TokenTable, request_projects
 from eoclient.server_stub.core import AckReply, Broker, Delivery
+from eoclient.server_stub.core.policies import BacklogQuotaHeld
 from eoclient.server_stub.faults import RpcFaults
 from eoclient.server_stub.group_commit import GroupCommit
+from eoclient.server_stub.publish_hold import publish_held
 from eoclient.server_stub.streams import StreamHandle, StreamRegistry
 
 __all__ = ["ExactlyOnceAckFailure", "PubSubService", "StreamHandle", "StreamRegistry"]
@@ -298,9 +300,11 @@ class PubSubService:
         return translate.topic_to_pb(view)
 
     async def publish(self, request: pubsub_pb2.PublishRequest) -> pubsub_pb2.PublishResponse:
-        ids = self.broker.publish(
-            request.topic, translate.new_messages(request), request.ByteSize()
-        )
+        messages = translate.new_messages(request)
+        try:
+            ids = self.broker.publish(request.topic, messages, request.ByteSize())
+        except BacklogQuotaHeld as held:  # issue 12: a HOLD backlog quota (publish_hold)
+            ids = await publish_held(self.broker, request.topic, messages, request.ByteSize(), held)
         return pubsub_pb2.PublishResponse(message_ids=ids)
 
     async def get_topic(self, request: pubsub_pb2.GetTopicRequest) -> pubsub_pb2.Topic:
