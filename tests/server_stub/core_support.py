@@ -35,8 +35,8 @@ CREATED: list[Env] = []
 class Env:
     """A broker with ``TOPIC`` created; helpers default to ``SUB``."""
 
-    def __init__(self, **broker_options: Any) -> None:
-        self.clock = FakeClock()
+    def __init__(self, clock: FakeClock | None = None, **broker_options: Any) -> None:
+        self.clock = clock or FakeClock()
         self.store = STORE_FACTORY() if STORE_FACTORY is not None else None
         self.broker = Broker(self.clock, store=self.store, **broker_options)
         self.broker.create_topic(TopicConfig(TOPIC))

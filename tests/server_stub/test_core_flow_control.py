@@ -7,10 +7,14 @@ unlimited. A message counts as outstanding on its stream until acked, nacked or 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from eoclient._clock import FakeClock
 from eoclient.errors import NotFound, ResourceExhausted
-from eoclient.server_stub.core import NewMessage
+from eoclient.server_stub.core import Broker, NewMessage, SubscriptionConfig, TopicConfig
+from eoclient.server_stub.storage.sqlite import SqliteStore
 
 from .core_support import INVALID, SUB, TOPIC, Env, data
 
@@ -212,3 +216,32 @@ def test_zero_lease_limit_means_unlimited() -> None:
     env.subscribe()
     env.publish(*[str(n) for n in range(50)])
     assert len(env.pull()) == 50
+
+
+class _TickingClock(FakeClock):
+    """Moves a microsecond at every reading, as a real clock does between two calls."""
+
+    def now(self) -> float:
+        self.advance(1e-6)
+        return super().now()
+
+
+def test_a_pull_at_the_lease_limit_check_sees_the_same_now_as_its_delivery(
+    tmp_path: Path,
+) -> None:
+    # Regression: the limit check read the clock again, later than the Pull's ``now``;
+    # after a restart (every message cold) the messages it loaded were scheduled at the
+    # later time and were not ready at the Pull's own: the Pull returned nothing.
+    clock = _TickingClock()
+    store = SqliteStore(tmp_path / "data")
+    broker = Broker(clock, store=store, max_leases=10)
+    broker.create_topic(TopicConfig(TOPIC))
+    broker.create_subscription(SubscriptionConfig(SUB, TOPIC))
+    broker.publish(TOPIC, [NewMessage(b"kept")])
+    store.close()
+    store = SqliteStore(tmp_path / "data")
+    try:
+        restarted = Broker(clock, store=store, max_leases=10)
+        assert data(restarted.pull(SUB, 10)) == ["kept"]
+    finally:
+        store.close()

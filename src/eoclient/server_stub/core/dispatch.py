@@ -276,7 +276,7 @@ class Dispatch:
         subscription = self._pullable(name)
         now = self._clock.now()
         self._resources.touch(subscription, now)
-        room = self._lease_room(subscription)
+        room = self._lease_room(subscription, now)
         if room == 0:
             raise ResourceExhausted(
                 f"The subscription {name} holds {subscription.delivery.leased()} outstanding "
@@ -342,18 +342,22 @@ class Dispatch:
         now = self._clock.now()
         self._resources.touch(subscription, now)
         # At the lease limit the stream waits: the acks and nacks that free room wake it.
-        max_messages = min(max_messages, self._lease_room(subscription))
+        max_messages = min(max_messages, self._lease_room(subscription, now))
         if max_messages == 0:
             return []
         deliveries = subscription.delivery.deliver(now, max_messages, flow.ack_deadline, stream_id)
         self._history.delivered(subscription.config.name, deliveries, now, via="stream")
         return deliveries
 
-    def _lease_room(self, subscription: SubscriptionState) -> int:
-        """How many more leases the subscription may take (the lease limit)."""
+    def _lease_room(self, subscription: SubscriptionState, now: float) -> int:
+        """How many more leases the subscription may take (the lease limit).
+
+        ``now`` is the caller's: the delivery that follows must not see time go back
+        (a message scheduled at a later ``now`` would not be ready at the earlier one).
+        """
         if self.max_leases <= 0:
             return validation.MAX_PULL_MESSAGES
-        subscription.delivery.advance(self._clock.now())  # expired leases free room first
+        subscription.delivery.advance(now)  # expired leases free room first
         return max(self.max_leases - subscription.delivery.leased(), 0)
 
     def close_stream(self, stream_id: int) -> None:
