@@ -30,6 +30,7 @@ from eoclient.server_stub.core.history import MessageHistory
 from eoclient.server_stub.faults import InjectedStatus, RpcFaults
 from eoclient.server_stub.group_commit import GroupCommit
 from eoclient.server_stub.grpc_door import GrpcDoor
+from eoclient.server_stub.push import PushDispatcher
 from eoclient.server_stub.rest import RestDoor
 from eoclient.server_stub.security import DoorSecurity
 from eoclient.server_stub.service import PubSubService, StreamRegistry
@@ -50,13 +51,20 @@ class ReferenceServer:
         self.streams = StreamRegistry()
         self.group_commit = GroupCommit(broker.store)
         self.service = PubSubService(broker, self.faults, self.streams, self.group_commit)
-        broker.set_listener(self.service.notify)
+        # issue 14: push subscriptions are delivered by their own dispatcher
+        self.push = PushDispatcher(broker, clock)
+        broker.set_listener(self._notify)
         self.host = ""
         self.port = 0
         self.rest_port: int | None = None
         self._grpc: grpc.aio.Server | None = None
         self._rest: web.AppRunner | None = None
         self._ticker: asyncio.Task[None] | None = None
+        self._pusher: asyncio.Task[None] | None = None
+
+    def _notify(self, subscription: str) -> None:
+        self.service.notify(subscription)
+        self.push.notify(subscription)
 
     def __repr__(self) -> str:
         return f"<ReferenceServer {self.address} {self.broker!r}>"
@@ -108,6 +116,7 @@ class ReferenceServer:
                 await self.stop(0)
                 raise
         self._ticker = asyncio.create_task(self._tick_forever(), name="reference-server-ticker")
+        self._pusher = asyncio.create_task(self.push.run(), name="reference-server-push")
 
     async def _start_rest(self, host: str, port: int) -> int:
         # gRPC (HTTP/2) and HTTP/1.1 cannot share grpc.aio's port: REST gets its own.
@@ -120,6 +129,11 @@ class ReferenceServer:
         return int(sockname[1])
 
     async def stop(self, grace: float | None = 1.0) -> None:
+        if self._pusher is not None:  # issue 14: pushes in flight end (their leases lapse)
+            self._pusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pusher
+            self._pusher = None
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):

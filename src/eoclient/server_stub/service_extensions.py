@@ -18,9 +18,10 @@ from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
 from eoclient._proto import iam_policy_pb2, policy_pb2, pubsub_pb2, schema_pb2
-from eoclient.server_stub import schema_service
+from eoclient.server_stub import schema_service, translate
 from eoclient.server_stub.iam_service import SERVICE as IAM_SERVICE
 from eoclient.server_stub.iam_service import IamService
+from eoclient.server_stub.push.payload import check_push_config
 from eoclient.server_stub.schema_service import SERVICE as SCHEMA_SERVICE
 from eoclient.server_stub.schema_service import SchemaService
 
@@ -105,6 +106,7 @@ def install(service: PubSubService) -> None:
         add(SCHEMA_SERVICE, name, handler, request, response)
     service.methods.update(methods)
     _wrap_topics(service)
+    _wrap_push(service)
 
 
 def _wrap(service: PubSubService, name: str, wrapper: Callable[[Handler], Handler]) -> None:
@@ -162,3 +164,50 @@ def _wrap_topics(service: PubSubService) -> None:
 def full_service_name(service: str) -> str:
     """The gRPC service name of a method table entry ("Publisher" is google.pubsub.v1's)."""
     return service if "." in service else f"google.pubsub.v1.{service}"
+
+
+def _wrap_push(service: PubSubService) -> None:
+    """Push configs are checked (exactly-once refused for push), and ModifyPushConfig
+    switches a subscription between push and pull (``push/`` delivers)."""
+    broker = service.broker
+
+    def create_subscription(inner: Handler) -> Handler:
+        async def handler(request: pubsub_pb2.Subscription) -> Message:
+            check_push_config(
+                request.push_config, exactly_once=request.enable_exactly_once_delivery
+            )
+            return await inner(request)
+
+        return handler
+
+    def update_subscription(inner: Handler) -> Handler:
+        async def handler(request: pubsub_pb2.UpdateSubscriptionRequest) -> Message:
+            paths = {p.split(".", 1)[0] for p in request.update_mask.paths}
+            if paths & {"push_config", "enable_exactly_once_delivery"}:
+                current = broker.get_subscription(request.subscription.name).config
+                stored = pubsub_pb2.Subscription.FromString(current.extras)
+                push = request.subscription if "push_config" in paths else stored
+                exactly_once = (
+                    request.subscription.enable_exactly_once_delivery
+                    if "enable_exactly_once_delivery" in paths
+                    else current.enable_exactly_once_delivery
+                )
+                check_push_config(push.push_config, exactly_once=exactly_once)
+            return await inner(request)
+
+        return handler
+
+    async def modify_push_config(request: pubsub_pb2.ModifyPushConfigRequest) -> Message:
+        current = broker.get_subscription(request.subscription).config
+        check_push_config(request.push_config, exactly_once=current.enable_exactly_once_delivery)
+        update = pubsub_pb2.Subscription(name=request.subscription, push_config=request.push_config)
+        broker.update_subscription(
+            translate.subscription_from_pb(update),
+            ["push_config"],
+            translate.merge_subscription_extras,
+        )
+        return empty_pb2.Empty()
+
+    _wrap(service, "CreateSubscription", create_subscription)
+    _wrap(service, "UpdateSubscription", update_subscription)
+    _wrap(service, "ModifyPushConfig", lambda _unimplemented: modify_push_config)

@@ -405,6 +405,10 @@ class Broker:
 
     # ---- schemas and IAM (issue 14)
 
+    def subscription_names(self) -> list[str]:
+        """Every subscription a client sees (push delivery scans them for push configs)."""
+        return [n for n, s in self._resources.subscriptions.items() if not s.config.internal]
+
     def _iam_resources(self) -> list[str]:
         """Every resource that may have an IAM policy."""
         return [
