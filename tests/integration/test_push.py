@@ -355,7 +355,8 @@ async def test_exactly_once_is_refused_for_push(wire: Wire, receiver: Receiver) 
         pb.PushConfig(push_endpoint="ftp://example.com/x"),
         pb.PushConfig(push_endpoint="not a url"),
         pb.PushConfig(attributes={"x-goog-version": "v1beta1"}, push_endpoint=receiver.url),
-        pb.PushConfig(attributes={"x-goog-version": "v1"}),
+        pb.PushConfig(attributes={"x-goog-version": "v2"}),
+        pb.PushConfig(attributes={"other": "x"}, push_endpoint=receiver.url),
     ):
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await push_subscription(wire, receiver.url, topic, push_config=bad)

@@ -1,4 +1,5 @@
-"""Typed admin API: topics, subscriptions and snapshots (no protobuf types in it).
+"""Typed admin API: topics, subscriptions, snapshots, schemas and IAM policies (no
+protobuf types in it).
 
 ::
 
@@ -15,6 +16,15 @@ from eoclient.admin.client import (
     snapshot_path,
     subscription_path,
     topic_path,
+)
+from eoclient.admin.iam import Binding, Condition, Policy
+from eoclient.admin.schemas import (
+    Encoding,
+    Schema,
+    SchemaSettings,
+    SchemaType,
+    SchemaView,
+    schema_path,
 )
 from eoclient.admin.types import (
     UNSET,
@@ -34,10 +44,18 @@ __all__ = [
     "UNSET",
     "AdminClient",
     "AsyncPager",
+    "Binding",
+    "Condition",
     "DeadLetterPolicy",
+    "Encoding",
     "ExpirationPolicy",
+    "Policy",
     "PushConfig",
     "RetryPolicy",
+    "Schema",
+    "SchemaSettings",
+    "SchemaType",
+    "SchemaView",
     "Snapshot",
     "Subscription",
     "SubscriptionState",
@@ -45,6 +63,7 @@ __all__ = [
     "TopicState",
     "Unset",
     "project_path",
+    "schema_path",
     "snapshot_path",
     "subscription_path",
     "topic_path",

@@ -74,24 +74,20 @@ def push_target(config: pubsub_pb2.PushConfig) -> PushTarget | None:
 
 def check_push_config(config: pubsub_pb2.PushConfig, *, exactly_once: bool) -> None:
     """Refuse a push config the server would not honour (nothing is stored then)."""
-    if not config.push_endpoint:
-        if config.attributes or config.HasField("oidc_token") or config.WhichOneof("wrapper"):
+    # Attributes, a wrapper or a token without an endpoint are kept (a pull subscription
+    # until an endpoint is set), so they are checked the same way.
+    if config.push_endpoint:
+        url = urllib.parse.urlsplit(config.push_endpoint)
+        if url.scheme not in ("http", "https") or not url.hostname:
             raise InvalidArgument(
-                "push_config sets attributes, oidc_token or a wrapper but no push_endpoint "
-                "(an empty push_config makes a pull subscription)."
+                f"Invalid push_endpoint given (endpoint={config.push_endpoint}): it must be "
+                "an http:// or https:// URL."
             )
-        return
-    url = urllib.parse.urlsplit(config.push_endpoint)
-    if url.scheme not in ("http", "https") or not url.hostname:
-        raise InvalidArgument(
-            f"Invalid push_endpoint given (endpoint={config.push_endpoint}): it must be an "
-            "http:// or https:// URL."
-        )
-    if exactly_once:
-        raise InvalidArgument(
-            "Exactly once delivery is not supported for push subscriptions: they are "
-            "acknowledged by the endpoint's HTTP status (use a pull subscription)."
-        )
+        if exactly_once:
+            raise InvalidArgument(
+                "Exactly once delivery is not supported for push subscriptions: they are "
+                "acknowledged by the endpoint's HTTP status (use a pull subscription)."
+            )
     for key, value in config.attributes.items():
         if key != VERSION_ATTRIBUTE:
             raise InvalidArgument(
