@@ -172,7 +172,7 @@ async def test_unwrapped_pushes_carry_metadata_in_headers(
     assert push.body == b"\x00raw\xff"
     headers = {k.lower(): v for k, v in push.headers.items()}
     assert headers["x-goog-pubsub-subscription-name"] == sub
-    assert headers["x-goog-pubsub-ordering-key"] == "o"
+    assert headers["x-goog-pubsub-ordering-key"] == headers["x-goog-ordering-key"] == "o"
     assert headers["k"] == "v"
     assert headers["note"] == "%C3%A9"  # percent-encoded: not a header character
     assert headers["x-goog-pubsub-message-id"]

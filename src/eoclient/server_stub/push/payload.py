@@ -10,7 +10,8 @@ Formats (Pub/Sub "Push subscriptions": *Receive messages*, *Payload unwrapping*)
 * **Unwrapped** (``no_wrapper``): the body is the message data as it was published;
   with ``write_metadata`` the metadata goes in headers — ``x-goog-pubsub-subscription-name``,
   ``x-goog-pubsub-message-id``, ``x-goog-pubsub-publish-time``,
-  ``x-goog-pubsub-ordering-key`` (when set) and each attribute under its own name.
+  ``x-goog-pubsub-ordering-key`` and ``x-goog-ordering-key`` (when set; the documented
+  name and the one Google's emulator sends) and each attribute under its own name.
   A header value is percent-encoded when it holds characters HTTP headers cannot carry.
 * **Authentication**: with ``oidc_token`` the push carries ``Authorization: Bearer`` and
   a JWT with the service's claims (``iss`` accounts.google.com, ``aud`` the audience or
@@ -138,7 +139,10 @@ def push_request(
             headers["x-goog-pubsub-message-id"] = message.message_id
             headers["x-goog-pubsub-publish-time"] = publish_time
             if message.ordering_key:
-                headers["x-goog-pubsub-ordering-key"] = _header_value(message.ordering_key)
+                # The documented name, and the one Google's emulator sends.
+                key = _header_value(message.ordering_key)
+                headers["x-goog-pubsub-ordering-key"] = key
+                headers["x-goog-ordering-key"] = key
     if target.oidc_email:
         headers["Authorization"] = f"Bearer {unsigned_id_token(target, now)}"
     return payload, headers
