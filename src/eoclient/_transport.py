@@ -176,7 +176,9 @@ class PubSubTransport:
         await self.channel.close(None)
 
     def _unary(self, service: str, method: str, response: type[ResponseT]) -> Any:
-        key = f"/google.pubsub.v1.{service}/{method}"
+        # "Publisher" is google.pubsub.v1's; a full name ("google.iam.v1.IAMPolicy") as is.
+        package = "" if "." in service else "google.pubsub.v1."
+        key = f"/{package}{service}/{method}"
         call = self._calls.get(key)
         if call is None:
             call = self._calls[key] = self.channel.unary_unary(

@@ -13,6 +13,7 @@
         ├── Cancelled                 CANCELLED
         ├── Unknown                   UNKNOWN              (retryable)
         ├── InvalidArgument           INVALID_ARGUMENT
+        │   └── SchemaValidationError INVALID_ARGUMENT     a message does not match its schema
         ├── DeadlineExceeded          DEADLINE_EXCEEDED    (retryable)
         ├── NotFound                  NOT_FOUND
         ├── AlreadyExists             ALREADY_EXISTS
@@ -105,6 +106,7 @@ __all__ = [
     "PermissionDenied",
     "ResourceExhausted",
     "RpcError",
+    "SchemaValidationError",
     "SizeLimitExceeded",
     "SparkConnectorError",
     "StreamClosedError",
@@ -202,6 +204,16 @@ class Unknown(RpcError):
 
 class InvalidArgument(RpcError):
     code = "INVALID_ARGUMENT"
+
+
+class SchemaValidationError(InvalidArgument):
+    """INVALID_ARGUMENT because a message does not match the schema of its topic (Publish)
+    or the schema named (ValidateMessage). Permanent: the same data fails again.
+
+    Recognised by the status message: the service's "Invalid data in message: Message
+    failed schema validation." (``SCHEMA_MISMATCH_TEXTS``; Google's emulator answers
+    "Could not parse message" / "Could not parse JSON Avro message").
+    """
 
 
 class DeadlineExceeded(RpcError):
@@ -306,14 +318,26 @@ def is_size_limit(message: str) -> bool:
     return any(text in message for text in SIZE_LIMIT_TEXTS)
 
 
+# INVALID_ARGUMENT texts of a schema mismatch: the service's (and the reference server's),
+# then Google's emulator's for Publish and for ValidateMessage.
+SCHEMA_MISMATCH_TEXTS: tuple[str, ...] = (
+    "failed schema validation",
+    "Could not parse message",
+    "Could not parse JSON Avro message",
+)
+
+
 def rpc_error_class(code: str, message: str = "") -> type[RpcError]:
     """The RpcError subclass for a canonical status name and its message.
 
     ``Unknown`` if the name is unrecognised; :class:`SizeLimitExceeded` for a
-    RESOURCE_EXHAUSTED whose message names a size limit.
+    RESOURCE_EXHAUSTED whose message names a size limit; :class:`SchemaValidationError`
+    for an INVALID_ARGUMENT whose message says a message failed its schema.
     """
     if code == "RESOURCE_EXHAUSTED" and is_size_limit(message):
         return SizeLimitExceeded
+    if code == "INVALID_ARGUMENT" and any(text in message for text in SCHEMA_MISMATCH_TEXTS):
+        return SchemaValidationError
     return _BY_CODE.get(code, Unknown)
 
 

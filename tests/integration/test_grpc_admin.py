@@ -290,20 +290,8 @@ async def test_pull_waits_briefly_for_a_message(wire: Wire) -> None:
     assert [m.message.data for m in response.received_messages] == [b"late"]
 
 
-# -------------------------------------------------------- unimplemented
-
-
-@pytest.mark.parametrize(
-    ("method", "request_type"),
-    # Snapshots and Seek are implemented (tests/integration/test_grpc_snapshots.py).
-    [("ModifyPushConfig", pb.ModifyPushConfigRequest)],
-)
-async def test_features_not_built_yet_are_unimplemented_with_a_message(
-    wire: Wire, method: str, request_type: Any
-) -> None:
-    error = await rpc_error(getattr(wire, method)(request_type()))
-    assert error.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert method in (error.details() or "")
+# Every google.pubsub.v1 method is implemented (ModifyPushConfig since issue 14:
+# tests/integration/test_push.py).
 
 
 # ------------------------------------------------------------ RPC faults

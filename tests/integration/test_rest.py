@@ -448,13 +448,6 @@ async def test_unknown_route_is_404_and_wrong_method_is_405(rest: Rest) -> None:
     )
 
 
-async def test_schemas_are_501(rest: Rest) -> None:
-    # (IAM policies are served since issue 14: tests/integration/test_iam.py.)
-    answer = await rest.call("GET", "/v1/projects/p1/schemas")
-    assert answer.status == 501
-    assert answer.error["status"] == "UNIMPLEMENTED"
-
-
 # One call per binding, on resources that do not exist: whatever the gRPC door answers
 # (NOT_FOUND today, or UNIMPLEMENTED for features not built yet), the REST door answers
 # the same status with its canonical HTTP code.

@@ -1,4 +1,5 @@
-"""Typed admin API: topics, subscriptions and snapshots (no protobuf types in it).
+"""Typed admin API: topics, subscriptions, snapshots, schemas and IAM policies (no
+protobuf types in it).
 
 ::
 
@@ -16,6 +17,7 @@ from eoclient.admin.client import (
     subscription_path,
     topic_path,
 )
+from eoclient.admin.iam import Binding, Condition, Policy
 from eoclient.admin.policies import (
     BacklogQuota,
     BacklogQuotaAction,
@@ -26,6 +28,14 @@ from eoclient.admin.policies import (
     SubscriptionPolicyCounters,
     TopicPolicies,
     TopicPolicyCounters,
+)
+from eoclient.admin.schemas import (
+    Encoding,
+    Schema,
+    SchemaSettings,
+    SchemaType,
+    SchemaView,
+    schema_path,
 )
 from eoclient.admin.types import (
     UNSET,
@@ -47,11 +57,19 @@ __all__ = [
     "AsyncPager",
     "BacklogQuota",
     "BacklogQuotaAction",
+    "Binding",
+    "Condition",
     "DeadLetterPolicy",
+    "Encoding",
     "ExpirationPolicy",
+    "Policy",
     "PushConfig",
     "RetentionPolicy",
     "RetryPolicy",
+    "Schema",
+    "SchemaSettings",
+    "SchemaType",
+    "SchemaView",
     "SeekOutcome",
     "SkipOutcome",
     "Snapshot",
@@ -65,6 +83,7 @@ __all__ = [
     "TopicState",
     "Unset",
     "project_path",
+    "schema_path",
     "snapshot_path",
     "subscription_path",
     "topic_path",

@@ -37,7 +37,9 @@ from google.protobuf.message import Message
 
 from eoclient._transport import Endpoint, PubSubTransport, create_channel
 from eoclient.admin import convert
+from eoclient.admin.iam import IamAdmin
 from eoclient.admin.policy_calls import PolicyCalls
+from eoclient.admin.schemas import SchemaAdmin, SchemaSettings
 from eoclient.admin.types import (
     UNSET,
     DeadLetterPolicy,
@@ -136,8 +138,8 @@ class AsyncPager(Generic[T]):
 # ================================================================ client
 
 
-class AdminClient(PolicyCalls):
-    """Administers topics, subscriptions and snapshots at ``endpoint``.
+class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
+    """Administers topics, subscriptions, snapshots, schemas and IAM policies at ``endpoint``.
 
     The Pulsar-style policy methods (``skip_messages``, ``set_topic_retention``, ...,
     eoclient's reference server only) come from :class:`~eoclient.admin.policy_calls.PolicyCalls`.
@@ -235,6 +237,7 @@ class AdminClient(PolicyCalls):
         labels: Mapping[str, str] | None = None,
         message_retention_duration: datetime.timedelta | None = None,
         kms_key_name: str = "",
+        schema_settings: SchemaSettings | None = None,
     ) -> Topic:
         """Create a topic; ``AlreadyExists`` if it does. Fields: see :class:`Topic`."""
         topic = Topic(
@@ -242,6 +245,7 @@ class AdminClient(PolicyCalls):
             labels=labels or {},
             message_retention_duration=message_retention_duration,
             kms_key_name=kms_key_name,
+            schema_settings=schema_settings,
         )
         return convert.topic_from_pb(await self._call(convert.create_topic(topic)))
 
@@ -255,12 +259,14 @@ class AdminClient(PolicyCalls):
         labels: Mapping[str, str] | Unset = UNSET,
         message_retention_duration: datetime.timedelta | Unset | None = UNSET,
         kms_key_name: str | Unset = UNSET,
+        schema_settings: SchemaSettings | Unset | None = UNSET,
     ) -> Topic:
         """Change the given properties (the update mask names exactly those)."""
         changes = _changes(
             labels=labels,
             message_retention_duration=message_retention_duration,
             kms_key_name=kms_key_name,
+            schema_settings=schema_settings,
         )
         return convert.topic_from_pb(await self._call(convert.update_topic(name, changes)))
 
@@ -370,6 +376,10 @@ class AdminClient(PolicyCalls):
         return self._pager(
             convert.list_subscriptions, convert.subscriptions_page, _project(project), page_size
         )
+
+    async def modify_push_config(self, name: str, push_config: PushConfig | None) -> None:
+        """Switch a subscription to push (to ``push_config``) or, with ``None``, to pull."""
+        await self._call(convert.modify_push_config(name, push_config))
 
     async def delete_subscription(self, name: str) -> None:
         await self._call(convert.delete_subscription(name))

@@ -28,6 +28,7 @@ from google.protobuf import empty_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
 from eoclient._proto import pubsub_pb2 as pb
+from eoclient.admin import schemas
 from eoclient.admin.types import (
     DeadLetterPolicy,
     ExpirationPolicy,
@@ -51,7 +52,7 @@ _SUBSCRIPTION_OUTPUT_ONLY = frozenset({"state", "topic_message_retention_duratio
 class Request(Generic[ResponseT]):
     """One google.pubsub.v1 call, ready for ``PubSubTransport.call``."""
 
-    service: str  # "Publisher" or "Subscriber"
+    service: str  # "Publisher", "Subscriber", "SchemaService" or "google.iam.v1.IAMPolicy"
     method: str
     message: Message
     response: type[ResponseT]
@@ -103,6 +104,8 @@ def topic_to_pb(topic: Topic) -> pb.Topic:
     message = pb.Topic(name=topic.name, labels=topic.labels, kms_key_name=topic.kms_key_name)
     if topic.message_retention_duration is not None:
         message.message_retention_duration.FromTimedelta(topic.message_retention_duration)
+    if topic.schema_settings is not None:
+        schemas.settings_to_pb(topic.schema_settings, message.schema_settings)
     return message
 
 
@@ -116,6 +119,11 @@ def topic_from_pb(message: pb.Topic) -> Topic:
             else None
         ),
         kms_key_name=message.kms_key_name,
+        schema_settings=(
+            schemas.settings_from_pb(message.schema_settings)
+            if message.HasField("schema_settings")
+            else None
+        ),
         state=_topic_state(message.state),
     )
 
@@ -474,3 +482,12 @@ def seek(
             raise ValueError("seek: snapshot= must be a snapshot's full name, not ''")
         request.snapshot = snapshot
     return Request("Subscriber", "Seek", request, pb.SeekResponse, ("subscription", subscription))
+
+
+def modify_push_config(name: str, config: PushConfig | None) -> Request[empty_pb2.Empty]:
+    request = pb.ModifyPushConfigRequest(subscription=name)
+    if config is not None:
+        _push_config_to_pb(config, request.push_config)
+    return Request(
+        "Subscriber", "ModifyPushConfig", request, empty_pb2.Empty, ("subscription", name)
+    )

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
+from eoclient.admin.schemas import SchemaSettings
+
 __all__ = [
     "UNSET",
     "DeadLetterPolicy",
@@ -85,6 +87,7 @@ class Topic:
             (10 minutes .. 31 days); ``None`` = the topic keeps none, retention is
             governed by each subscription.
         kms_key_name: Cloud KMS key protecting messages; ``""`` = Google-managed.
+        schema_settings: the schema published messages must match (``None``: none).
         state: output only.
     """
 
@@ -92,6 +95,7 @@ class Topic:
     labels: Mapping[str, str] = field(default_factory=_no_labels, hash=False)
     message_retention_duration: datetime.timedelta | None = None
     kms_key_name: str = ""
+    schema_settings: SchemaSettings | None = None
     state: TopicState = TopicState.STATE_UNSPECIFIED
 
     def __post_init__(self) -> None:

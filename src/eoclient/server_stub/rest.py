@@ -12,7 +12,7 @@ Every error is Google's JSON error format (``rest_errors``), whatever found it. 
 ack failures keep their ErrorInfo details (the emulator's REST door drops them,
 wire-contract §1.4). A path no binding matches is a 404 error, a known path with another
 HTTP method a 405 (``Allow`` lists the methods), a malformed body a 400 that names the
-problem. StreamingPull has no REST binding; IAM and SchemaService answer 501. A request
+problem. StreamingPull has no REST binding. A request
 that meets a bug is logged and answered 500 INTERNAL, still as JSON.
 """
 
@@ -120,7 +120,12 @@ class RestDoor:
         run the RPC."""
         binding, name = route(request.method, request.path)
         message = self.service.methods[binding.rpc].request()
-        if binding.body:
+        if binding.body_field:  # issue 14: CreateSchema's body is one field
+            rest_request.parse_body(
+                await rest_request.read_body(request), getattr(message, binding.body_field)
+            )
+            rest_request.bind_query(message, query)
+        elif binding.body:
             rest_request.parse_body(await rest_request.read_body(request), message)
             rest_request.refuse_query(query)
         else:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from eoclient.errors import Unimplemented
 from eoclient.server_stub.rest_errors import HttpProblem
 
 _PROJECT = "projects/[^/:]+"
@@ -28,6 +27,9 @@ class Binding:
     rpc: str
     field: str
     body: bool
+    # issue 14: the body fills this field of the request (``body: "schema"``), the query
+    # the others; empty: the body is the whole request.
+    body_field: str = ""
 
 
 def _bind(
@@ -128,8 +130,28 @@ BINDINGS += tuple(
     )
 )
 
-
-_SCHEMAS = re.compile(rf"/v1/{_PROJECT}/schemas(?:[/:].*)?")
+BINDINGS += (
+    # SchemaService. CreateSchema's body is the Schema alone (schema_id in the query).
+    Binding(
+        "POST",
+        re.compile(f"/v1/({_PROJECT})/schemas"),
+        "CreateSchema",
+        "parent",
+        body=True,
+        body_field="schema",
+    ),
+    _bind("GET", _SCHEMA, "GetSchema", "name", body=False),
+    _bind("GET", _PROJECT, "ListSchemas", "parent", body=False, suffix="/schemas"),
+    _bind("GET", _SCHEMA, "ListSchemaRevisions", "name", body=False, suffix=":listRevisions"),
+    _bind("POST", _SCHEMA, "CommitSchema", "name", body=True, suffix=":commit"),
+    _bind("POST", _SCHEMA, "RollbackSchema", "name", body=True, suffix=":rollback"),
+    _bind("DELETE", _SCHEMA, "DeleteSchemaRevision", "name", body=False, suffix=":deleteRevision"),
+    _bind("DELETE", _SCHEMA, "DeleteSchema", "name", body=False),
+    _bind("POST", _PROJECT, "ValidateSchema", "parent", body=True, suffix="/schemas:validate"),
+    _bind(
+        "POST", _PROJECT, "ValidateMessage", "parent", body=True, suffix="/schemas:validateMessage"
+    ),
+)
 
 
 def route(http_method: str, path: str) -> tuple[Binding, str]:
@@ -149,10 +171,6 @@ def route(http_method: str, path: str) -> tuple[Binding, str]:
             "UNIMPLEMENTED",
             f"HTTP method {http_method} is not allowed on {path} (allowed: {', '.join(allowed)}).",
             {"Allow": ", ".join(allowed)},
-        )
-    if _SCHEMAS.fullmatch(path):
-        raise Unimplemented(
-            "google.pubsub.v1 SchemaService is not implemented by the eoclient reference server."
         )
     raise HttpProblem(
         404, "NOT_FOUND", f"No google.pubsub.v1 HTTP binding matches {http_method} {path}."

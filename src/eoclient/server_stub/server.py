@@ -33,6 +33,7 @@ from eoclient.server_stub.core.history import MessageHistory
 from eoclient.server_stub.faults import InjectedStatus, RpcFaults
 from eoclient.server_stub.group_commit import GroupCommit
 from eoclient.server_stub.grpc_door import GrpcDoor
+from eoclient.server_stub.push import PushDispatcher
 from eoclient.server_stub.rest import RestDoor
 from eoclient.server_stub.security import DoorSecurity, exposure_warnings
 from eoclient.server_stub.service import PubSubService, StreamRegistry
@@ -58,13 +59,20 @@ class ReferenceServer:
             broker, self.faults, self.streams, self.group_commit, self.security.tokens
         )
         broker_policies.register(self.service)  # eoclient.broker.v1 (issue 12)
-        broker.set_listener(self.service.notify)
+        # issue 14: push subscriptions are delivered by their own dispatcher
+        self.push = PushDispatcher(broker, clock)
+        broker.set_listener(self._notify)
         self.host = ""
         self.port = 0
         self.rest_port: int | None = None
         self._grpc: grpc.aio.Server | None = None
         self._rest: web.AppRunner | None = None
         self._ticker: asyncio.Task[None] | None = None
+        self._pusher: asyncio.Task[None] | None = None
+
+    def _notify(self, subscription: str) -> None:
+        self.service.notify(subscription)
+        self.push.notify(subscription)
 
     def __repr__(self) -> str:
         return f"<ReferenceServer {self.address} {self.broker!r}>"
@@ -116,6 +124,7 @@ class ReferenceServer:
                 await self.stop(0)
                 raise
         self._ticker = asyncio.create_task(self._tick_forever(), name="reference-server-ticker")
+        self._pusher = asyncio.create_task(self.push.run(), name="reference-server-push")
         for warning in exposure_warnings(host, self.security):
             logger.warning("eoclient reference server: %s", warning)
 
@@ -130,6 +139,11 @@ class ReferenceServer:
         return int(sockname[1])
 
     async def stop(self, grace: float | None = 1.0) -> None:
+        if self._pusher is not None:  # issue 14: pushes in flight end (their leases lapse)
+            self._pusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pusher
+            self._pusher = None
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):

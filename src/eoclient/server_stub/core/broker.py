@@ -23,7 +23,7 @@ import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from eoclient._clock import Clock
-from eoclient.errors import NotFound
+from eoclient.errors import InvalidArgument, NotFound
 from eoclient.server_stub.core import validation
 from eoclient.server_stub.core.delivery import SubscriptionDelivery
 from eoclient.server_stub.core.dispatch import DEFAULT_MAX_LEASES, Dispatch
@@ -50,6 +50,7 @@ from eoclient.server_stub.core.policies import (
     TopicPolicyCounters,
 )
 from eoclient.server_stub.core.resources import Resources
+from eoclient.server_stub.core.schemas import SchemaRevision, SchemaRoom
 from eoclient.server_stub.core.snapshots import Snapshots
 from eoclient.server_stub.core.store import Store
 from eoclient.server_stub.core.update_mask import MergeExtras
@@ -91,6 +92,8 @@ class Broker:
         # issue 14: schemas and IAM (the section at the end of this class)
         self._iam = PolicyRoom(store)
         self._iam.restore(state.documents)
+        self._schemas = SchemaRoom(store, rng)
+        self._schemas.restore(state.documents)
 
     def __repr__(self) -> str:
         return (
@@ -405,12 +408,17 @@ class Broker:
 
     # ---- schemas and IAM (issue 14)
 
+    def subscription_names(self) -> list[str]:
+        """Every subscription a client sees (push delivery scans them for push configs)."""
+        return [n for n, s in self._resources.subscriptions.items() if not s.config.internal]
+
     def _iam_resources(self) -> list[str]:
         """Every resource that may have an IAM policy."""
         return [
             *self._resources.topics,
             *(n for n, s in self._resources.subscriptions.items() if not s.config.internal),
             *self._snapshots.records,
+            *self._schemas.schemas,
         ]
 
     def _iam_resource(self, resource: str) -> str:
@@ -424,7 +432,7 @@ class Broker:
         elif kind == "snapshots":
             exists = resource in self._snapshots.records
         else:
-            exists = False  # schemas: SchemaService comes next
+            exists = self._schemas.exists(resource)
         if not exists:
             raise NotFound(f"Resource not found (resource={resource.rsplit('/', 1)[-1]}).")
         return kind
@@ -445,3 +453,63 @@ class Broker:
         """The subset of ``permissions`` ``member`` holds (None: the local administrator)."""
         self._iam_resource(resource)
         return self._iam.test(resource, permissions, member)
+
+    def create_schema(
+        self, parent: str, schema_id: str, kind: str, definition: str
+    ) -> SchemaRevision:
+        """A new schema (``kind``: AVRO or PROTOCOL_BUFFER) with its first revision."""
+        return self._schemas.create(parent, schema_id, kind, definition, self._clock.now())
+
+    def get_schema(self, name: str) -> SchemaRevision:
+        """The newest revision, or the one ``name@revision_id`` names."""
+        return self._schemas.get(name)
+
+    def list_schemas(self, parent: str, page_size: int, page_token: str) -> Page[SchemaRevision]:
+        return self._schemas.list_schemas(parent, page_size, page_token)
+
+    def list_schema_revisions(
+        self, name: str, page_size: int, page_token: str
+    ) -> Page[SchemaRevision]:
+        """Newest first."""
+        return self._schemas.list_revisions(name, page_size, page_token)
+
+    def commit_schema(self, name: str, kind: str, definition: str) -> SchemaRevision:
+        return self._schemas.commit(name, kind, definition, self._clock.now())
+
+    def rollback_schema(self, name: str, revision_id: str) -> SchemaRevision:
+        return self._schemas.rollback(name, revision_id, self._clock.now())
+
+    def delete_schema_revision(self, name: str, revision_id: str = "") -> SchemaRevision:
+        return self._schemas.delete_revision(name, revision_id)
+
+    def delete_schema(self, name: str) -> None:
+        self._schemas.delete(name)
+        self._iam.forget(name.partition("@")[0])
+
+    def schema_exists(self, name: str) -> bool:
+        return self._schemas.exists(name)
+
+    def schema_revision_range(self, name: str, first: str, last: str) -> list[SchemaRevision]:
+        """The revisions a topic bound to ``name`` from ``first`` to ``last`` accepts."""
+        return self._schemas.revision_range(name, first, last)
+
+    def check_schema_message(
+        self, name: str, data: bytes, encoding: str, first: str = "", last: str = ""
+    ) -> SchemaRevision:
+        """The revision ``data`` matches (the newest in range); ``SchemaError`` if none."""
+        return self._schemas.check_message(name, data, encoding, first, last)
+
+    @staticmethod
+    def validate_schema_definition(kind: str, definition: str) -> None:
+        """ValidateSchema: InvalidArgument unless ``definition`` compiles."""
+        SchemaRoom.compiled(kind, definition)
+
+    @staticmethod
+    def check_message_against_definition(
+        kind: str, definition: str, data: bytes, encoding: str
+    ) -> None:
+        """ValidateMessage with an inline schema: SchemaError if ``data`` does not match."""
+        codec = SchemaRoom.compiled(kind, definition)
+        if encoding not in ("JSON", "BINARY"):
+            raise InvalidArgument("No encoding provided (JSON or BINARY).")
+        codec.check(data, encoding)
