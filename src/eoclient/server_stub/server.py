@@ -26,6 +26,7 @@ import grpc
 from aiohttp import web
 
 from eoclient._clock import Clock, SystemClock
+from eoclient._tasks import cancel_and_wait
 from eoclient.server_stub import broker_policies
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.dispatch import DEFAULT_MAX_LEASES
@@ -139,16 +140,11 @@ class ReferenceServer:
         return int(sockname[1])
 
     async def stop(self, grace: float | None = 1.0) -> None:
-        if self._pusher is not None:  # issue 14: pushes in flight end (their leases lapse)
-            self._pusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pusher
-            self._pusher = None
-        if self._ticker is not None:
-            self._ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._ticker
-            self._ticker = None
+        # issue 14: pushes in flight end (their leases lapse)
+        pusher, self._pusher = self._pusher, None
+        await cancel_and_wait(pusher)
+        ticker, self._ticker = self._ticker, None
+        await cancel_and_wait(ticker)
         if self._rest is not None:
             await self._rest.cleanup()
             self._rest = None

@@ -10,7 +10,6 @@ half-close.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import AsyncIterator
@@ -19,6 +18,7 @@ from typing import Any
 import grpc
 
 from eoclient._proto import pubsub_pb2
+from eoclient._tasks import cancel_and_wait
 from eoclient.errors import Internal, InvalidArgument, RpcError
 from eoclient.server_stub import ack_settling, request_checks, wire_encoding
 from eoclient.server_stub.core import AckReply
@@ -227,9 +227,7 @@ class _StreamSession:
         try:
             await self._write_loop(context)
         finally:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
+            await cancel_and_wait(reader)
 
     async def _write_loop(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         while True:
