@@ -26,6 +26,7 @@ from google.protobuf.message import Message
 from eoclient.errors import RpcError
 from eoclient.server_stub import pulsar_alias, rest_request, rest_system
 from eoclient.server_stub.auth import Grant
+from eoclient.server_stub.metrics import METRICS_PATH, ServerMetrics
 from eoclient.server_stub.rest_errors import (
     HTTP_STATUS,
     HttpProblem,
@@ -52,9 +53,15 @@ logger = logging.getLogger("eoclient.server_stub.rest")
 class RestDoor:
     """The aiohttp application of one ``PubSubService``, behind a ``BrowserPolicy``."""
 
-    def __init__(self, service: PubSubService, policy: BrowserPolicy | None = None) -> None:
+    def __init__(
+        self,
+        service: PubSubService,
+        policy: BrowserPolicy | None = None,
+        metrics: ServerMetrics | None = None,
+    ) -> None:
         self.service = service
         self.policy = policy or BrowserPolicy()
+        self.metrics = metrics  # served at /metrics (metrics.py), behind the same checks
 
     def runner(self) -> web.AppRunner:
         # aiohttp must not undo Content-Encoding itself (``rest_request.read_body`` does,
@@ -79,6 +86,8 @@ class RestDoor:
             system, query = rest_system.split_query(list(request.query.items()))
             token = f"Bearer {system.access_token}" if system.access_token else None
             grant = self.service.authenticate(request.headers.get("Authorization") or token)
+            if request.path == METRICS_PATH and self.metrics is not None:
+                return self.metrics.response(request, grant, cors)
             if pulsar_alias.matches(request.path):  # issue 12: Pulsar's shapes, not Google's
                 return await pulsar_alias.answer(self.service, request, cors, grant)
             response = await self._answer(request, query, grant)

@@ -34,6 +34,7 @@ from eoclient.server_stub.core.history import MessageHistory
 from eoclient.server_stub.faults import InjectedStatus, RpcFaults
 from eoclient.server_stub.group_commit import GroupCommit
 from eoclient.server_stub.grpc_door import GrpcDoor
+from eoclient.server_stub.metrics import ServerMetrics
 from eoclient.server_stub.push import PushDispatcher
 from eoclient.server_stub.rest import RestDoor
 from eoclient.server_stub.security import DoorSecurity, exposure_warnings
@@ -63,6 +64,7 @@ class ReferenceServer:
         # issue 14: push subscriptions are delivered by their own dispatcher
         self.push = PushDispatcher(broker, clock)
         broker.set_listener(self._notify)
+        self.metrics = ServerMetrics(broker)  # /metrics on the REST door (metrics.py)
         self.host = ""
         self.port = 0
         self.rest_port: int | None = None
@@ -131,7 +133,8 @@ class ReferenceServer:
 
     async def _start_rest(self, host: str, port: int) -> int:
         # gRPC (HTTP/2) and HTTP/1.1 cannot share grpc.aio's port: REST gets its own.
-        runner = RestDoor(self.service, self.security.browser.with_host(host)).runner()
+        policy = self.security.browser.with_host(host)
+        runner = RestDoor(self.service, policy, self.metrics).runner()
         await runner.setup()
         self._rest = runner
         site = web.TCPSite(runner, host, port, ssl_context=self.security.rest_ssl_context())

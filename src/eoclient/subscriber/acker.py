@@ -36,7 +36,7 @@ import asyncio
 import enum
 import random
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from eoclient._clock import AsyncClock, MonotonicClock
 from eoclient._proto import pubsub_pb2
@@ -127,10 +127,12 @@ class AckRequest:
         return future
 
 
-def _resolve(request: AckRequest, result: AckResult) -> None:
+def _resolve(request: AckRequest, result: AckResult, stats: AckerStatistics | None = None) -> None:
     if request.result is not None:
         return  # the first result stands
     request.result = result
+    if stats is not None and request.operation is Operation.ACK:
+        stats.ack_resolved(result.status)
     if request.waiters:
         for waiter in request.waiters:
             if not waiter.done():
@@ -148,6 +150,11 @@ class AckerStatistics:
     retried: int = 0
     unary_calls: int = 0
     stream_requests: int = 0
+    # Final results of acks, by AcknowledgeStatus name (each ack counted once).
+    ack_results: dict[str, int] = field(default_factory=dict)
+
+    def ack_resolved(self, status: AcknowledgeStatus) -> None:
+        self.ack_results[status.name] = self.ack_results.get(status.name, 0) + 1
 
 
 class Acker:
@@ -263,7 +270,7 @@ class Acker:
         self.stats.stream_requests += len(requests)
         if not self.exactly_once:
             for request in batch:
-                _resolve(request, _SUCCESS)
+                _resolve(request, _SUCCESS, self.stats)
         else:
             for request in acks:
                 request.sent_at = now
@@ -321,7 +328,7 @@ class Acker:
             request = pop(ack_id, None)
             if request is not None:
                 confirmed = True
-                _resolve(request, _SUCCESS)
+                _resolve(request, _SUCCESS, self.stats)
         if confirmed:
             self.mode = AckMode.STREAM
 
@@ -333,7 +340,7 @@ class Acker:
             request = awaiting.pop(ack_id, None)
             if request is not None:
                 self.mode = AckMode.STREAM
-                _resolve(request, result)
+                _resolve(request, result, self.stats)
         for ack_id in outcome.retry:
             request = awaiting.pop(ack_id, None)
             if request is not None:
@@ -418,7 +425,7 @@ class Acker:
                     "an earlier attempt may have been applied but its answer was "
                     f"lost; a retry found the id settled ({result.info})",
                 )
-            _resolve(request, result)
+            _resolve(request, result, self.stats)
         whole_call_failed = error is not None and not error.error_info
         for ack_id, reason in outcome.retry.items():
             last_reason[ack_id] = reason
@@ -449,6 +456,7 @@ class Acker:
                     f"still failing after the {self.retry.deadline:g} s retry deadline: "
                     f"{last_reason.get(ack_id, 'transient failure')}",
                 ),
+                self.stats,
             )
 
     # ---------------------------------------------------------------- closing
@@ -456,7 +464,7 @@ class Acker:
     def fail_all(self, info: str) -> None:
         """Resolve everything unresolved as OTHER (shutdown after the flush deadline)."""
         for request in [*self.pending, *self.stream_lost(), *self.in_flight]:
-            _resolve(request, AckResult(AcknowledgeStatus.OTHER, info))
+            _resolve(request, AckResult(AcknowledgeStatus.OTHER, info), self.stats)
         self.pending.clear()
         self.in_flight.clear()
 

@@ -18,8 +18,8 @@ import enum
 import logging
 import random
 import uuid
-from collections.abc import AsyncIterator, Coroutine
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Coroutine, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from eoclient._clock import AsyncClock, MonotonicClock
@@ -69,6 +69,9 @@ class SubscriberStatistics:
     retried: int  # ack ids resent after a transient failure
     reconnects: int
     ack_mode: str
+    # Final results of this session's acks, by AcknowledgeStatus name ("SUCCESS",
+    # "INVALID_ACK_ID", ...): each ack counted once, when its result is known.
+    ack_results: Mapping[str, int] = field(default_factory=dict)
 
 
 class StreamingSession:
@@ -314,6 +317,7 @@ class StreamingSession:
             retried=acker.retried,
             reconnects=self.stream.reconnects,
             ack_mode=self.acker.mode.value if self.acker.exactly_once else "stream",
+            ack_results=dict(acker.ack_results),
         )
 
 

@@ -47,6 +47,7 @@ class Counters:
     delivered: int = 0
     acked: int = 0
     nacked: int = 0
+    modacked: int = 0  # deadlines extended by ModifyAckDeadline (seconds > 0)
     expired: int = 0  # leases that ran out
     dead_lettered: int = 0  # forwarded to the dead-letter topic (and settled here)
     filtered: int = 0  # did not match the filter: settled at publish, never delivered
@@ -54,3 +55,11 @@ class Counters:
     skipped: int = 0  # acknowledged by an operator's skip (PIP-423)
     evicted: int = 0  # acknowledged by a backlog quota's eviction
     expired_by_ttl: int = 0  # acknowledged by the message TTL
+    # Per-ack-id failures of Acknowledge / ModifyAckDeadline (exactly-once errors and
+    # injected faults), by (operation "ack" | "modack", ErrorInfo reason): what Cloud
+    # Monitoring's subscription/exactly_once_warning_count counts.
+    ack_failures: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def ack_failed(self, operation: str, reason: str) -> None:
+        key = (operation, reason)
+        self.ack_failures[key] = self.ack_failures.get(key, 0) + 1

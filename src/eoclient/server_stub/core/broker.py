@@ -52,6 +52,7 @@ from eoclient.server_stub.core.policies import (
 from eoclient.server_stub.core.resources import Resources
 from eoclient.server_stub.core.schemas import SchemaRevision, SchemaRoom
 from eoclient.server_stub.core.snapshots import Snapshots
+from eoclient.server_stub.core.stats import BrokerStats, collect_stats
 from eoclient.server_stub.core.store import Store
 from eoclient.server_stub.core.update_mask import MergeExtras
 
@@ -401,6 +402,11 @@ class Broker:
             "evicted": counters.evicted,
             "expired_by_ttl": counters.expired_by_ttl,
         }
+
+    def stats(self) -> BrokerStats:
+        """Every topic's and subscription's counters and backlog, read without changing
+        anything (``stats.py``; the reference server's ``/metrics``)."""
+        return collect_stats(self._resources, self._clock.now())
 
     def retained_acked(self, name: str) -> list[StoredMessage]:
         """Acknowledged messages the subscription keeps (retain_acked_messages), oldest first."""

@@ -514,6 +514,7 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
         self._return_to_waiting(entry, now, failed=True)
 
     def extend(self, entry: Entry, now: float, seconds: int) -> None:
+        self.counters.modacked += 1
         entry.deadline = now + seconds
         heapq.heappush(self._leases, (entry.deadline, entry.seq, entry.generation))
         self._compact_leases()
@@ -530,6 +531,10 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
 
     def stream(self, stream_id: int) -> StreamFlow | None:
         return self._streams.get(stream_id)
+
+    def streams(self) -> list[StreamFlow]:
+        """The flow control of every stream open on the subscription (for inspection)."""
+        return list(self._streams.values())
 
     # ------------------------------------------------------------ inspection
 

@@ -106,7 +106,12 @@ class Dispatch:
             if new.attributes:
                 policies.deliver_at(new.attributes, now)
         self._apply_backlog_quota(topic, now)
-        return self._publish_to(topic, messages, now)
+        ids = self._publish_to(topic, messages, now)
+        counters = topic.counters
+        counters.publish_requests += 1
+        counters.published_messages += len(messages)
+        counters.published_bytes += request_bytes or sum(message_size(m) for m in messages)
+        return ids
 
     def _apply_backlog_quota(self, topic: TopicState, now: float) -> None:
         """A subscription over the topic's quota: evict, refuse or hold (policies.py)."""
@@ -465,6 +470,8 @@ class Dispatch:
                 delivery.extend(entry, now, seconds)
             changed = changed or operation == "ack" or seconds == 0
             confirmed.append(ack_id)
+        for reason in failures.values():
+            delivery.counters.ack_failed(operation, reason)
         if changed:
             self._changed(name)
         return AckReply(tuple(confirmed), failures, exactly_once)

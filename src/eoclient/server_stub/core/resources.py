@@ -53,6 +53,9 @@ class TopicCounters:
     held_publishes: int = 0
     held_then_refused: int = 0
     refused_publishes: int = 0
+    publish_requests: int = 0  # Publish requests that stored their messages
+    published_messages: int = 0
+    published_bytes: int = 0  # the requests' sizes (their serialized size, as the door got them)
 
 
 @dataclass
