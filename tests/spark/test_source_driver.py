@@ -28,7 +28,7 @@ from eoclient.server_stub.server import ReferenceServer, run_server
 from eoclient.spark._journal import Journal
 from eoclient.spark._lease_log import LeaseLog
 from eoclient.spark._options import SourceSettings
-from eoclient.spark._reader import read_part
+from eoclient.spark._reader import close_workers, read_part
 from eoclient.spark._runner import Runner
 
 T = TypeVar("T")
@@ -143,6 +143,8 @@ async def scene(tmp_path: Path) -> AsyncIterator[Scene]:
         finally:
             for runner in scene.runners:
                 await asyncio.to_thread(runner.loop.close)
+            # The read tasks' clients of this process (a worker's, kept between tasks).
+            await asyncio.to_thread(close_workers)
 
 
 # ------------------------------------------------------------------ the driver's probe

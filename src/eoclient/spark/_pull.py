@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from eoclient._proto import pubsub_pb2
 from eoclient._transport import Endpoint, PubSubTransport, create_channel
+from eoclient.errors import RpcError
 from eoclient.spark._decisions import Admission
 from eoclient.spark._lease_log import LeaseLog
 from eoclient.spark._schema import WIRE_SCHEMA
@@ -24,10 +25,17 @@ PULL_MAX = 1000
 # Pull calls kept in flight at once: with two, the server encodes the next response while
 # this process decodes the last.
 PULLS_IN_FLIGHT = 2
-# A Pull call that takes longer fails (DEADLINE_EXCEEDED, the query fails): servers hold an
-# empty Pull for a few seconds at most. It also bounds how long after its send a call the
-# puller died during can have leased messages (_decisions.leftovers).
+# A Pull call that takes longer fails (DEADLINE_EXCEEDED): servers hold an empty Pull for a
+# few seconds at most. It also bounds how long after its send a call the puller died during
+# can have leased messages (_decisions.leftovers).
 PULL_CALL_TIMEOUT = 10.0
+# A Pull that fails with a retryable status (UNAVAILABLE: a busy server slow to accept a
+# connection; DEADLINE_EXCEEDED) is sent again after this long, doubling, up to
+# PULL_RETRIES times in a row; then the error fails the task (Spark retries it). A failed
+# call's deliveries, if the server made any, are never emitted: they come back at their
+# deadline (its lease log shows it unanswered).
+PULL_RETRY_BACKOFF = 0.25
+PULL_RETRIES = 6
 
 
 def open_transport(endpoint: str | None) -> PubSubTransport:
@@ -79,6 +87,7 @@ async def pull_part(
     """
     in_flight: dict[asyncio.Task[pubsub_pb2.PullResponse], tuple[int, int]] = {}
     stopping = False
+    failures = 0
     try:
         while True:
             asked = sum(count for _, count in in_flight.values())
@@ -105,6 +114,16 @@ async def pull_part(
             answered, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
             for call in answered:
                 call_number, _ = in_flight.pop(call)
+                error = call.exception()
+                if error is not None:
+                    if not (isinstance(error, RpcError) and error.retryable):
+                        raise error
+                    failures += 1
+                    if failures > PULL_RETRIES:
+                        raise error
+                    await asyncio.sleep(PULL_RETRY_BACKOFF * 2 ** (failures - 1))
+                    continue
+                failures = 0
                 received = decode(call.result())
                 log.answered(call_number, received.ack_ids)
                 pulled.chunks.append(received)
