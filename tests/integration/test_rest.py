@@ -318,24 +318,52 @@ async def test_large_publish_body_is_accepted(rest: Rest) -> None:
 # ------------------------------------------------------------- formatting
 
 
-async def test_durations_timestamps_and_int64_formatting(rest: Rest) -> None:
+async def test_durations_timestamps_and_camel_case_formatting(rest: Rest) -> None:
     topic = await rest.topic(messageRetentionDuration="600s")
     assert (await rest.ok("GET", f"/v1/{topic}"))["messageRetentionDuration"] == "600s"
-    # int64 fields are JSON strings; unmodelled configs round-trip unchanged.
     _, sub = await rest.subscription(
         topic,
         messageRetentionDuration="3600.250s",
         expirationPolicy={"ttl": "90000s"},
-        cloudStorageConfig={"bucket": "b", "maxBytes": 1000000, "maxDuration": "120s"},
+        labels={"team": "billing"},
     )
     got = await rest.ok("GET", f"/v1/{sub}")
     assert got["messageRetentionDuration"] == "3600.250s"
     assert got["expirationPolicy"] == {"ttl": "90000s"}
     assert got["topicMessageRetentionDuration"] == "600s"
-    assert got["cloudStorageConfig"]["maxBytes"] == "1000000"
-    assert got["cloudStorageConfig"]["maxDuration"] == "120s"
+    assert got["labels"] == {"team": "billing"}
     # Keys are lowerCamelCase throughout.
     assert all(re.fullmatch(r"[a-z][A-Za-z]*", key) for key in got)
+
+
+async def test_exports_and_ingestion_the_server_cannot_do_are_refused(rest: Rest) -> None:
+    """A resource that would silently not export, ingest or transform is refused (501,
+    UNIMPLEMENTED, naming the field), and nothing is stored."""
+    topic = await rest.topic()
+    name = unique("sub")
+    answer = await rest.call(
+        "PUT",
+        f"/v1/{name}",
+        {"topic": topic, "cloudStorageConfig": {"bucket": "b", "maxBytes": 1000000}},
+    )
+    assert answer.status == 501, answer.body
+    assert answer.body["error"]["status"] == "UNIMPLEMENTED"
+    assert "subscription.cloud_storage_config" in answer.body["error"]["message"]
+    assert (await rest.call("GET", f"/v1/{name}")).status == 404
+    # An empty config asks for nothing (some tools send one): accepted.
+    _, sub = await rest.subscription(topic, bigqueryConfig={})
+    kinesis = {"awsKinesis": {"streamArn": "arn:aws:kinesis:x", "consumerArn": "c"}}
+    answer = await rest.call(
+        "PUT", f"/v1/{unique('topic')}", {"ingestionDataSourceSettings": kinesis}
+    )
+    assert answer.status == 501, answer.body
+    assert "topic.ingestion_data_source_settings" in answer.body["error"]["message"]
+    answer = await rest.call(
+        "PATCH",
+        f"/v1/{sub}",
+        {"subscription": {"bigqueryConfig": {"table": "p.d.t"}}, "updateMask": "bigqueryConfig"},
+    )
+    assert answer.status == 501, answer.body
 
 
 # ------------------------------------------------------------- pagination

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +35,7 @@ from eoclient.errors import (
     Unimplemented,
     rpc_error_class,
 )
-from eoclient.server_stub import ack_settling, request_checks, translate
+from eoclient.server_stub import ack_settling, request_checks, translate, unsupported_settings
 from eoclient.server_stub.auth import Grant, TokenTable, request_projects
 from eoclient.server_stub.core import AckReply, Broker, Delivery
 from eoclient.server_stub.core.policies import BacklogQuotaHeld
@@ -289,9 +289,11 @@ class PubSubService:
     # ------------------------------------------------------------- topics
 
     async def create_topic(self, request: pubsub_pb2.Topic) -> pubsub_pb2.Topic:
+        unsupported_settings.check_topic(request)
         return translate.topic_to_pb(self.broker.create_topic(translate.topic_from_pb(request)))
 
     async def update_topic(self, request: pubsub_pb2.UpdateTopicRequest) -> pubsub_pb2.Topic:
+        unsupported_settings.check_topic(request.topic, _top_level(request.update_mask.paths))
         view = self.broker.update_topic(
             translate.topic_from_pb(request.topic),
             list(request.update_mask.paths),
@@ -344,6 +346,7 @@ class PubSubService:
     async def create_subscription(
         self, request: pubsub_pb2.Subscription
     ) -> pubsub_pb2.Subscription:
+        unsupported_settings.check_subscription(request)
         view = self.broker.create_subscription(translate.subscription_from_pb(request))
         return translate.subscription_to_pb(view)
 
@@ -355,6 +358,9 @@ class PubSubService:
     async def update_subscription(
         self, request: pubsub_pb2.UpdateSubscriptionRequest
     ) -> pubsub_pb2.Subscription:
+        unsupported_settings.check_subscription(
+            request.subscription, _top_level(request.update_mask.paths)
+        )
         view = self.broker.update_subscription(
             translate.subscription_from_pb(request.subscription),
             list(request.update_mask.paths),
@@ -477,3 +483,8 @@ def _answer(settled: ack_settling.Settled) -> empty_pb2.Empty:
     if refusal is not None:
         raise refusal
     return empty_pb2.Empty()
+
+
+def _top_level(paths: Sequence[str]) -> list[str]:
+    """The top-level field names an update mask touches ("a.b" touches "a")."""
+    return [path.split(".", 1)[0] for path in paths]
