@@ -460,7 +460,8 @@ async def test_malformed_json_is_a_400_that_names_the_problem(rest: Rest) -> Non
 
 
 async def test_unknown_route_is_404_and_wrong_method_is_405(rest: Rest) -> None:
-    for path in ("/", "/v1/nothing", "/v2/projects/p1/topics", "/v1/projects/p1/topics/abc:bogus"):
+    # "/" is the dashboard (tests/dashboard).
+    for path in ("/v1/nothing", "/v2/projects/p1/topics", "/v1/projects/p1/topics/abc:bogus"):
         answer = await rest.call("GET", path)
         assert answer.status == 404, path
         assert answer.error["status"] == "NOT_FOUND"

@@ -592,3 +592,21 @@ def test_counters_count_deliveries_acks_nacks_and_expiries(env: Env) -> None:
         "evicted": 0,
         "expired_by_ttl": 0,
     }
+
+
+def test_peek_shows_the_oldest_unacked_messages_without_leasing_them() -> None:
+    env = Env()
+    env.subscribe(enable_exactly_once_delivery=True)
+    env.publish("a", "b", "c", "d", "e")
+    [a] = env.pull(max_messages=1)
+    peeked = env.broker.peek(SUB, 4)
+    assert [(m.data, leased) for m, leased in peeked] == [
+        (b"a", True),
+        (b"b", False),
+        (b"c", False),
+        (b"d", False),
+    ]
+    # Nothing leased, nothing counted: the next pull gets b, c, d, e, first attempts.
+    assert data(env.pull()) == ["b", "c", "d", "e"]
+    env.ack(a.ack_id)
+    assert [m.data for m, _ in env.broker.peek(SUB, 10)] == [b"b", b"c", b"d", b"e"]

@@ -24,8 +24,9 @@ from aiohttp import web
 from google.protobuf.message import Message
 
 from eoclient.errors import RpcError
-from eoclient.server_stub import pulsar_alias, rest_request, rest_system
+from eoclient.server_stub import dashboard, pulsar_alias, rest_request, rest_system
 from eoclient.server_stub.auth import Grant
+from eoclient.server_stub.dashboard import Dashboard
 from eoclient.server_stub.metrics import METRICS_PATH, ServerMetrics
 from eoclient.server_stub.rest_errors import (
     HTTP_STATUS,
@@ -58,10 +59,12 @@ class RestDoor:
         service: PubSubService,
         policy: BrowserPolicy | None = None,
         metrics: ServerMetrics | None = None,
+        dashboard: Dashboard | None = None,
     ) -> None:
         self.service = service
         self.policy = policy or BrowserPolicy()
         self.metrics = metrics  # served at /metrics (metrics.py), behind the same checks
+        self.dashboard = dashboard  # served at / and /dashboard/ (dashboard/), likewise
 
     def runner(self) -> web.AppRunner:
         # aiohttp must not undo Content-Encoding itself (``rest_request.read_body`` does,
@@ -88,6 +91,8 @@ class RestDoor:
             grant = self.service.authenticate(request.headers.get("Authorization") or token)
             if request.path == METRICS_PATH and self.metrics is not None:
                 return self.metrics.response(request, grant, cors)
+            if self.dashboard is not None and dashboard.matches(request.path):
+                return await self.dashboard.response(request, grant)
             if pulsar_alias.matches(request.path):  # issue 12: Pulsar's shapes, not Google's
                 return await pulsar_alias.answer(self.service, request, cors, grant)
             response = await self._answer(request, query, grant)

@@ -31,6 +31,7 @@ from eoclient.server_stub import broker_policies
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.dispatch import DEFAULT_MAX_LEASES
 from eoclient.server_stub.core.history import MessageHistory
+from eoclient.server_stub.dashboard import Dashboard
 from eoclient.server_stub.faults import InjectedStatus, RpcFaults
 from eoclient.server_stub.group_commit import GroupCommit
 from eoclient.server_stub.grpc_door import GrpcDoor
@@ -65,6 +66,7 @@ class ReferenceServer:
         self.push = PushDispatcher(broker, clock)
         broker.set_listener(self._notify)
         self.metrics = ServerMetrics(broker)  # /metrics on the REST door (metrics.py)
+        self.dashboard = Dashboard(self.service, clock)  # / on the REST door (dashboard/)
         self.host = ""
         self.port = 0
         self.rest_port: int | None = None
@@ -72,6 +74,7 @@ class ReferenceServer:
         self._rest: web.AppRunner | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._pusher: asyncio.Task[None] | None = None
+        self._sampler: asyncio.Task[None] | None = None
 
     def _notify(self, subscription: str) -> None:
         self.service.notify(subscription)
@@ -128,13 +131,16 @@ class ReferenceServer:
                 raise
         self._ticker = asyncio.create_task(self._tick_forever(), name="reference-server-ticker")
         self._pusher = asyncio.create_task(self.push.run(), name="reference-server-push")
+        self._sampler = asyncio.create_task(
+            self.dashboard.sample_forever(), name="reference-server-dashboard"
+        )
         for warning in exposure_warnings(host, self.security):
             logger.warning("eoclient reference server: %s", warning)
 
     async def _start_rest(self, host: str, port: int) -> int:
         # gRPC (HTTP/2) and HTTP/1.1 cannot share grpc.aio's port: REST gets its own.
         policy = self.security.browser.with_host(host)
-        runner = RestDoor(self.service, policy, self.metrics).runner()
+        runner = RestDoor(self.service, policy, self.metrics, self.dashboard).runner()
         await runner.setup()
         self._rest = runner
         site = web.TCPSite(runner, host, port, ssl_context=self.security.rest_ssl_context())
@@ -148,6 +154,8 @@ class ReferenceServer:
         await cancel_and_wait(pusher)
         ticker, self._ticker = self._ticker, None
         await cancel_and_wait(ticker)
+        sampler, self._sampler = self._sampler, None
+        await cancel_and_wait(sampler)
         if self._rest is not None:
             await self._rest.cleanup()
             self._rest = None

@@ -408,6 +408,11 @@ class Broker:
         anything (``stats.py``; the reference server's ``/metrics``)."""
         return collect_stats(self._resources, self._clock.now())
 
+    def peek(self, name: str, limit: int) -> list[tuple[StoredMessage, bool]]:
+        """The subscription's oldest ``limit`` unacknowledged messages and whether each is
+        leased now, without leasing or changing anything (the dashboard's peek)."""
+        return self._resources.subscription(name).delivery.peek(limit)
+
     def retained_acked(self, name: str) -> list[StoredMessage]:
         """Acknowledged messages the subscription keeps (retain_acked_messages), oldest first."""
         return [m for _, m in self.delivery_state(name).retained()]

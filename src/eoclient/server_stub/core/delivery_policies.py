@@ -36,6 +36,19 @@ class DeliveryPolicies:
         def _settle_cold(self, seq: int, message: StoredMessage, *, retain: bool) -> None: ...
         def _refill(self, now: float, want: int) -> bool: ...
 
+    # ------------------------------------------------------------ peek
+
+    def peek(self, limit: int) -> list[tuple[StoredMessage, bool]]:
+        """The oldest ``limit`` unacknowledged messages (seq order), each with whether it
+        is leased now — read only: no lease, no attempt counted, nothing loaded into the
+        window (cold rows are read from the store and left there)."""
+        held = sorted(self._entries.items())[:limit]
+        peeked = [(e.message, e.state is State.OUTSTANDING) for _, e in held]
+        if len(peeked) < limit and self._cold:
+            rows = self.storage.backlog(self._loaded_through, min(limit - len(peeked), self._cold))
+            peeked.extend((row.message, False) for row in rows)
+        return peeked
+
     # ------------------------------------------------------------ measures
 
     def backlog_bytes(self) -> int:

@@ -1,0 +1,188 @@
+"""The reference server's web dashboard, at ``/`` on the REST door (issue 15).
+
+Pages: ``/`` (topics and subscriptions, their properties, backlog, oldest unacked age,
+rates and a backlog chart) and ``/dashboard/subscription?name=...`` (the same in detail,
+a peek at the next messages that takes no lease, and actions). Actions are POSTs of JSON
+to ``/dashboard/action`` — seek to a time or a snapshot, purge (seek to now, the
+service's way), skip messages by id, detach — run through the service's method table
+(``PubSubService.call``) exactly as the same RPC from a client: validated, authorized,
+durable before the answer.
+
+It sits behind the door's checks (Host, Origin, Content-Type, bearer tokens: the door
+runs them before it hands a request here), so a page on another site can neither read it
+nor drive its actions. With ``--auth-token-file`` open it as ``/?access_token=TOKEN``; the
+pages pass the token on, and a token limited to some projects sees only those.
+
+The history behind the charts and rates (``history.py``, pure) is sampled by
+``sample_forever`` on the server's clock, a task the server starts and stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+from typing import Any
+
+from aiohttp import web
+
+from eoclient._clock import Clock
+from eoclient._proto import broker_policies_pb2, pubsub_pb2
+from eoclient.errors import InvalidArgument, PermissionDenied
+from eoclient.server_stub.auth import Grant
+from eoclient.server_stub.dashboard import pages
+from eoclient.server_stub.dashboard.history import SAMPLE_SECONDS, History
+from eoclient.server_stub.rest_errors import HttpProblem
+from eoclient.server_stub.service import PubSubService
+
+PEEK_MESSAGES = 20
+MAX_ACTION_BYTES = 64 * 1024  # a form's JSON; skip lists of thousands of ids still fit
+HTML = "text/html; charset=utf-8"
+
+
+def matches(path: str) -> bool:
+    return path == "/" or path.startswith("/dashboard/")
+
+
+def _project(name: str) -> str:
+    return name.split("/")[1] if name.count("/") >= 3 else ""
+
+
+class Dashboard:
+    def __init__(self, service: PubSubService, clock: Clock) -> None:
+        self.service = service
+        self.clock = clock
+        self.history = History()
+
+    async def sample_forever(self) -> None:
+        # Real seconds, like the server's ticker; the samples carry the server's clock
+        # (a test on a FakeClock calls ``sample`` itself after advancing it).
+        while True:
+            self.sample()
+            await asyncio.sleep(SAMPLE_SECONDS)
+
+    def sample(self) -> None:
+        self.history.record(self.clock.now(), self.service.broker.stats())
+
+    async def response(self, request: web.Request, grant: Grant | None) -> web.Response:
+        token = request.query.get("access_token")
+        if request.method == "GET" and request.path == "/":
+            return web.Response(text=self._overview(grant, token), content_type="text/html")
+        if request.method == "GET" and request.path == "/dashboard/subscription":
+            name = request.query.get("name", "")
+            text = await self._subscription(name, grant, token)
+            return web.Response(text=text, content_type="text/html")
+        if request.method == "POST" and request.path == "/dashboard/action":
+            return web.json_response({"message": await self._action(request, grant)})
+        raise HttpProblem(
+            404, "NOT_FOUND", f"The dashboard has no {request.method} {request.path}."
+        )
+
+    def _visible(self, name: str, grant: Grant | None) -> bool:
+        return grant is None or grant.every_project or _project(name) in grant.projects
+
+    def _overview(self, grant: Grant | None, token: str | None) -> str:
+        stats = self.service.broker.stats()
+        broker, history = self.service.broker, self.history
+        topics = [
+            (t, history.publish_rate(t.name))
+            for t in sorted(stats.topics, key=lambda t: t.name)
+            if self._visible(t.name, grant)
+        ]
+        subscriptions = [
+            (s, broker.get_subscription(s.name), history.rates(s.name), history.samples(s.name))
+            for s in sorted(stats.subscriptions, key=lambda s: s.name)
+            if self._visible(s.name, grant)
+        ]
+        return pages.overview(topics, subscriptions, token)
+
+    async def _subscription(self, name: str, grant: Grant | None, token: str | None) -> str:
+        if not self._visible(name, grant):
+            raise PermissionDenied(f"The token may not use project {_project(name)!r}.")
+        broker = self.service.broker
+        view = broker.get_subscription(name)  # NotFound for an unknown name
+        [stats] = [s for s in broker.stats().subscriptions if s.name == name]
+        snapshots = broker.list_topic_snapshots(view.config.topic, 1000, "").items
+        return pages.subscription_page(
+            stats,
+            view,
+            self.history.rates(name),
+            self.history.samples(name),
+            broker.peek(name, PEEK_MESSAGES),
+            snapshots,
+            token,
+        )
+
+    async def _action(self, request: web.Request, grant: Grant | None) -> str:
+        body = await request.content.read(MAX_ACTION_BYTES + 1)
+        if len(body) > MAX_ACTION_BYTES:
+            raise HttpProblem(413, "INVALID_ARGUMENT", "The action is larger than 64 KiB.")
+        try:
+            fields: dict[str, Any] = json.loads(body)
+            action, subscription = str(fields["action"]), str(fields["subscription"])
+        except (ValueError, KeyError, TypeError) as error:
+            raise InvalidArgument(
+                f"A dashboard action is JSON with action and subscription: {error}"
+            ) from None
+        call = self.service.call
+        if action in ("seek-time", "purge"):
+            at = self.clock.now() if action == "purge" else _utc_seconds(fields.get("time"))
+            seek = pubsub_pb2.SeekRequest(subscription=subscription)
+            seek.time.FromNanoseconds(int(at * 1e9))
+            await call("Seek", seek, grant=grant)
+            when = pages._when(at)
+            return (
+                f"Purged {subscription}."
+                if action == "purge"
+                else f"Sought {subscription} to {when}."
+            )
+        if action == "seek-snapshot":
+            snapshot = str(fields.get("snapshot", ""))
+            await call(
+                "Seek",
+                pubsub_pb2.SeekRequest(subscription=subscription, snapshot=snapshot),
+                grant=grant,
+            )
+            return f"Sought {subscription} to {snapshot}."
+        if action == "skip":
+            ids = [
+                i.strip()
+                for i in str(fields.get("message_ids", "")).replace(",", " ").split()
+                if i.strip()
+            ]
+            if not ids:
+                raise InvalidArgument(
+                    "Give the message ids to skip, separated by commas or spaces."
+                )
+            request_pb = broker_policies_pb2.SkipMessagesRequest(
+                subscription=subscription, message_ids=ids
+            )
+            answer = await call("SkipMessages", request_pb, grant=grant)
+            outcomes = [
+                f"{m.message_id}: {broker_policies_pb2.SkippedMessage.Outcome.Name(m.outcome)}"
+                for m in answer.results
+            ]
+            return "Skipped — " + ", ".join(outcomes)
+        if action == "detach":
+            await call(
+                "DetachSubscription",
+                pubsub_pb2.DetachSubscriptionRequest(subscription=subscription),
+                grant=grant,
+            )
+            return f"Detached {subscription}."
+        raise InvalidArgument(
+            f"Unknown dashboard action {action!r} (seek-time, seek-snapshot, purge, skip, detach)."
+        )
+
+
+def _utc_seconds(value: object) -> float:
+    """A ``datetime-local`` input's value (``YYYY-MM-DDTHH:MM[:SS]``), read as UTC."""
+    try:
+        parsed = datetime.datetime.fromisoformat(str(value))
+    except ValueError:
+        raise InvalidArgument(
+            f"Not a date and time: {value!r} (YYYY-MM-DDTHH:MM:SS, UTC)."
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.UTC)
+    return parsed.timestamp()
