@@ -3,8 +3,9 @@
 Pages: ``/`` (topics and subscriptions, their properties, backlog, oldest unacked age,
 rates and a backlog chart) and ``/dashboard/subscription?name=...`` (the same in detail,
 a peek at the next messages that takes no lease, and actions). Actions are POSTs of JSON
-to ``/dashboard/action`` — seek to a time or a snapshot, purge (seek to now, the
-service's way), skip messages by id, detach — run through the service's method table
+to ``/dashboard/action`` — create a topic or a subscription, publish a message, seek to a
+time or a snapshot, purge (seek to now, the service's way), skip messages by id, detach —
+run through the service's method table
 (``PubSubService.call``) exactly as the same RPC from a client: validated, authorized,
 durable before the answer.
 
@@ -119,12 +120,15 @@ class Dashboard:
             raise HttpProblem(413, "INVALID_ARGUMENT", "The action is larger than 64 KiB.")
         try:
             fields: dict[str, Any] = json.loads(body)
-            action, subscription = str(fields["action"]), str(fields["subscription"])
+            action = str(fields["action"])
         except (ValueError, KeyError, TypeError) as error:
             raise InvalidArgument(
-                f"A dashboard action is JSON with action and subscription: {error}"
+                f"A dashboard action is a JSON object with action: {error}"
             ) from None
         call = self.service.call
+        if action in _RESOURCE_ACTIONS:
+            return await self._resource_action(action, fields, grant)
+        subscription = str(fields.get("subscription", ""))
         if action in ("seek-time", "purge"):
             at = self.clock.now() if action == "purge" else _utc_seconds(fields.get("time"))
             seek = pubsub_pb2.SeekRequest(subscription=subscription)
@@ -173,6 +177,39 @@ class Dashboard:
         raise InvalidArgument(
             f"Unknown dashboard action {action!r} (seek-time, seek-snapshot, purge, skip, detach)."
         )
+
+    async def _resource_action(
+        self, action: str, fields: dict[str, Any], grant: Grant | None
+    ) -> str:
+        """Create a topic or a subscription, or publish one message (the first steps of
+        trying a subscriber out), through the service like any client's request."""
+        call = self.service.call
+        topic = str(fields.get("topic", "")).strip()
+        if action == "create-topic":
+            await call("CreateTopic", pubsub_pb2.Topic(name=topic), grant=grant)
+            return f"Created {topic}."
+        if action == "create-subscription":
+            name = str(fields.get("subscription", "")).strip()
+            subscription = pubsub_pb2.Subscription(
+                name=name,
+                topic=topic,
+                enable_exactly_once_delivery=bool(fields.get("exactly_once")),
+                enable_message_ordering=bool(fields.get("ordering")),
+                retain_acked_messages=bool(fields.get("retain_acked")),
+            )
+            await call("CreateSubscription", subscription, grant=grant)
+            return f"Created {name} on {topic}."
+        message = pubsub_pb2.PubsubMessage(
+            data=str(fields.get("data", "")).encode(),
+            ordering_key=str(fields.get("ordering_key", "")),
+        )
+        answer = await call(
+            "Publish", pubsub_pb2.PublishRequest(topic=topic, messages=[message]), grant=grant
+        )
+        return f"Published message {answer.message_ids[0]} to {topic}."
+
+
+_RESOURCE_ACTIONS = ("create-topic", "create-subscription", "publish")
 
 
 def _utc_seconds(value: object) -> float:

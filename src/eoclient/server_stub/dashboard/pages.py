@@ -127,7 +127,7 @@ def overview(
         for s, view, rates, samples in subscriptions
     )
     body = (
-        "<h2>Topics</h2><table id=topics><tr><th>topic</th><th>published</th>"
+        f"{_CREATE_FORMS}<h2>Topics</h2><table id=topics><tr><th>topic</th><th>published</th>"
         f"<th>published/s</th></tr>{topic_rows}</table>"
         "<h2>Subscriptions</h2><table id=subscriptions><tr><th>subscription</th><th>topic</th>"
         "<th>properties</th><th>backlog</th><th>oldest unacked</th><th>acked/s</th>"
@@ -136,6 +136,26 @@ def overview(
         "<a href='/metrics'>/metrics</a> has the same numbers for Prometheus.</p>"
     )
     return _page("Topics and subscriptions", body, token)
+
+
+_CREATE_FORMS = (
+    "<h2>Try it</h2>"
+    "<form data-action=create-topic id=create-topic><label>Topic <input name=topic required "
+    "size=40 placeholder='projects/my-project/topics/orders'></label> "
+    "<button>Create topic</button></form>"
+    "<form data-action=create-subscription id=create-subscription><label>Subscription "
+    "<input name=subscription required size=40 "
+    "placeholder='projects/my-project/subscriptions/billing'></label> "
+    "<label>on topic <input name=topic required size=32></label> "
+    "<label><input type=checkbox name=exactly_once value=1> exactly-once</label> "
+    "<label><input type=checkbox name=ordering value=1> ordered</label> "
+    "<label><input type=checkbox name=retain_acked value=1> retains acked</label> "
+    "<button>Create subscription</button></form>"
+    "<form data-action=publish id=publish><label>Publish to topic <input name=topic required "
+    "size=32></label> <label>data <input name=data size=24></label> "
+    "<label>ordering key <input name=ordering_key size=10></label> "
+    "<button>Publish</button></form>"
+)
 
 
 def _properties(view: SubscriptionView) -> str:
@@ -192,23 +212,24 @@ def subscription_page(
     hidden = f"<input type=hidden name=subscription value='{_e(name)}'>"
     actions = (
         "<h2>Actions</h2>"
-        f"<form data-action=seek-time>{hidden}<label>Seek to time "
+        f"<form data-action=seek-time id=seek-time>{hidden}<label>Seek to time "
         "<input name=time type=datetime-local step=1 required></label> (UTC) "
         "<button>Seek</button></form>"
         + (
-            f"<form data-action=seek-snapshot>{hidden}<label>Seek to snapshot "
+            f"<form data-action=seek-snapshot id=seek-snapshot>{hidden}<label>Seek to snapshot "
             f"<select name=snapshot>{snapshot_options}</select></label> "
             "<button>Seek</button></form>"
             if snapshots
             else "<p class=muted>No snapshot of this topic to seek to.</p>"
         )
-        + f"<form data-action=purge data-confirm='Acknowledge every message of {_e(name)}?'>"
-        f"{hidden}<button>Purge (seek to now)</button></form>"
-        f"<form data-action=skip>{hidden}<label>Skip messages by id "
+        + "<form data-action=purge id=purge "
+        f"data-confirm='Acknowledge every message of {_e(name)}?'>{hidden}"
+        "<button>Purge (seek to now)</button></form>"
+        f"<form data-action=skip id=skip>{hidden}<label>Skip messages by id "
         "<input name=message_ids placeholder='1, 2, 3' required></label> <button>Skip</button>"
         "</form>"
-        f"<form data-action=detach data-confirm='Detach {_e(name)} from its topic?'>{hidden}"
-        "<button>Detach</button></form>"
+        "<form data-action=detach id=detach "
+        f"data-confirm='Detach {_e(name)} from its topic?'>{hidden}<button>Detach</button></form>"
     )
     body = (
         f"<p><code>{_e(name)}</code> on <code>{_e(stats.topic)}</code></p>{numbers}"
