@@ -10,6 +10,7 @@ released, the ordering key's next message is scheduled, and the store forgets th
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -42,8 +43,11 @@ class DeliveryPolicies:
         """The oldest ``limit`` unacknowledged messages (seq order), each with whether it
         is leased now — read only: no lease, no attempt counted, nothing loaded into the
         window (cold rows are read from the store and left there)."""
-        held = sorted(self._entries.items())[:limit]
-        peeked = [(e.message, e.state is State.OUTSTANDING) for _, e in held]
+        held = heapq.nsmallest(limit, self._entries)  # O(window log limit), not a full sort
+        peeked = [
+            (self._entries[seq].message, self._entries[seq].state is State.OUTSTANDING)
+            for seq in held
+        ]
         if len(peeked) < limit and self._cold:
             rows = self.storage.backlog(self._loaded_through, min(limit - len(peeked), self._cold))
             peeked.extend((row.message, False) for row in rows)

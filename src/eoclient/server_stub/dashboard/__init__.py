@@ -29,7 +29,7 @@ from aiohttp import web
 
 from eoclient._clock import Clock
 from eoclient._proto import broker_policies_pb2, pubsub_pb2
-from eoclient.errors import InvalidArgument, PermissionDenied
+from eoclient.errors import InvalidArgument, NotFound, PermissionDenied
 from eoclient.server_stub.auth import Grant
 from eoclient.server_stub.dashboard import pages
 from eoclient.server_stub.dashboard.history import SAMPLE_SECONDS, History
@@ -102,7 +102,9 @@ class Dashboard:
             raise PermissionDenied(f"The token may not use project {_project(name)!r}.")
         broker = self.service.broker
         view = broker.get_subscription(name)  # NotFound for an unknown name
-        [stats] = [s for s in broker.stats().subscriptions if s.name == name]
+        stats = next((s for s in broker.stats().subscriptions if s.name == name), None)
+        if stats is None:  # an internal subscription (a topic's retention cursor)
+            raise NotFound(f"Resource not found (resource={name}).")
         snapshots = broker.list_topic_snapshots(view.config.topic, 1000, "").items
         return pages.subscription_page(
             stats,
@@ -134,7 +136,7 @@ class Dashboard:
             seek = pubsub_pb2.SeekRequest(subscription=subscription)
             seek.time.FromNanoseconds(int(at * 1e9))
             await call("Seek", seek, grant=grant)
-            when = pages._when(at)
+            when = pages.when(at)
             return (
                 f"Purged {subscription}."
                 if action == "purge"

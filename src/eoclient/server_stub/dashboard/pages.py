@@ -176,7 +176,7 @@ def _properties(view: SubscriptionView) -> str:
     return ", ".join(shown)
 
 
-def _when(seconds: float) -> str:
+def when(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat(timespec="seconds")
 
 
@@ -202,7 +202,7 @@ def subscription_page(
         f"<tr><th>properties</th><td>{_e(_properties(view))}</td></tr></table>"
     )
     peek_rows = "".join(
-        f"<tr><td><code>{_e(m.message_id)}</code></td><td>{_e(_when(m.publish_time))}</td>"
+        f"<tr><td><code>{_e(m.message_id)}</code></td><td>{_e(when(m.publish_time))}</td>"
         f"<td>{_e(m.ordering_key)}</td>"
         f"<td>{_e(', '.join(f'{k}={v}' for k, v in sorted(m.attributes.items())))}</td>"
         f"<td><code>{_e(_preview(m.data))}</code></td><td>{'leased' if leased else ''}</td></tr>"
