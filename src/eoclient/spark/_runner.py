@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from eoclient._tasks import cancel_and_wait
 from eoclient._transport import PubSubTransport
 from eoclient.admin import AdminClient
 from eoclient.errors import NotFound, RpcError, SparkConnectorError
@@ -384,10 +385,7 @@ class Runner:
     # ----------------------------------------------------------------- closing
 
     async def close(self) -> None:
-        if self._lease_task is not None:
-            self._lease_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._lease_task
+        await cancel_and_wait(self._lease_task)
         if self.log is not None:
             self.log.close(delete=False)
         if self.client is not None:
