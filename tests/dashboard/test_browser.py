@@ -22,6 +22,10 @@ import pytest
 from eoclient.server_stub.server import ReferenceServer, run_server
 
 webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.common.exceptions import (  # noqa: E402
+    NoSuchElementException,
+    StaleElementReferenceException,
+)
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 
@@ -63,11 +67,18 @@ def browser() -> Iterator[WebDriver]:
 
 
 async def _until(check: Callable[[], Any], what: str, seconds: float = 15.0) -> Any:
-    """Poll ``check`` (a browser read, run off the event loop) until it is truthy."""
+    """Poll ``check`` (a browser read, run off the event loop) until it is truthy.
+
+    The dashboard reloads its page after an action answers, so an element found just
+    before the reload is stale when read, or not there yet: both mean "not yet".
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     while True:
-        value = await asyncio.to_thread(check)
+        try:
+            value = await asyncio.to_thread(check)
+        except (StaleElementReferenceException, NoSuchElementException):
+            value = None
         if value:
             return value
         assert loop.time() < deadline, f"timed out waiting for {what}"
@@ -100,13 +111,27 @@ async def _submit(driver: WebDriver, form_id: str, **values: str | bool) -> str:
         if asks:
             driver.switch_to.alert.accept()
 
+    # Mark this document: an action that succeeds reloads the page (800 ms after its
+    # answer), and the next step must run on the new page, not on this one going away.
+    await asyncio.to_thread(driver.execute_script, "document.body.dataset.beforeAction = '1'")
     await asyncio.to_thread(fill_and_click)
 
-    def status() -> str:
+    def status() -> tuple[str, str] | None:
         element = driver.find_element(By.ID, "status")
-        return element.text if element.is_displayed() else ""
+        if not element.is_displayed():
+            return None
+        return element.text, str(element.get_attribute("class"))
 
-    return str(await _until(status, f"the answer to {form_id}"))
+    answer, kind = await _until(status, f"the answer to {form_id}")
+    if "error" not in kind:
+        await _until(
+            lambda: driver.execute_script(
+                "return document.readyState === 'complete' && document.body !== null"
+                " && !document.body.dataset.beforeAction"
+            ),
+            f"the page to reload after {form_id}",
+        )
+    return str(answer)
 
 
 @pytest.mark.timeout(120)
@@ -120,7 +145,6 @@ async def _click_through(driver: WebDriver, server: ReferenceServer) -> None:
     assert "Topics and subscriptions" in driver.title
 
     assert await _submit(driver, "create-topic", topic=TOPIC) == f"Created {TOPIC}."
-    await _until(lambda: "Create topic" in driver.page_source, "the page to reload")
     answer = await _submit(
         driver,
         "create-subscription",
@@ -132,7 +156,6 @@ async def _click_through(driver: WebDriver, server: ReferenceServer) -> None:
     assert answer == f"Created {SUB} on {TOPIC}."
     before = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=2)
     for n in range(3):
-        await _until(lambda: not driver.find_element(By.ID, "status").is_displayed(), "reload")
         answer = await _submit(driver, "publish", topic=TOPIC, data=f"order {n}")
         assert answer.startswith("Published message ")
         server.dashboard.sample()  # as the sampler does every 5 s: the chart's points
@@ -150,7 +173,7 @@ async def _click_through(driver: WebDriver, server: ReferenceServer) -> None:
     # The subscription page: the three messages, peeked without leases.
     await asyncio.to_thread(row.find_element(By.TAG_NAME, "a").click)
     await _until(lambda: driver.title.startswith("Subscription"), "the subscription page")
-    peek = driver.find_element(By.ID, "peek").text
+    peek = await _until(lambda: driver.find_element(By.ID, "peek").text, "the peek")
     assert all(f"order {n}" in peek for n in range(3))
     assert "leased" not in peek
     _screenshot(driver, "subscription")
@@ -162,7 +185,6 @@ async def _click_through(driver: WebDriver, server: ReferenceServer) -> None:
     # the purge and are retained (retain acked), so all three come back.
     assert await _submit(driver, "purge") == f"Purged {SUB}."
     await _until(lambda: backlog_shown() == "0", "the backlog to show 0 after the purge")
-    await _until(lambda: not driver.find_element(By.ID, "status").is_displayed(), "reload")
     answer = await _submit(driver, "seek-time", time=before.strftime("%Y-%m-%dT%H:%M:%S"))
     assert answer == f"Sought {SUB} to {before.strftime('%Y-%m-%dT%H:%M:%S')}+00:00."
     await _until(lambda: backlog_shown() == "3", "the backlog to show 3 after the seek")
