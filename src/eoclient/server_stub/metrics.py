@@ -57,8 +57,8 @@ This server's own (``eoclient_``; no Cloud metric exists):
   quota held then admitted (``held_admitted``), held then refused (``held_refused``) or
   refused at once (``refused``);
 * ``eoclient_topic_retained_messages``, ``eoclient_topic_retained_bytes``,
-  ``eoclient_topic_oldest_retained_message_age_seconds`` — what a topic's retention policy
-  keeps (topics with one only).
+  ``eoclient_topic_oldest_retained_message_age_seconds`` — what a topic's retention (its
+  policy and its message_retention_duration) keeps (topics with either only).
 
 Plus the Python client's process and runtime collectors (``process_*``, ``python_*``).
 Counters start at zero when the server starts (a durable server's backlog gauges come back

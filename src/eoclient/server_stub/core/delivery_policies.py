@@ -11,6 +11,7 @@ released, the ordering key's next message is scheduled, and the store forgets th
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -113,14 +114,23 @@ class DeliveryPolicies:
         self.counters.evicted += evicted
         return evicted
 
-    def trim(self, now: float, limit_bytes: float) -> int:
-        """The retention cursor's size limit: forget the oldest beyond ``limit_bytes``."""
+    def trim(self, now: float, limit_bytes: float, *, keep_since: float = math.inf) -> int:
+        """The retention cursor's size limit: forget the oldest beyond ``limit_bytes``,
+        but never a message published at or after ``keep_since`` (the topic's
+        message_retention_duration keeps those whatever their size: the two retentions
+        combine by union, docs/policies.md)."""
         if self._bytes <= limit_bytes:
             return 0
-        return self._drop_oldest(now, int(limit_bytes), None, retain=False)
+        return self._drop_oldest(now, int(limit_bytes), None, retain=False, keep_since=keep_since)
 
     def _drop_oldest(
-        self, now: float, limit_bytes: int | None, limit_age: float | None, *, retain: bool
+        self,
+        now: float,
+        limit_bytes: int | None,
+        limit_age: float | None,
+        *,
+        retain: bool,
+        keep_since: float = math.inf,
     ) -> int:
         dropped = 0
         while self.over_quota(now, limit_bytes, limit_age):
@@ -131,6 +141,8 @@ class DeliveryPolicies:
                 if not self._refill(now, 1):
                     break  # nothing left to drop that this state can see
                 continue
+            if by_publish[0][0] >= keep_since:
+                break  # the oldest left is one that must stay
             _, seq = by_publish.popleft()
             entry = self._entries[seq]
             self._remove(entry, retain=retain and not self._past_retention(entry))

@@ -198,8 +198,12 @@ class Dispatch:
                 subscription.delivery.add(seq, by_seq[seq], now, now)
             if subscription.config.internal:  # the retention cursor's size limit
                 retention = topic.config.policies.retention
-                if retention is not None:
-                    subscription.delivery.trim(now, retention.size_limit)
+                if retention is not None and retention.enabled:
+                    subscription.delivery.trim(
+                        now,
+                        retention.size_limit,
+                        keep_since=Resources.cursor_keep_since(topic.config, now),
+                    )
             elif seqs:
                 self._changed(subscription.config.name)
         return [message.message_id for _, message in stored]

@@ -14,6 +14,7 @@ Every change is handed to the store as it is made.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -182,6 +183,10 @@ class Resources:
             topic = self.topics.get(record.config.topic)
             if topic is not None and not record.config.detached:
                 topic.subscriptions.add(record.config.name)
+        # A data dir written before a topic's message_retention_duration had a cursor:
+        # it gets one now (keeping what is published from here on).
+        for topic in self.topics.values():
+            self._sync_retention_cursor(topic)
 
     def set_topic_policies(self, name: str, policies: TopicPolicies) -> TopicView:
         """Replace the topic's Pulsar-style policies (validated; stored)."""
@@ -208,10 +213,20 @@ class Resources:
         return self.subscriptions.get(retention_cursor_name(topic))
 
     def _sync_retention_cursor(self, topic: TopicState) -> None:
-        """Create or remove the topic's retention cursor to match its policy."""
+        """Create or remove the topic's retention cursor to match its retention.
+
+        Two things keep every message the topic publishes, acknowledged or not: its
+        Pulsar-style retention policy and Pub/Sub's own topic message_retention_duration
+        ("allowing any subscription attached to the topic to seek back in time and
+        replay previously-acked messages ... also allows a subscription to replay
+        messages published before a subscription was created": Google's replay
+        overview). One cursor serves both; its limits are their union.
+        """
         name = retention_cursor_name(topic.config.name)
         retention = topic.config.policies.retention
-        wanted = retention is not None and retention.enabled
+        wanted = (retention is not None and retention.enabled) or (
+            topic.config.message_retention_duration is not None
+        )
         if wanted and name not in self.subscriptions:
             config = SubscriptionConfig(
                 name,
@@ -238,8 +253,10 @@ class Resources:
             validation.retention("message_retention_duration", config.message_retention_duration)
         if config.name in self.topics:
             raise AlreadyExists("Topic already exists")
-        self.topics[config.name] = TopicState(config)
+        topic = TopicState(config)
+        self.topics[config.name] = topic
         self._store.put_topic(config)
+        self._sync_retention_cursor(topic)
         return TopicView(config)
 
     def topic(self, name: str) -> TopicState:
@@ -263,6 +280,7 @@ class Resources:
             validation.retention("message_retention_duration", updated.message_retention_duration)
         topic.config = updated
         self._store.put_topic(updated)
+        self._sync_retention_cursor(topic)
         for subscription_name in topic.subscriptions:
             self.apply_policies(self.subscriptions[subscription_name])
         return TopicView(topic.config)
@@ -353,9 +371,8 @@ class Resources:
         )
         topic = self.topics.get(config.topic)
         topic_policies = topic.config.policies if topic is not None else None
-        if config.internal:  # a retention cursor: the topic's Pulsar retention, no TTL
-            retention = topic_policies.retention if topic_policies is not None else None
-            delivery.retention = retention.time_limit if retention is not None else 0.0
+        if config.internal:  # a retention cursor: the topic's retentions (union), no TTL
+            delivery.retention = self.cursor_retention(topic.config) if topic else 0.0
             delivery.ttl = None
             delivery.set_retain_acked(False)
             return
@@ -366,6 +383,22 @@ class Resources:
         if ttl is None and topic_policies is not None:
             ttl = topic_policies.message_ttl
         delivery.ttl = ttl
+
+    @staticmethod
+    def cursor_retention(topic: TopicConfig) -> float:
+        """How long the topic's retention cursor keeps a message: the longer of its
+        retention policy's time limit and its message_retention_duration."""
+        policy = topic.policies.retention
+        by_policy = policy.time_limit if policy is not None and policy.enabled else 0.0
+        return max(by_policy, topic.message_retention_duration or 0.0)
+
+    @staticmethod
+    def cursor_keep_since(topic: TopicConfig, now: float) -> float:
+        """Messages published at or after this stay whatever the policy's size limit:
+        the topic's message_retention_duration keeps them (no size limit of its own)."""
+        if topic.message_retention_duration is None:
+            return math.inf
+        return now - topic.message_retention_duration
 
     def _retention(self, config: SubscriptionConfig) -> float:
         """How long the subscription keeps a message after its publish time.
