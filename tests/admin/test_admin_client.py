@@ -705,13 +705,17 @@ async def test_seek_to_a_time_replays_retained_acked_messages(
 
 @pytest.mark.emulator
 async def test_emulator_cannot_seek_an_ordered_subscription(emulator_target: Target) -> None:
-    """Measured here: the emulator answers Seek on an ordered subscription with
-    UNIMPLEMENTED (message "Unimplemented"), by time or by snapshot."""
+    """Measured here: the emulator answers a seek to a time on an ordered subscription
+    with UNIMPLEMENTED (message "Unimplemented"); a seek to a snapshot works there."""
     async with AdminClient(emulator_target.address) as admin:
         _, subscription = await _topic_and_subscription(
             admin, emulator_target.project, enable_message_ordering=True
         )
         await raises(Unimplemented, admin.seek(subscription, time=datetime.datetime.now(UTC)))
+        snapshot = subscription.replace("/subscriptions/", "/snapshots/")
+        await admin.create_snapshot(snapshot, subscription)
+        await admin.seek(subscription, snapshot=snapshot)
+        await admin.delete_snapshot(snapshot)
 
 
 def test_snapshot_type_defaults() -> None:

@@ -155,3 +155,33 @@ async def test_publish_through_an_avro_topic(target: Wire) -> None:
     assert shown.schema_settings.schema == "_deleted-schema_"
     again = pb.PublishRequest(topic=topic, messages=[pb.PubsubMessage(data=GOOD)])
     assert await code_of(target.Publish(again)) == "NOT_FOUND"
+
+
+async def test_emulator_lists_schemas_in_full_by_default(
+    served: str, emulator: str, wire_factory: Callable[[str], Wire]
+) -> None:
+    """ListSchemas without a view: the proto's SchemaView says "The default / unset value.
+    The API will default to the BASIC view" (name and type, no definition). Ours answers
+    BASIC; the emulator answers FULL. Ours is right. With view=FULL both give the
+    definition."""
+    for address in (served, emulator):
+        wire = wire_factory(address)
+        sid = unique("schema").rsplit("/", 1)[1]
+        name = f"{PROJECT}/schemas/{sid}"
+        create = sp.CreateSchemaRequest(parent=PROJECT, schema=avro(), schema_id=sid)
+        await schema_call(wire, "CreateSchema", create, sp.Schema)
+        for view in (sp.SchemaView.SCHEMA_VIEW_UNSPECIFIED, sp.SchemaView.FULL):
+            listed: list[sp.Schema] = []
+            token = ""
+            while True:
+                request = sp.ListSchemasRequest(parent=PROJECT, view=view, page_token=token)
+                page = await schema_call(wire, "ListSchemas", request, sp.ListSchemasResponse)
+                listed.extend(s for s in page.schemas if s.name == name)
+                token = page.next_page_token
+                if not token:
+                    break
+            [schema] = listed
+            assert schema.type_ == sp.Schema.AVRO
+            full = view == sp.SchemaView.FULL or address == emulator
+            assert schema.definition == (AVRO if full else "")
+        await schema_call(wire, "DeleteSchema", sp.DeleteSchemaRequest(name=name), empty_pb2.Empty)
