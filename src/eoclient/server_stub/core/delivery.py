@@ -191,7 +191,7 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
                 or entry.generation != generation
                 or entry.deadline != deadline
             ):
-                continue  # stale: acked, redelivered or extended since
+                continue  # stale: acked, redelivered or extended since (_lease_is_live)
             self.counters.expired += 1
             expired.append(entry)
             # The lease ended at its deadline, not when this (lazy) call noticed it:
@@ -326,18 +326,32 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
     # Stale lease records (acked, nacked, extended) beyond this many more than the live
     # ones trigger a rebuild of the heap: without it they stay until their deadlines,
     # and memory grows with ack rate x ack deadline (60,000 records a minute at 1,000
-    # acks/s with 60 s deadlines). Rebuilding costs O(live) and happens at most once per
-    # this many stale records: amortised O(1) an ack.
+    # acks/s with 60 s deadlines). The rebuild filters the heap's own records (at most
+    # 2 x live + slack of them, not the whole window, which may hold a backlog of
+    # millions) and happens at most once per this many stale records: amortised O(1)
+    # an ack.
     LEASE_HEAP_SLACK = 4096
 
     def _compact_leases(self) -> None:
         if len(self._leases) > 2 * self._leased + self.LEASE_HEAP_SLACK:
+            entries = self._entries
             self._leases = [
-                (entry.deadline, entry.seq, entry.generation)
-                for entry in self._entries.values()
-                if entry.state is State.OUTSTANDING
+                record for record in self._leases if self._lease_is_live(entries, record)
             ]
             heapq.heapify(self._leases)
+
+    @staticmethod
+    def _lease_is_live(entries: dict[int, Entry], record: tuple[float, int, int]) -> bool:
+        """Whether a heap record is the current lease of its message (as ``advance``
+        decides when it pops one: not acked, redelivered or extended since)."""
+        deadline, seq, generation = record
+        entry = entries.get(seq)
+        return (
+            entry is not None
+            and entry.state is State.OUTSTANDING
+            and entry.generation == generation
+            and entry.deadline == deadline
+        )
 
     # ------------------------------------------------------------- delivery
 
