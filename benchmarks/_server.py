@@ -1,11 +1,18 @@
-"""The reference server the benchmarks measure against, in a process of its own, and the
-messages they pre-publish to it."""
+"""The servers the benchmarks measure against, each in a process of its own (the reference
+server, Google's emulator), and the messages they pre-publish to them."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -71,3 +78,56 @@ async def fill_subscription(
         return ids
     finally:
         await transport.close()
+
+
+# The emulator jar, found as tests/conftest.py finds it (wire-contract §4.1).
+EMULATOR_PACKAGE = "google-cloud-cli-pubsub-emulator"
+EMULATOR_JAR = (
+    "/usr/lib/google-cloud-sdk/platform/pubsub-emulator/lib/cloud-pubsub-emulator-0.8.20-all.jar"
+)
+
+
+class GoogleEmulator:
+    """Google's emulator on a free 127.0.0.1 port, in its own process group; ``pid`` is
+    its JVM's (the process whose CPU time is the emulator's)."""
+
+    pid: int
+
+    def __enter__(self) -> str:
+        java = shutil.which("java")
+        listing = subprocess.run(
+            ["dpkg", "-L", EMULATOR_PACKAGE], capture_output=True, text=True, check=False
+        )
+        jars = [line for line in listing.stdout.splitlines() if line.endswith("-all.jar")]
+        jar = next((j for j in [*jars, EMULATOR_JAR] if Path(j).is_file()), None)
+        if java is None or jar is None:
+            raise SystemExit("Google's emulator is not installed (java and its jar are needed)")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self._log = tempfile.NamedTemporaryFile(prefix="emulator-", suffix=".log")
+        self._process = subprocess.Popen(
+            [java, "-jar", jar, "--host=127.0.0.1", f"--port={port}"],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.pid = self._process.pid
+        deadline = time.monotonic() + 60
+        while b"Server started" not in Path(self._log.name).read_bytes():
+            if time.monotonic() > deadline or self._process.poll() is not None:
+                self.__exit__()
+                raise SystemExit("the emulator did not start")
+            time.sleep(0.1)
+        return f"127.0.0.1:{port}"
+
+    def __exit__(self, *_: object) -> None:
+        if self._process.poll() is None:
+            os.killpg(self._process.pid, signal.SIGTERM)
+            try:
+                self._process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._process.pid, signal.SIGKILL)
+                self._process.wait(10)
+        self._log.close()

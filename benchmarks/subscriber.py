@@ -33,12 +33,8 @@ import json
 import os
 import pstats
 import resource
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -46,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 # benchmarks/ is on sys.path when run as a script
-from _server import fill_subscription, start_server
+from _server import GoogleEmulator, fill_subscription, start_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -295,7 +291,7 @@ def main() -> int:
         server.terminate()
         server.wait(timeout=10)
     if options.emulator_messages:
-        with _emulator() as emulator:
+        with GoogleEmulator() as emulator:
             for index, client in enumerate(["eoclient", "official", "official-callback"]):
                 result = run_scenario(emulator, client, True, options.emulator_messages, 20 + index)
                 rows.append(_report("Google's emulator", client, True, result))
@@ -336,55 +332,6 @@ def _write(rows: list[tuple[str, str, str, dict[str, Any]]], load: str) -> None:
         )
     with (ROOT / "docs" / "benchmarks.md").open("a") as handle:
         handle.write("\n".join(lines) + "\n")
-
-
-# The emulator jar, found as tests/conftest.py finds it (wire-contract §4.1).
-EMULATOR_PACKAGE = "google-cloud-cli-pubsub-emulator"
-EMULATOR_JAR = (
-    "/usr/lib/google-cloud-sdk/platform/pubsub-emulator/lib/cloud-pubsub-emulator-0.8.20-all.jar"
-)
-
-
-class _emulator:
-    """Google's emulator on a free 127.0.0.1 port, in its own process group."""
-
-    def __enter__(self) -> str:
-        java = shutil.which("java")
-        listing = subprocess.run(
-            ["dpkg", "-L", EMULATOR_PACKAGE], capture_output=True, text=True, check=False
-        )
-        jars = [line for line in listing.stdout.splitlines() if line.endswith("-all.jar")]
-        jar = next((j for j in [*jars, EMULATOR_JAR] if Path(j).is_file()), None)
-        if java is None or jar is None:
-            raise SystemExit("Google's emulator is not installed (java and its jar are needed)")
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        self._log = tempfile.NamedTemporaryFile(prefix="emulator-", suffix=".log")
-        self._process = subprocess.Popen(
-            [java, "-jar", jar, "--host=127.0.0.1", f"--port={port}"],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 60
-        while b"Server started" not in Path(self._log.name).read_bytes():
-            if time.monotonic() > deadline or self._process.poll() is not None:
-                self.__exit__()
-                raise SystemExit("the emulator did not start")
-            time.sleep(0.1)
-        return f"127.0.0.1:{port}"
-
-    def __exit__(self, *_: object) -> None:
-        if self._process.poll() is None:
-            os.killpg(self._process.pid, signal.SIGTERM)
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self._process.pid, signal.SIGKILL)
-                self._process.wait(10)
-        self._log.close()
 
 
 if __name__ == "__main__":
