@@ -252,3 +252,25 @@ def test_compacting_stale_lease_records_does_not_scan_the_backlog() -> None:
 
     small, large = lines_for(20_000), lines_for(200_000)
     assert large <= small * 1.1, (small, large)
+
+
+def test_one_ack_id_extended_many_times_in_one_request_leaves_one_lease_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ModifyAckDeadline repeating one ack id pushes identical lease records (one clock
+    reading a request); the compaction keeps one of them, not all — kept, every later
+    extend would rebuild the heap again, quadratic in the repeats."""
+    clock = FakeClock()
+    broker = Broker(clock, record_history=False)
+    broker.create_topic(TopicConfig(TOPIC))
+    broker.create_subscription(SubscriptionConfig(PLAIN, TOPIC))
+    broker.publish(TOPIC, [NewMessage(b"x")])
+    [delivery] = broker.pull(PLAIN, 1)
+    state = broker._resources.subscriptions[PLAIN].delivery
+    repeats = 3 * state.LEASE_HEAP_SLACK
+    counting = CountingHeapq()
+    monkeypatch.setattr(delivery_module, "heapq", counting)
+    assert broker.modify_ack_deadline(PLAIN, [delivery.ack_id] * repeats, 60).ok
+    monkeypatch.undo()
+    assert len(state._leases) <= state.LEASE_HEAP_SLACK + 1
+    assert counting.calls["heapify"] <= repeats // state.LEASE_HEAP_SLACK + 1

@@ -270,3 +270,27 @@ def test_documents_survive_a_restart(tmp_path: Path) -> None:
         }
     finally:
         reopened.close()
+
+
+def test_an_unpulled_retention_cursor_still_expires_its_cold_rows_after_a_restart(
+    server: Server,
+) -> None:
+    """After a restart the topic's retention cursor (never pulled) holds only cold rows;
+    its oldest row must still schedule the retention, or expired messages — and the
+    topic's garbage behind them — would stay on disk for ever."""
+    hour = 3600.0
+    server.broker.update_topic(
+        TopicConfig(TOPIC, message_retention_duration=hour), ["message_retention_duration"]
+    )
+    server.broker.create_subscription(SubscriptionConfig(SUB, TOPIC))
+    server.publish(*"abcde")
+    assert server.broker.acknowledge(SUB, [d.ack_id for d in server.broker.pull(SUB, 10)]).ok
+    server.restart()
+    for _ in range(3):
+        server.clock.advance(hour)
+        server.publish("later")
+        assert server.broker.acknowledge(SUB, [d.ack_id for d in server.broker.pull(SUB, 10)]).ok
+        server.broker.tick()
+        server.store.commit()
+    assert server.broker.topic_policy_counters(TOPIC).retained_messages == 1
+    assert server.store.statistics()["messages"] == 1

@@ -250,10 +250,18 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
             candidates.append(self._leases[0][0])
         if self._delayed:
             candidates.append(self._delayed[0][0])
-        if self._by_publish and self.retention != float("inf"):
-            candidates.append(self._by_publish[0][0] + self.retention)
-        if self._by_publish and self.ttl is not None:
-            candidates.append(self._by_publish[0][0] + self.ttl)
+        # The oldest message's publish time. With nothing in the window but cold rows
+        # (after a restart or a seek) it is the first cold row's, read from the store:
+        # otherwise only a Pull would load them, and a subscription nobody pulls — the
+        # topic's retention cursor above all — would keep expired rows (and the topic's
+        # garbage behind them) for ever.
+        head = self._by_publish[0][0] if self._by_publish else None
+        if head is None and self._cold:
+            head = self.oldest_unacked()
+        if head is not None and self.retention != float("inf"):
+            candidates.append(head + self.retention)
+        if head is not None and self.ttl is not None:
+            candidates.append(head + self.ttl)
         oldest = self.storage.oldest_retained() if self.retain_acked else None
         if oldest is not None and self.retention != float("inf"):
             candidates.append(oldest + self.retention)
@@ -335,9 +343,12 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
     def _compact_leases(self) -> None:
         if len(self._leases) > 2 * self._leased + self.LEASE_HEAP_SLACK:
             entries = self._entries
-            self._leases = [
-                record for record in self._leases if self._lease_is_live(entries, record)
-            ]
+            # A set: one request may extend the same ack id many times at the same now,
+            # pushing identical records that are all live; kept, they would make every
+            # later ack rebuild the heap again (quadratic in the repeats).
+            self._leases = list(
+                {record for record in self._leases if self._lease_is_live(entries, record)}
+            )
             heapq.heapify(self._leases)
 
     @staticmethod
