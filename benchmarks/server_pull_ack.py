@@ -135,7 +135,7 @@ def table(results: list[Result]) -> list[str]:
     by_kind = {(r.server, r.kind): r for r in results}
     for kind in ("plain", "exactly-once"):
         ours, theirs = by_kind.get(("eoclient serve", kind)), by_kind.get(("emulator", kind))
-        if ours and theirs and theirs.rate:
+        if ours and theirs and ours.received and theirs.received and theirs.seconds:
             lines.append("")
             lines.append(
                 f"Ratio eoclient serve / emulator, {kind}: **{ours.rate / theirs.rate:.1f}x** "

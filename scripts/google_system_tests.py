@@ -136,9 +136,13 @@ def main() -> int:
     )
     try:
         assert server.stdout is not None
+        output = []
         for line in server.stdout:  # wait for the server's banner
+            output.append(line)
             if line.startswith("REST/JSON on"):
                 break
+        else:
+            raise SystemExit("eoclient serve exited before it was ready:\n" + "".join(output))
         # Keep draining the server's output: a full pipe would block its logging, and
         # with it the server, in the middle of the tests.
         threading.Thread(target=server.stdout.read, daemon=True).start()

@@ -23,6 +23,7 @@ from eoclient.server_stub.server import ReferenceServer, run_server
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.common.exceptions import (  # noqa: E402
+    JavascriptException,
     NoSuchElementException,
     StaleElementReferenceException,
 )
@@ -70,14 +71,15 @@ async def _until(check: Callable[[], Any], what: str, seconds: float = 15.0) -> 
     """Poll ``check`` (a browser read, run off the event loop) until it is truthy.
 
     The dashboard reloads its page after an action answers, so an element found just
-    before the reload is stale when read, or not there yet: both mean "not yet".
+    before the reload is stale when read, or not there yet, and a script may run while
+    the page is going: all mean "not yet".
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     while True:
         try:
             value = await asyncio.to_thread(check)
-        except (StaleElementReferenceException, NoSuchElementException):
+        except (StaleElementReferenceException, NoSuchElementException, JavascriptException):
             value = None
         if value:
             return value

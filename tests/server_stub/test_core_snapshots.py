@@ -347,3 +347,18 @@ def test_detached_subscription_reports_detached_and_stops_receiving(env: Env) ->
         env.pull()
     with pytest.raises(FailedPrecondition, match="detached"):
         env.broker.open_stream(SUB, stream_ack_deadline=10)
+
+
+def test_a_seek_on_a_detached_subscription_replays_nothing_of_its_topic(env: Env) -> None:
+    # The topic's retention keeps "after", but the detached subscription is cut off from
+    # its topic: a seek must not fill a backlog that nobody can pull.
+    env.broker.update_topic(
+        TopicConfig(TOPIC, message_retention_duration=24 * 3600.0), ["message_retention_duration"]
+    )
+    env.subscribe()
+    start = env.clock.now()
+    env.publish("before")
+    env.broker.detach_subscription(SUB)
+    env.publish("after")
+    env.broker.seek(SUB, time=start)
+    assert env.broker.backlog(SUB) == 1

@@ -346,7 +346,9 @@ class Broker:
             wakeup = subscription.delivery.next_wakeup()
             if wakeup is not None and wakeup <= now:
                 subscription.delivery.advance(now)
-                if subscription.delivery.has_deliverable(now):
+                # A retention cursor is never delivered from: no news for anyone.
+                internal = subscription.config.internal
+                if not internal and subscription.delivery.has_deliverable(now):
                     self._changed(name)
         for name in idle:
             self._resources.remove_subscription(name)

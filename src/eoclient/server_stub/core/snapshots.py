@@ -198,7 +198,9 @@ class Snapshots:
         elif time is not None:
             available = dict(delivery.unacked() + delivery.retained())
             cursor = self._resources.retention_cursor(subscription.config.topic)
-            if cursor is not None:
+            # A detached subscription is cut off from its topic: nothing of the topic's
+            # is replayed into a backlog no one can pull.
+            if cursor is not None and not subscription.config.detached:
                 cursor.delivery.advance(now)
                 matches = subscription.filter.matches if subscription.filter else None
                 for seq, message in cursor.delivery.unacked():
