@@ -250,13 +250,14 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
             candidates.append(self._leases[0][0])
         if self._delayed:
             candidates.append(self._delayed[0][0])
-        # The oldest message's publish time. With nothing in the window but cold rows
-        # (after a restart or a seek) it is the first cold row's, read from the store:
-        # otherwise only a Pull would load them, and a subscription nobody pulls — the
-        # topic's retention cursor above all — would keep expired rows (and the topic's
-        # garbage behind them) for ever.
+        # The oldest message's publish time. With an empty window and cold rows (after
+        # a restart or a seek) it is the first cold row's, read from the store: otherwise
+        # only a Pull would load them, and a subscription nobody pulls — the topic's
+        # retention cursor above all — would keep expired rows (and the topic's garbage
+        # behind them) for ever. Only with an empty window: then ``advance`` can always
+        # load (and drop) that row, so a wake-up in the past cannot repeat.
         head = self._by_publish[0][0] if self._by_publish else None
-        if head is None and self._cold:
+        if head is None and self._cold and not self._entries:
             head = self.oldest_unacked()
         if head is not None and self.retention != float("inf"):
             candidates.append(head + self.retention)
