@@ -527,12 +527,17 @@ class Resources:
         self._changed(name)
 
     def detach_subscription(self, name: str) -> None:
+        """Cut the subscription off its topic. "All messages retained in the subscription
+        are dropped" (DetachSubscription's reference), "unacknowledged and acknowledged"
+        (Google's detach sample): its backlog and retained messages go, and with a new
+        uid every ack id issued before stops resolving."""
         subscription = self.subscription(name)
         topic = self.topics.get(subscription.config.topic)
         if topic is not None:
             topic.subscriptions.discard(name)
         subscription.config = replace(subscription.config, detached=True)
         self._store.put_subscription(subscription.record())
+        subscription.delivery.reset(f"{self._rng.getrandbits(48):012x}", [], [], self._clock.now())
         self._changed(name)
 
     def expires_at(self, subscription: SubscriptionState, now: float) -> float:
