@@ -8,7 +8,16 @@ subscription, from before a seek or from before a restart never resolves.
 
 from __future__ import annotations
 
+import random
 from typing import NamedTuple
+
+
+def new_uid(rng: random.Random) -> str:
+    """A fresh subscription uid for the ack ids issued from now on: after a new
+    subscription, a seek, a detach or a restart (48 random bits, so an earlier uid comes
+    back with a chance of about one in 2**48)."""
+    return f"{rng.getrandbits(48):012x}"
+
 
 # ErrorInfo metadata values of the exactly-once per-id failures (wire-contract §2.2).
 PERMANENT_FAILURE_INVALID_ACK_ID = "PERMANENT_FAILURE_INVALID_ACK_ID"

@@ -23,6 +23,7 @@ from typing import Any
 from eoclient._clock import Clock
 from eoclient.errors import AlreadyExists, InvalidArgument, NotFound
 from eoclient.server_stub.core import filters, names, validation
+from eoclient.server_stub.core.ack_ids import new_uid
 from eoclient.server_stub.core.delivery import Forwarder, SubscriptionDelivery
 from eoclient.server_stub.core.model import (
     DEFAULT_ACK_DEADLINE,
@@ -344,7 +345,7 @@ class Resources:
     def _new_subscription(self, config: SubscriptionConfig, now: float) -> SubscriptionState:
         """The in-memory state of a subscription, with a fresh ack-id uid."""
         delivery = SubscriptionDelivery(
-            uid=f"{self._rng.getrandbits(48):012x}",
+            uid=new_uid(self._rng),
             storage=SubscriptionStorage(self._store, config.name),
             ordered=config.enable_message_ordering,
             exactly_once=config.enable_exactly_once_delivery,
@@ -537,7 +538,7 @@ class Resources:
             topic.subscriptions.discard(name)
         subscription.config = replace(subscription.config, detached=True)
         self._store.put_subscription(subscription.record())
-        subscription.delivery.reset(f"{self._rng.getrandbits(48):012x}", [], [], self._clock.now())
+        subscription.delivery.reset(new_uid(self._rng), [], [], self._clock.now())
         self._changed(name)
 
     def expires_at(self, subscription: SubscriptionState, now: float) -> float:

@@ -18,6 +18,7 @@ from dataclasses import replace
 from eoclient._clock import Clock
 from eoclient.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from eoclient.server_stub.core import names
+from eoclient.server_stub.core.ack_ids import new_uid
 from eoclient.server_stub.core.dispatch import Dispatch
 from eoclient.server_stub.core.model import (
     SNAPSHOT_LIFETIME,
@@ -212,7 +213,7 @@ class Snapshots:
             outcome = SeekOutcome(oldest, complete=oldest is None or time >= oldest)
         else:
             raise InvalidArgument("The seek target must be set: a time or a snapshot.")
-        delivery.reset(f"{self._rng.getrandbits(48):012x}", unacked, acked, now)
+        delivery.reset(new_uid(self._rng), unacked, acked, now)
         self._resources.touch(subscription, now)
         self._changed(name)
         return outcome
