@@ -183,15 +183,11 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
         self._now_hint = now
         expired: list[Entry] = []
         while self._leases and self._leases[0][0] <= now:
-            deadline, seq, generation = heapq.heappop(self._leases)
-            entry = self._entries.get(seq)
-            if (
-                entry is None
-                or entry.state is not State.OUTSTANDING
-                or entry.generation != generation
-                or entry.deadline != deadline
-            ):
-                continue  # stale: acked, redelivered or extended since (_lease_is_live)
+            record = heapq.heappop(self._leases)
+            entry = self._live_lease(self._entries, record)
+            if entry is None:
+                continue  # stale: acked, redelivered or extended since
+            deadline = record[0]
             self.counters.expired += 1
             expired.append(entry)
             # The lease ended at its deadline, not when this (lazy) call noticed it:
@@ -348,22 +344,25 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
             # pushing identical records that are all live; kept, they would make every
             # later ack rebuild the heap again (quadratic in the repeats).
             self._leases = list(
-                {record for record in self._leases if self._lease_is_live(entries, record)}
+                {record for record in self._leases if self._live_lease(entries, record)}
             )
             heapq.heapify(self._leases)
 
     @staticmethod
-    def _lease_is_live(entries: dict[int, Entry], record: tuple[float, int, int]) -> bool:
-        """Whether a heap record is the current lease of its message (as ``advance``
-        decides when it pops one: not acked, redelivered or extended since)."""
+    def _live_lease(entries: dict[int, Entry], record: tuple[float, int, int]) -> Entry | None:
+        """The entry whose current lease a heap record is, or None for a stale record
+        (acked, redelivered or extended since): the expiry in ``advance`` and the
+        compaction judge records alike."""
         deadline, seq, generation = record
         entry = entries.get(seq)
-        return (
-            entry is not None
-            and entry.state is State.OUTSTANDING
-            and entry.generation == generation
-            and entry.deadline == deadline
-        )
+        if (
+            entry is None
+            or entry.state is not State.OUTSTANDING
+            or entry.generation != generation
+            or entry.deadline != deadline
+        ):
+            return None
+        return entry
 
     # ------------------------------------------------------------- delivery
 
