@@ -19,6 +19,7 @@ import heapq
 import itertools
 import sys
 from collections import Counter
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -136,11 +137,8 @@ def workload(clock: FakeClock, broker: Broker) -> int:
     return delivered
 
 
-def measure(backlog: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    clock, broker = build(backlog)
-    counting = CountingHeapq()
-    monkeypatch.setattr(delivery_module, "heapq", counting)
-    CountingInt.comparisons = 0
+def _core_lines_while(action: Callable[[], object]) -> int:
+    """Python lines executed inside the broker core while ``action()`` runs."""
     lines = 0
 
     def tracer(frame: FrameType, event: str, arg: object) -> Any:
@@ -154,9 +152,26 @@ def measure(backlog: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     previous = sys.gettrace()
     sys.settrace(tracer)
     try:
-        delivered = workload(clock, broker)
+        action()
     finally:
         sys.settrace(previous)
+    return lines
+
+
+def measure(backlog: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    clock, broker = build(backlog)
+    counting = CountingHeapq()
+    monkeypatch.setattr(delivery_module, "heapq", counting)
+    CountingInt.comparisons = 0
+    delivered = 0
+
+    def run() -> None:
+        nonlocal delivered
+        delivered = workload(clock, broker)
+
+    try:
+        lines = _core_lines_while(run)
+    finally:
         monkeypatch.undo()
 
     # Heaps stay bounded: nothing outstanding now, so no lease or delay entries remain
@@ -203,27 +218,6 @@ def test_acked_lease_records_do_not_pile_up_until_their_deadlines() -> None:
         broker.acknowledge(PLAIN, [d.ack_id for d in deliveries])
         clock.advance(0.1)  # 50,000 acks within one 600 s deadline
     assert len(delivery._leases) <= 2 * 0 + delivery.LEASE_HEAP_SLACK + 1
-
-
-def _core_lines_while(action: Any) -> int:
-    """Python lines executed inside the broker core while ``action()`` runs."""
-    lines = 0
-
-    def tracer(frame: FrameType, event: str, arg: object) -> Any:
-        nonlocal lines
-        if CORE_DIR not in frame.f_code.co_filename.replace("\\", "/"):
-            return None
-        if event == "line":
-            lines += 1
-        return tracer
-
-    previous = sys.gettrace()
-    sys.settrace(tracer)
-    try:
-        action()
-    finally:
-        sys.settrace(previous)
-    return lines
 
 
 def test_compacting_stale_lease_records_does_not_scan_the_backlog() -> None:
