@@ -22,7 +22,13 @@ from . import core_support
 
 TEST_WINDOW = 3
 # Modules whose tests build no Env (their own broker, or none at all).
-STORE_INDEPENDENT = {"test_core_complexity", "test_wire_encoding", "test_sqlite_store"}
+STORE_INDEPENDENT = {
+    "test_core_complexity",
+    "test_wire_encoding",
+    "test_sqlite_store",
+    "test_lease_table",
+    "test_backlog_window",
+}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

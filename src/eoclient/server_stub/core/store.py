@@ -25,16 +25,23 @@ What a store holds, and where the core relies on it:
 * per snapshot the messages it retains, and per topic with snapshots the messages
   published after the oldest one's position (the *topic log*).
 
-Leases are not stored: after a restart every unacknowledged message is deliverable
-again, and every ack id issued before it is invalid (the core gives each subscription a
-new ack-id uid at load).
+* per subscription its ack-id uid, and per backlog row the generation of its latest
+  delivery and, while it is leased, the lease's deadline: after a restart an ack id
+  issued before it resolves as it did (its lease still runs until that deadline);
+* per exactly-once subscription the acks it answered SUCCESS, until their leases'
+  deadlines: an ack retried after a restart (its answer lost with the process) finds
+  its own and answers SUCCESS again (``remember_ack``).
+
+The core hands every lease change over as it happens; the server's shell sends a
+delivery of an exactly-once subscription only once the commit holding its lease is done
+(``group_commit.py``), so every ack id a client can hold is one the store can resolve.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from eoclient.server_stub.core.model import StoredMessage, SubscriptionConfig, TopicConfig
 
@@ -48,6 +55,7 @@ class SubscriptionRecord:
     config: SubscriptionConfig
     created: float
     last_activity: float  # the expiration policy counts from here
+    uid: str = ""  # of its ack ids (ack_ids.py); "": none stored yet (a new one is made)
 
 
 @dataclass(frozen=True)
@@ -68,13 +76,48 @@ class BacklogRow:
     seq: int
     message: StoredMessage
     failed_attempts: int
+    generation: int = 0  # of its latest delivery (0: never delivered)
+
+
+class Acked(NamedTuple):
+    """An acknowledged message a subscription retains (``retain_acked_messages``)."""
+
+    seq: int
+    publish_time: float
+    # None: the core does not hold the body — only with a store that keeps every body
+    # itself (one that bounds the window).
+    message: StoredMessage | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredLease:
+    """A backlog row leased when the store last committed: what its lease needs back."""
+
+    seq: int
+    generation: int
+    deadline: float
+    failed_attempts: int
+    size: int
+    publish_time: float
+    ordering_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredAck:
+    """An exactly-once ack answered SUCCESS, kept until its lease's deadline."""
+
+    seq: int
+    generation: int
+    deadline: float
 
 
 @dataclass(frozen=True)
 class StoredSubscription:
     record: SubscriptionRecord
-    backlog: int  # how many unacknowledged messages the store holds for it
+    backlog: int  # how many unacknowledged messages the store holds for it (leased too)
     backlog_bytes: int  # and their sizes, as flow control counts them
+    leases: Sequence[StoredLease] = ()  # in seq order
+    acks: Sequence[StoredAck] = ()
 
 
 @dataclass(frozen=True)
@@ -137,12 +180,32 @@ class Store(Protocol):
         """Up to ``limit`` backlog rows with seq > ``after_seq``, in seq order."""
         ...
 
-    def settle(self, subscription: str, seqs: Sequence[int], retain: Sequence[SeqMessage]) -> None:
+    def settle(self, subscription: str, seqs: Sequence[int], retain: Sequence[Acked]) -> None:
         """``seqs`` leave the backlog (acknowledged, dead-lettered, filtered out, past
         their retention); ``retain`` are kept as retained acknowledged messages."""
         ...
 
-    def set_failed_attempts(self, subscription: str, seq: int, failed_attempts: int) -> None: ...
+    def rows(self, subscription: str, seqs: Sequence[int]) -> list[BacklogRow]:
+        """The backlog rows of ``seqs`` (ascending) that exist, in seq order."""
+        ...
+
+    def lease(self, subscription: str, seq: int, generation: int, deadline: float) -> None:
+        """Row ``seq`` is leased (delivered as ``generation``, or extended) until ``deadline``."""
+        ...
+
+    def end_lease(self, subscription: str, seq: int, failed_attempts: int) -> None:
+        """Row ``seq``'s lease ended (nack, expiry) without an ack; its failed delivery
+        attempts are now ``failed_attempts``."""
+        ...
+
+    def remember_ack(self, subscription: str, seq: int, generation: int, deadline: float) -> None:
+        """Generation ``generation`` of ``seq`` was acked SUCCESS (exactly-once), its lease
+        running until ``deadline``; kept until ``forget_acks`` passes that deadline."""
+        ...
+
+    def forget_acks(self, subscription: str, now: float) -> None:
+        """Forget the remembered acks whose deadline is at or before ``now``."""
+        ...
 
     def retained(self, subscription: str) -> list[SeqMessage]:
         """Retained acknowledged messages, in seq order."""
@@ -159,10 +222,15 @@ class Store(Protocol):
     def drop_retained(self, subscription: str) -> None: ...
 
     def reset_subscription(
-        self, subscription: str, unacked: Sequence[SeqMessage], retained: Sequence[SeqMessage]
+        self,
+        subscription: str,
+        unacked: Sequence[SeqMessage],
+        retained: Sequence[SeqMessage],
+        uid: str,
     ) -> None:
-        """Seek: the backlog becomes ``unacked`` (no failed attempts), the retained
-        acknowledged messages ``retained``."""
+        """Seek: the backlog becomes ``unacked`` (no failed attempts, no leases), the
+        retained acknowledged messages ``retained``, the ack-id uid ``uid``; no ack is
+        remembered any more."""
         ...
 
     # ---------------------------------------------------------------- snapshots
@@ -223,14 +291,26 @@ class SubscriptionStorage:
         self.name = name
         self.window = store.window
 
-    def settle(self, seqs: Sequence[int], retain: Sequence[SeqMessage] = ()) -> None:
+    def settle(self, seqs: Sequence[int], retain: Sequence[Acked] = ()) -> None:
         self._store.settle(self.name, seqs, retain)
 
-    def set_failed_attempts(self, seq: int, failed_attempts: int) -> None:
-        self._store.set_failed_attempts(self.name, seq, failed_attempts)
+    def lease(self, seq: int, generation: int, deadline: float) -> None:
+        self._store.lease(self.name, seq, generation, deadline)
+
+    def end_lease(self, seq: int, failed_attempts: int) -> None:
+        self._store.end_lease(self.name, seq, failed_attempts)
+
+    def remember_ack(self, seq: int, generation: int, deadline: float) -> None:
+        self._store.remember_ack(self.name, seq, generation, deadline)
+
+    def forget_acks(self, now: float) -> None:
+        self._store.forget_acks(self.name, now)
 
     def backlog(self, after_seq: int, limit: int) -> list[BacklogRow]:
         return self._store.backlog(self.name, after_seq, limit)
+
+    def rows(self, seqs: Sequence[int]) -> list[BacklogRow]:
+        return self._store.rows(self.name, seqs)
 
     def retained(self) -> list[SeqMessage]:
         return self._store.retained(self.name)
@@ -244,5 +324,7 @@ class SubscriptionStorage:
     def drop_retained(self) -> None:
         self._store.drop_retained(self.name)
 
-    def reset(self, unacked: Sequence[SeqMessage], retained: Sequence[SeqMessage]) -> None:
-        self._store.reset_subscription(self.name, unacked, retained)
+    def reset(
+        self, unacked: Sequence[SeqMessage], retained: Sequence[SeqMessage], uid: str
+    ) -> None:
+        self._store.reset_subscription(self.name, unacked, retained, uid)
