@@ -33,9 +33,10 @@ from eoclient.server_stub.core import (
     NewMessage,
     SubscriptionConfig,
     TopicConfig,
+    delivery_window,
+    lease_table,
 )
 from eoclient.server_stub.core import delivery as delivery_module
-from eoclient.server_stub.core import delivery_window, lease_table
 
 from .core_support import DLT, PROJECT, TOPIC
 
