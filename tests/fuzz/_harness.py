@@ -28,11 +28,11 @@ from google.protobuf.message import Message
 from eoclient._clock import SystemClock
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient.pytest_plugin.server_thread import ServerThread
-from eoclient.server_stub import broker_policies
 from eoclient.server_stub.core import Broker
-from eoclient.server_stub.faults import RpcFaults
-from eoclient.server_stub.service import PubSubService, StreamRegistry
-from eoclient.server_stub.service_extensions import full_service_name
+from eoclient.server_stub.services import broker_policies
+from eoclient.server_stub.services.faults import RpcFaults
+from eoclient.server_stub.services.pubsub import PubSubService, StreamRegistry
+from eoclient.server_stub.services.service_extensions import full_service_name
 
 from ._strategies import ACK_PLACEHOLDERS, NEW, PROJECT, SNAPSHOTS, SUBSCRIPTIONS, TOPICS
 

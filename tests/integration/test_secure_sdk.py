@@ -24,8 +24,8 @@ from google.oauth2.credentials import Credentials
 
 import eoclient
 from eoclient import errors
-from eoclient.server_stub.auth import TokenTable
-from eoclient.server_stub.security import DoorSecurity, TlsFiles
+from eoclient.server_stub.access.security import DoorSecurity, TlsFiles
+from eoclient.server_stub.access.tokens import TokenTable
 from eoclient.server_stub.server import ReferenceServer, run_server
 
 from .tls_support import Certificates, make_certificates

@@ -27,19 +27,19 @@ from aiohttp import web
 
 from eoclient._clock import Clock, SystemClock
 from eoclient._tasks import cancel_and_wait
-from eoclient.server_stub import broker_policies
+from eoclient.server_stub.access.security import DoorSecurity, exposure_warnings
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.dispatch import DEFAULT_MAX_LEASES
 from eoclient.server_stub.core.history import MessageHistory
-from eoclient.server_stub.dashboard import Dashboard
-from eoclient.server_stub.faults import InjectedStatus, RpcFaults
+from eoclient.server_stub.doors.grpc.door import GrpcDoor
+from eoclient.server_stub.doors.rest.door import RestDoor
 from eoclient.server_stub.group_commit import GroupCommit
-from eoclient.server_stub.grpc_door import GrpcDoor
-from eoclient.server_stub.metrics import ServerMetrics
+from eoclient.server_stub.observe.dashboard import Dashboard
+from eoclient.server_stub.observe.metrics import ServerMetrics
 from eoclient.server_stub.push import PushDispatcher
-from eoclient.server_stub.rest import RestDoor
-from eoclient.server_stub.security import DoorSecurity, exposure_warnings
-from eoclient.server_stub.service import PubSubService, StreamRegistry
+from eoclient.server_stub.services import broker_policies
+from eoclient.server_stub.services.faults import InjectedStatus, RpcFaults
+from eoclient.server_stub.services.pubsub import PubSubService, StreamRegistry
 
 logger = logging.getLogger("eoclient.server_stub")
 

@@ -34,8 +34,8 @@ from typing import Any
 
 from eoclient._proto import pubsub_pb2
 from eoclient.errors import InvalidArgument
-from eoclient.server_stub import translate
 from eoclient.server_stub.core import Delivery
+from eoclient.server_stub.services import translate
 
 SUCCESS_STATUSES = frozenset({102, 200, 201, 202, 204})
 VERSION_ATTRIBUTE = "x-goog-version"

@@ -20,10 +20,11 @@ import grpc
 from eoclient._proto import pubsub_pb2
 from eoclient._tasks import cancel_and_wait
 from eoclient.errors import Internal, InvalidArgument, RpcError
-from eoclient.server_stub import ack_settling, request_checks, wire_encoding
 from eoclient.server_stub.core import AckReply
-from eoclient.server_stub.grpc_status import abort, authorization, status_code
-from eoclient.server_stub.service import INTERNAL_ERROR_MESSAGE, PubSubService, StreamHandle
+from eoclient.server_stub.doors.grpc import wire_encoding
+from eoclient.server_stub.doors.grpc.status import abort, authorization, status_code
+from eoclient.server_stub.services import ack_settling, request_checks
+from eoclient.server_stub.services.pubsub import INTERNAL_ERROR_MESSAGE, PubSubService, StreamHandle
 
 # Per streaming response: the official client accepts any size (it sets
 # max_receive_message_length=-1), but other clients keep gRPC's 4 MiB default, so

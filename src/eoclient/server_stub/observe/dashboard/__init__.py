@@ -30,11 +30,11 @@ from aiohttp import web
 from eoclient._clock import Clock
 from eoclient._proto import broker_policies_pb2, pubsub_pb2
 from eoclient.errors import InvalidArgument, NotFound, PermissionDenied
-from eoclient.server_stub.auth import Grant
-from eoclient.server_stub.dashboard import pages
-from eoclient.server_stub.dashboard.history import SAMPLE_SECONDS, History
-from eoclient.server_stub.rest_errors import HttpProblem
-from eoclient.server_stub.service import PubSubService
+from eoclient.server_stub.access.tokens import Grant
+from eoclient.server_stub.doors.rest.errors import HttpProblem
+from eoclient.server_stub.observe.dashboard import pages
+from eoclient.server_stub.observe.dashboard.history import SAMPLE_SECONDS, History
+from eoclient.server_stub.services.pubsub import PubSubService
 
 PEEK_MESSAGES = 20
 MAX_ACTION_BYTES = 64 * 1024  # a form's JSON; skip lists of thousands of ids still fit

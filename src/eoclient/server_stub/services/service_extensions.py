@@ -18,22 +18,23 @@ from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
 from eoclient._proto import iam_policy_pb2, policy_pb2, pubsub_pb2, schema_pb2
-from eoclient.server_stub import schema_service, translate
-from eoclient.server_stub.iam_service import SERVICE as IAM_SERVICE
-from eoclient.server_stub.iam_service import IamService
 from eoclient.server_stub.push.payload import check_push_config
-from eoclient.server_stub.schema_service import SERVICE as SCHEMA_SERVICE
-from eoclient.server_stub.schema_service import SchemaService
+from eoclient.server_stub.services import schemas as schema_service
+from eoclient.server_stub.services import translate
+from eoclient.server_stub.services.iam_policy import SERVICE as IAM_SERVICE
+from eoclient.server_stub.services.iam_policy import IamService
+from eoclient.server_stub.services.schemas import SERVICE as SCHEMA_SERVICE
+from eoclient.server_stub.services.schemas import SchemaService
 
 if TYPE_CHECKING:
-    from eoclient.server_stub.service import PubSubService, RpcMethod
+    from eoclient.server_stub.services.pubsub import PubSubService, RpcMethod
 
 Handler = Callable[[Any], Awaitable[Message]]
 
 
 def install(service: PubSubService) -> None:
     """Add issue 14's methods to ``service.methods`` and wrap the handlers it extends."""
-    from eoclient.server_stub.service import RpcMethod
+    from eoclient.server_stub.services.pubsub import RpcMethod
 
     methods: dict[str, RpcMethod] = {}
 

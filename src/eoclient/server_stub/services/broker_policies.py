@@ -20,10 +20,10 @@ from typing import Any
 
 from eoclient._proto import broker_policies_pb2 as pb
 from eoclient.errors import InvalidArgument, NotFound
-from eoclient.server_stub import policy_translate as convert
 from eoclient.server_stub.core import Broker
-from eoclient.server_stub.service import Handler, PubSubService, RpcMethod
-from eoclient.server_stub.translate import seconds_of_timestamp
+from eoclient.server_stub.services import policy_translate as convert
+from eoclient.server_stub.services.pubsub import Handler, PubSubService, RpcMethod
+from eoclient.server_stub.services.translate import seconds_of_timestamp
 
 SERVICE = "eoclient.broker.v1.BrokerPolicies"
 # One SkipMessages names at most this many ids: Pulsar persists at most 10,000

@@ -19,7 +19,7 @@ from eoclient._proto import expr_pb2, iam_policy_pb2, policy_pb2
 from eoclient.server_stub.core import iam
 
 if TYPE_CHECKING:
-    from eoclient.server_stub.service import PubSubService
+    from eoclient.server_stub.services.pubsub import PubSubService
 
 SERVICE = "google.iam.v1.IAMPolicy"
 

@@ -26,11 +26,15 @@ from aiohttp import web
 
 from eoclient._proto import broker_policies_pb2 as pb
 from eoclient.errors import NotFound, RpcError
-from eoclient.server_stub import rest_request
-from eoclient.server_stub.auth import Grant
-from eoclient.server_stub.pulsar_ids import PulsarPayloadError, message_id_of, parse_skip_body
-from eoclient.server_stub.rest_errors import HTTP_STATUS
-from eoclient.server_stub.service import PubSubService
+from eoclient.server_stub.access.tokens import Grant
+from eoclient.server_stub.doors.rest import parsing
+from eoclient.server_stub.doors.rest.errors import HTTP_STATUS
+from eoclient.server_stub.doors.rest.pulsar_ids import (
+    PulsarPayloadError,
+    message_id_of,
+    parse_skip_body,
+)
+from eoclient.server_stub.services.pubsub import PubSubService
 
 PATH = re.compile(
     r"/admin/v2/persistent/(?P<tenant>[^/]+)/(?P<namespace>[^/]+)/(?P<topic>[^/]+)"
@@ -66,7 +70,7 @@ async def answer(
         headers = {**cors, "Allow": "POST"}
         return _pulsar_error(405, f"HTTP method {request.method} is not allowed here.", headers)
     try:
-        items = parse_skip_body(await rest_request.read_body(request))
+        items = parse_skip_body(await parsing.read_body(request))
         message_ids = list(dict.fromkeys(message_id_of(item) for item in items))
     except PulsarPayloadError as error:
         return _pulsar_error(400, str(error), cors)

@@ -29,7 +29,7 @@ from eoclient.server_stub.core.schemas import DELETED_SCHEMA, INVALID_MESSAGE, S
 
 if TYPE_CHECKING:
     from eoclient.server_stub.core import Broker
-    from eoclient.server_stub.service import PubSubService
+    from eoclient.server_stub.services.pubsub import PubSubService
 
 SERVICE = "SchemaService"  # google.pubsub.v1.SchemaService
 

@@ -23,11 +23,12 @@ from google.protobuf.message import Message
 
 from eoclient._proto import pubsub_pb2
 from eoclient.errors import Internal, RpcError
-from eoclient.server_stub import request_checks, wire_encoding
-from eoclient.server_stub.grpc_status import abort, authorization
-from eoclient.server_stub.service import INTERNAL_ERROR_MESSAGE, PubSubService
-from eoclient.server_stub.service_extensions import full_service_name
-from eoclient.server_stub.streaming_pull import serve_streaming_pull
+from eoclient.server_stub.doors.grpc import wire_encoding
+from eoclient.server_stub.doors.grpc.status import abort, authorization
+from eoclient.server_stub.doors.grpc.streaming_pull import serve_streaming_pull
+from eoclient.server_stub.services import request_checks
+from eoclient.server_stub.services.pubsub import INTERNAL_ERROR_MESSAGE, PubSubService
+from eoclient.server_stub.services.service_extensions import full_service_name
 
 logger = logging.getLogger("eoclient.server_stub.grpc")
 

@@ -35,14 +35,19 @@ from eoclient.errors import (
     Unimplemented,
     rpc_error_class,
 )
-from eoclient.server_stub import ack_settling, request_checks, translate, unsupported_settings
-from eoclient.server_stub.auth import Grant, TokenTable, request_projects
+from eoclient.server_stub.access.tokens import Grant, TokenTable, request_projects
 from eoclient.server_stub.core import AckReply, Broker, Delivery
 from eoclient.server_stub.core.policies import BacklogQuotaHeld
-from eoclient.server_stub.faults import RpcFaults
+from eoclient.server_stub.doors.grpc.streams import StreamHandle, StreamRegistry
 from eoclient.server_stub.group_commit import GroupCommit
-from eoclient.server_stub.publish_hold import publish_held
-from eoclient.server_stub.streams import StreamHandle, StreamRegistry
+from eoclient.server_stub.services import (
+    ack_settling,
+    request_checks,
+    translate,
+    unsupported_settings,
+)
+from eoclient.server_stub.services.faults import RpcFaults
+from eoclient.server_stub.services.publish_hold import publish_held
 
 __all__ = ["ExactlyOnceAckFailure", "PubSubService", "StreamHandle", "StreamRegistry"]
 
@@ -138,7 +143,7 @@ class PubSubService:
         self._pull_waiters: dict[str, set[asyncio.Event]] = {}
         self.methods: dict[str, RpcMethod] = self._method_table()
         # issue 14: IAM, SchemaService, schema-checked Publish, push (service_extensions)
-        from eoclient.server_stub import service_extensions
+        from eoclient.server_stub.services import service_extensions
 
         service_extensions.install(self)
 
