@@ -95,7 +95,7 @@ async def test_permission_denied_is_typed_for_publish_and_a_status_for_acks(
         [message] = await client.pull(SUBSCRIPTION)
         # The token loses the project while the message is held (the server's token table
         # is a test instrument): the ack is refused with PERMISSION_DENIED, its own status.
-        secured.service.tokens = TokenTable.parse("team-a-token elsewhere\n")
+        secured.services.tokens = TokenTable.parse("team-a-token elsewhere\n")
         status = await message.ack_with_response()
     assert status is eoclient.AcknowledgeStatus.PERMISSION_DENIED
     assert secured.broker.backlog(SUBSCRIPTION) == 1

@@ -3,7 +3,7 @@
 One state, two doors: every binding (wire-contract §1.1, ``rest_routes``) becomes the
 same request proto the gRPC door receives (JSON body parsed by ``rest_request``, the
 resource name from the path, query parameters on GET/DELETE), runs through the same
-transport-neutral ``PubSubService.call`` (so injected faults, validation and
+transport-neutral ``Services.call`` (so injected faults, validation and
 exactly-once rules are the gRPC door's), and the response proto is answered as proto3
 JSON (camelCase, base64 bytes, ``"600s"`` durations, RFC 3339 timestamps, int64 as
 strings, default values omitted, as the emulator does).
@@ -45,7 +45,8 @@ from eoclient.server_stub.doors.rest.routes import route
 from eoclient.server_stub.observe import dashboard
 from eoclient.server_stub.observe.dashboard import Dashboard
 from eoclient.server_stub.observe.metrics import METRICS_PATH, ServerMetrics
-from eoclient.server_stub.services.pubsub import INTERNAL_ERROR_MESSAGE, PubSubService
+from eoclient.server_stub.services.errors import INTERNAL_ERROR_MESSAGE
+from eoclient.server_stub.services.table import Services
 
 __all__ = ["HTTP_STATUS", "MAX_BODY_BYTES", "RestDoor"]
 
@@ -53,16 +54,16 @@ logger = logging.getLogger("eoclient.server_stub.doors.rest.door")
 
 
 class RestDoor:
-    """The aiohttp application of one ``PubSubService``, behind a ``BrowserPolicy``."""
+    """The aiohttp application of one ``Services``, behind a ``BrowserPolicy``."""
 
     def __init__(
         self,
-        service: PubSubService,
+        services: Services,
         policy: BrowserPolicy | None = None,
         metrics: ServerMetrics | None = None,
         dashboard: Dashboard | None = None,
     ) -> None:
-        self.service = service
+        self.services = services
         self.policy = policy or BrowserPolicy()
         self.metrics = metrics  # served at /metrics (metrics.py), behind the same checks
         self.dashboard = dashboard  # served at / and /dashboard/ (dashboard/), likewise
@@ -89,13 +90,13 @@ class RestDoor:
                 return web.Response(status=204, headers=_preflight(cors))
             system, query = system_parameters.split_query(list(request.query.items()))
             token = f"Bearer {system.access_token}" if system.access_token else None
-            grant = self.service.authenticate(request.headers.get("Authorization") or token)
+            grant = self.services.authenticate(request.headers.get("Authorization") or token)
             if request.path == METRICS_PATH and self.metrics is not None:
                 return self.metrics.response(request, grant, cors)
             if self.dashboard is not None and dashboard.matches(request.path):
                 return await self.dashboard.response(request, grant)
             if pulsar_alias.matches(request.path):  # issue 12: Pulsar's shapes, not Google's
-                return await pulsar_alias.answer(self.service, request, cors, grant)
+                return await pulsar_alias.answer(self.services, request, cors, grant)
             response = await self._answer(request, query, grant)
             text = system.render(response)
         except HttpProblem as problem:
@@ -134,7 +135,7 @@ class RestDoor:
         """Route, build the request proto (``query``: without system parameters), and
         run the RPC."""
         binding, name = route(request.method, request.path)
-        message = self.service.methods[binding.rpc].request()
+        message = self.services.methods[binding.rpc].request()
         if binding.body_field:  # issue 14: CreateSchema's body is one field
             parsing.parse_body(
                 await parsing.read_body(request), getattr(message, binding.body_field)
@@ -147,7 +148,7 @@ class RestDoor:
             parsing.bind_query(message, query)
         parsing.check_text(name, binding.field)
         parsing.set_field(message, binding.field, name)
-        response: Message = await self.service.call(binding.rpc, message, grant=grant)
+        response: Message = await self.services.call(binding.rpc, message, grant=grant)
         return response
 
 
