@@ -310,7 +310,7 @@ class _StreamSession:
             return False
         exactly_once, ordering = self.broker.subscription_properties(self.handle.subscription)
         if exactly_once:  # the leases first, so their ack ids resolve after a crash
-            await self.service.group_commit.durable()
+            await self.services.group_commit.durable()
         properties = wire_encoding.encode_properties(exactly_once, ordering)
         batch: list[bytes] = []
         size = 0
