@@ -40,10 +40,6 @@ NOT_YET_CONVERTED: tuple[str, ...] = (
     # the house helper: the server's rooms and the CLI
     "src/eoclient/server_stub",
     "src/eoclient/cli",
-    # the crash helper's files inside the server
-    "src/eoclient/server_stub/core/ack_ids.py",
-    "src/eoclient/server_stub/core/delivery.py",
-    "src/eoclient/server_stub/core/stream_flow.py",
     # the lean helper
     "src/eoclient/cli/__init__.py",
     # the subscriber helper

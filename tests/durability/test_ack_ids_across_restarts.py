@@ -157,16 +157,16 @@ def test_extensions_survive_and_a_lease_ended_before_the_crash_stays_ended(
     assert again.ack_id != b.ack_id  # a new generation, never one issued before
 
 
-def test_remembered_acks_are_forgotten_after_their_deadlines(server: Server) -> None:
+def test_stored_leases_are_forgotten_after_their_deadlines(server: Server) -> None:
     server.publish(*"abc")
     assert server.ack(*server.pull()) == {}
     server.broker.tick()
     server.commit()
-    assert server.store.statistics()["acked"] == 3
-    server.clock.advance(60 + SubscriptionDelivery.FORGET_ACKS_INTERVAL)
+    assert server.store.statistics()["leases"] == 1  # one Pull's batch
+    server.clock.advance(60 + SubscriptionDelivery.FORGET_LEASES_INTERVAL)
     server.broker.tick()
     server.commit()
-    assert server.store.statistics()["acked"] == 0
+    assert server.store.statistics()["leases"] == 0
 
 
 def test_a_seek_after_the_restart_ends_every_earlier_id(server: Server) -> None:

@@ -22,22 +22,23 @@ Heap entries are never removed in place; a stale one (the message left the windo
 rescheduled) is recognised when it surfaces and skipped, so delivery, ack and expiry
 each cost O(log n).
 
-Ack ids (wire-contract §2.4) are ``{subscription uid}-{seq}-{generation}``: a new
-generation per delivery, so only the latest delivery's id resolves to the message. The
-uid differs for every subscription ever created and every seek, so an id from another
-subscription (or from a deleted and recreated one) never resolves here. A store that
-keeps state across restarts keeps the uid and each lease (generation, deadline), so an
-id issued before a restart resolves after it as before; an exactly-once ack answered
-SUCCESS is remembered until its lease's deadline, so that retried after a restart (its
-answer lost with the process) it answers SUCCESS again (``AckTarget.acked``). Within one
-run a repeated ack is INVALID_ACK_ID, as Google's emulator answers.
+Ack ids (docs/protocol.md#ack-ids-and-generations) are
+``{subscription uid}-{seq}-{generation}``: a new generation per delivery, so only the
+latest delivery's id resolves to the message. The uid differs for every subscription ever
+created and every seek, so an id from another subscription (or from a deleted and
+recreated one) never resolves here. A store that keeps state across restarts keeps the
+uid and each lease (generation, deadline) until its deadline, so an id issued before a
+restart resolves as it did, and an exactly-once ack of a lease whose message has gone
+since — the ack was committed, its answer lost with the process — answers SUCCESS again
+when retried (``AckTarget.acked``). Within one run a repeated ack is INVALID_ACK_ID, as
+Google's emulator answers (docs/protocol.md#ack-ids-across-a-restart).
 
 Ordering keys (when the subscription enables ordering): the unacknowledged messages of a
 key the core holds form a sequence (``KeySequence``) whose delivered part is a prefix.
 Only the first undelivered message of a key is ever in ``_ready``/``_delayed``;
 delivering it schedules the next. When a delivered message goes back to waiting (nack,
 expiry), every later delivered message of its key goes back too, so they are delivered
-again after it, in order (wire-contract §1.5 "Ordering").
+again after it, in order (docs/protocol.md#ordering-keys).
 
 Policies applied here (the broker sets them from the subscription's config):
 
@@ -70,7 +71,6 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
-from typing import NamedTuple
 
 from eoclient.server_stub.core import delivery_policies
 from eoclient.server_stub.core.ack_ids import AckIdParts
@@ -91,14 +91,23 @@ from eoclient.server_stub.core.stream_flow import StreamFlow
 Forwarder = Callable[[StoredMessage, int], bool]
 
 
-class AckTarget(NamedTuple):
-    """The message an ack id names here (``resolve_parts``, ``lookup_parts``)."""
+class AckTarget:
+    """The message an ack id names here (``resolve_parts``, ``lookup_parts``). A slots
+    class, not a NamedTuple: one is made for every id of every ack, and its constructor
+    is the cheaper."""
 
-    seq: int
-    generation: int
-    # Acknowledged by this very id before a restart (the store remembered it): a retried
-    # ack answers SUCCESS and changes nothing.
-    acked: bool = False
+    __slots__ = ("acked", "generation", "seq")
+
+    def __init__(self, seq: int, generation: int, acked: bool = False) -> None:
+        self.seq = seq
+        self.generation = generation
+        # Its lease was stored and its message left the backlog before a restart (acked,
+        # the answer maybe lost with the process): a retried ack answers SUCCESS and
+        # changes nothing.
+        self.acked = acked
+
+    def __repr__(self) -> str:
+        return f"AckTarget({self.seq}, {self.generation}, acked={self.acked})"
 
     @property
     def message_id(self) -> str:
@@ -108,9 +117,9 @@ class AckTarget(NamedTuple):
 class SubscriptionDelivery:
     """Delivery bookkeeping of one subscription. Pure: every method takes ``now``."""
 
-    # Remembered exactly-once acks past their deadlines are deleted from the store at
-    # most this often (one range delete a subscription).
-    FORGET_ACKS_INTERVAL = 60.0
+    # Stored leases past their deadlines are deleted from the store at most this often
+    # (one range delete a subscription).
+    FORGET_LEASES_INTERVAL = 60.0
 
     def __init__(
         self,
@@ -143,6 +152,10 @@ class SubscriptionDelivery:
         # Bodies of leased messages, when the store keeps none (it does not bound the
         # window): a nack or an expiry puts the message back in the window with it.
         self._bodies: dict[int, StoredMessage] | None = {} if storage.window is None else None
+        # A store that bounds the window keeps every backlog row and lease; one that
+        # does not (MemoryStore) keeps none: it is handed only what it
+        # keeps (retained acknowledged messages).
+        self._durable = storage.window is not None
         self._ready: list[int] = []
         self._delayed: list[tuple[float, int]] = []
         self._keys: dict[str, KeySequence] = {}
@@ -150,9 +163,10 @@ class SubscriptionDelivery:
         self._key_of: dict[int, str] = {}
         self._streams: dict[int, StreamFlow] = {}
         self._former_uids: set[str] = set()  # before each seek: ids still well formed
-        # Exactly-once acks answered SUCCESS before a restart: seq -> (generation, deadline).
+        # Leases whose messages left the backlog before a restart (acked, its answer
+        # maybe lost with the process): seq -> (generation, deadline).
         self._acked_before: dict[int, tuple[int, float]] = {}
-        self._remembered_until = -math.inf  # the latest deadline of a remembered ack
+        self._stored_until = -math.inf  # the latest deadline of a lease handed to the store
         self._next_forget = -math.inf
 
     def __repr__(self) -> str:
@@ -228,7 +242,7 @@ class SubscriptionDelivery:
             if entry is not None and entry.ready_at == ready_at:
                 heapq.heappush(self._ready, seq)
         self._enforce_retention(now)
-        self._forget_old_acks(now)
+        self._forget_old_leases(now)
 
     def _enforce_retention(self, now: float) -> None:
         """Drop what outlived the retention; acknowledge what outlived the message TTL
@@ -298,20 +312,20 @@ class SubscriptionDelivery:
         if policy is None:
             return 0.0  # no retry policy: redeliver as soon as possible
         # Exponential between the bounds: min * 2^(n-1), capped at max. The service
-        # documents "exponential backoff" without a formula (wire-contract §6).
+        # documents "exponential backoff" without a formula (docs/protocol.md#retry-backoff).
         exponent = max(failed_attempts - 1, 0)
         return float(min(policy.maximum_backoff, policy.minimum_backoff * (2 ** min(exponent, 32))))
 
-    def _forget_old_acks(self, now: float) -> None:
-        """Let the store forget remembered acks whose deadlines passed (and this state
-        those it restored)."""
+    def _forget_old_leases(self, now: float) -> None:
+        """Let the store forget leases whose deadlines passed (and this state the acks
+        it restored)."""
         if self._acked_before and now >= max(d for _, d in self._acked_before.values()):
             self._acked_before.clear()
-        if self._remembered_until > -math.inf and now >= self._next_forget:
-            self.storage.forget_acks(now)
-            self._next_forget = now + self.FORGET_ACKS_INTERVAL
-            if now >= self._remembered_until:
-                self._remembered_until = -math.inf
+        if self._stored_until > -math.inf and now >= self._next_forget:
+            self.storage.forget_leases(now)
+            self._next_forget = now + self.FORGET_LEASES_INTERVAL
+            if now >= self._stored_until:
+                self._stored_until = -math.inf
 
     # ----------------------------------------------------- a lease's end
 
@@ -326,7 +340,8 @@ class SubscriptionDelivery:
         self._release_stream(lease)
         seq = lease.seq
         failed_attempts = lease.failed_attempts + 1 if failed else lease.failed_attempts
-        self.storage.end_lease(seq, failed_attempts)
+        if self._durable:
+            self.storage.end_lease(seq, lease.generation, lease.deadline, failed_attempts)
         ready_at = now + self._backoff(failed_attempts)
         key = self._key_of.get(seq, "") if self.ordered else ""
         followers: list[Lease] = []
@@ -338,7 +353,13 @@ class SubscriptionDelivery:
                     follower = self.leases.remove(sequence.seq_at(later))
                     if follower is not None:
                         self._release_stream(follower)
-                        self.storage.end_lease(follower.seq, follower.failed_attempts)
+                        if self._durable:
+                            self.storage.end_lease(
+                                follower.seq,
+                                follower.generation,
+                                follower.deadline,
+                                follower.failed_attempts,
+                            )
                         followers.append(follower)
                 sequence.next_position = position
             # else: already waiting behind an earlier rewind of its key
@@ -443,6 +464,8 @@ class SubscriptionDelivery:
                 break
             total_bytes += message.size
             deliveries.append(self._lease(entry, deadline, stream))
+        if deliveries and self._durable and deadline > self._stored_until:
+            self._stored_until = deadline
         return deliveries
 
     def _lease(self, entry: Entry, deadline: float, stream: StreamFlow | None) -> Delivery:
@@ -451,19 +474,18 @@ class SubscriptionDelivery:
         self.waiting.take(seq)
         generation = entry.generation + 1
         self.leases.add(
-            Lease(
-                seq,
-                generation,
-                deadline,
-                message.size,
-                entry.failed_attempts,
-                stream.stream_id if stream is not None else 0,
-                message.publish_time,
-            )
+            seq,
+            generation,
+            deadline,
+            message.size,
+            entry.failed_attempts,
+            stream.stream_id if stream is not None else 0,
+            message.publish_time,
         )
-        self.storage.lease(seq, generation, deadline)
         if self._bodies is not None:
             self._bodies[seq] = message
+        else:
+            self.storage.lease(seq, generation, deadline)
         if stream is not None:
             stream.outstanding_messages += 1
             stream.outstanding_bytes += message.size
@@ -545,10 +567,11 @@ class SubscriptionDelivery:
         once), or an ack this id made before a restart."""
         if parts is None or parts.uid != self.uid:
             return None
-        lease = self.leases.get(parts.seq)
-        if lease is not None:
-            if lease.generation == parts.generation and lease.deadline > self._now_hint:
-                return AckTarget(parts.seq, lease.generation)
+        current = self.leases.current(parts.seq)
+        if current is not None:
+            generation, deadline = current
+            if generation == parts.generation and deadline > self._now_hint:
+                return AckTarget(parts.seq, generation)
             return None
         acked = self._acked_before.get(parts.seq)
         if acked is not None and acked[0] == parts.generation and acked[1] > self._now_hint:
@@ -591,13 +614,6 @@ class SubscriptionDelivery:
         if target.acked:
             return  # acked by this id before a restart: SUCCESS again, nothing to do
         self.counters.acked += 1
-        if self.exactly_once:
-            lease = self.leases.get(target.seq)
-            if lease is not None:
-                # A retry of this ack after a restart must find it (the answer may be
-                # lost with the process): kept until the lease would have ended.
-                self.storage.remember_ack(target.seq, lease.generation, lease.deadline)
-                self._remembered_until = max(self._remembered_until, lease.deadline)
         self._remove(target.seq, acked=True)
 
     def nack(self, target: AckTarget, now: float) -> None:
@@ -614,43 +630,53 @@ class SubscriptionDelivery:
             return
         self.counters.modacked += 1
         deadline = now + seconds
-        if self.leases.set_deadline(target.seq, deadline):
+        if self.leases.set_deadline(target.seq, deadline) and self._durable:
             self.storage.lease(target.seq, target.generation, deadline)
+            if deadline > self._stored_until:
+                self._stored_until = deadline
 
     def filtered(self) -> None:
-        """A published message did not match the filter: acknowledged at once (§3)."""
+        """A published message did not match the filter: acknowledged at once
+        (docs/protocol.md#filter-language)."""
         self.counters.filtered += 1
 
     # ------------------------------------------------------------ settling
 
     def _remove(self, seq: int, *, acked: bool) -> bool:
-        """Forget message ``seq`` wherever it is held (window, lease, returned), here and
+        """Forget message ``seq`` wherever it is held (lease, window, returned), here and
         in the store; ``acked``: by a client or a policy, so retained if the subscription
         retains acknowledged messages. False: not held here."""
         position = -1
-        key = ""
         message: StoredMessage | None = None
-        entry = self.waiting.take(seq)
-        if entry is not None:
-            message, waited = entry.message, True
-            published = message.publish_time
-            position = entry.key_position
-            key = message.ordering_key if self.ordered else ""
+        ended = self.leases.settle(seq)
+        if ended is not None:
+            stream_id, size, published = ended
+            if stream_id:
+                stream = self._streams.get(stream_id)
+                if stream is not None:
+                    stream.outstanding_messages -= 1
+                    stream.outstanding_bytes -= size
+            waited = False
+            if self._bodies is not None:
+                message = self._bodies.pop(seq)
+            key = self._key_of.pop(seq, "") if self.ordered else ""
         else:
-            lease = self.leases.remove(seq)
-            if lease is not None:
-                self._release_stream(lease)
-                published, waited = lease.publish_time, False
-                if self._bodies is not None:
-                    message = self._bodies.pop(seq)
+            entry = self.waiting.take(seq)
+            if entry is not None:
+                message, waited = entry.message, True
+                published = message.publish_time
+                position = entry.key_position
+                key = message.ordering_key if self.ordered else ""
             else:
                 returned = self.waiting.take_returned(seq)
                 if returned is None:
                     return False
                 published, waited = returned.publish_time, True
-            key = self._key_of.pop(seq, "")
-        retain = acked and self.retain_acked and not self._past_retention(published)
-        self.storage.settle((seq,), (Acked(seq, published, message),) if retain else ())
+                key = self._key_of.pop(seq, "") if self.ordered else ""
+        if acked and self.retain_acked and not self._past_retention(published):
+            self.storage.settle((seq,), (Acked(seq, published, message),))
+        elif self._durable:
+            self.storage.settle((seq,))
         if key:
             sequence = self._keys[key]
             if position < 0:
@@ -812,22 +838,20 @@ class SubscriptionDelivery:
     # ------------------------------------------------------------- lifecycle
 
     def restore(self, stored: StoredSubscription) -> None:
-        """After a restart: the uid, leases and remembered acks the store kept; every
-        other unacknowledged message cold."""
+        """After a restart: the uid and leases the store kept; every other
+        unacknowledged message cold."""
         if stored.record.uid:
             self.uid = stored.record.uid
         leased_bytes = 0
         for kept in stored.leases:
             self.leases.add(
-                Lease(
-                    kept.seq,
-                    kept.generation,
-                    kept.deadline,
-                    kept.size,
-                    kept.failed_attempts,
-                    0,
-                    kept.publish_time,
-                )
+                kept.seq,
+                kept.generation,
+                kept.deadline,
+                kept.size,
+                kept.failed_attempts,
+                0,
+                kept.publish_time,
             )
             leased_bytes += kept.size
             if self.ordered and kept.ordering_key:
@@ -841,8 +865,10 @@ class SubscriptionDelivery:
             stored.backlog - len(stored.leases), stored.backlog_bytes - leased_bytes
         )
         self._acked_before = {ack.seq: (ack.generation, ack.deadline) for ack in stored.acks}
-        if stored.acks:
-            self._remembered_until = max(ack.deadline for ack in stored.acks)
+        deadlines = [lease.deadline for lease in stored.leases]
+        deadlines += [ack.deadline for ack in stored.acks]
+        if deadlines:
+            self._stored_until = max(deadlines)
 
     def reset(
         self,

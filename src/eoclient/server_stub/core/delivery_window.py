@@ -66,6 +66,7 @@ class Backlog:
         self._returned: dict[int, Returned] = {}
         self._returned_seqs: list[int] = []  # heap of the returned seqs (stale ones too)
         self._bytes = 0  # sizes of every waiting message: window, cold, returned
+        self._compact_at = 4096  # _by_publish's length that calls for dropping stale records
 
     def __repr__(self) -> str:
         return (
@@ -148,11 +149,12 @@ class Backlog:
         self._bytes += entry.message.size
         if entry.seq > self._cursor:
             self._cursor = entry.seq
-        if len(self._by_publish) > 2 * len(self.entries) + 4096:
+        if len(self._by_publish) > self._compact_at:
             # Records of entries that left (leased, settled) beyond twice the window:
             # dropped, so they cost memory in proportion to the window, not the traffic.
             self._by_publish = [(t, s) for t, s in self._by_publish if s in self.entries]
             heapq.heapify(self._by_publish)
+            self._compact_at = 2 * len(self.entries) + 4096
 
     def add_cold(self, size: int) -> None:
         """A newly published message stays in the store (a row past the cursor)."""

@@ -37,6 +37,7 @@ import itertools
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator
+from itertools import compress
 from typing import NamedTuple
 
 
@@ -81,6 +82,7 @@ class LeaseTable:
         self._streams = array("q")
         self._published = array("d")
         self._head = 0  # every slot before it is dead
+        self._finger = 0  # the slot last found
         self._dead = 0  # dead slots in the run
         self._overflow: dict[int, _Row] = {}
         self._overflow_min: int | None = None  # cached; None: recompute
@@ -115,13 +117,30 @@ class LeaseTable:
 
     # ---------------------------------------------------------------- lookups
 
-    def _slot(self, seq: int) -> int:
-        """The run's slot of ``seq``'s live lease, or -1."""
+    def _find(self, seq: int) -> int:
+        """The run's slot holding ``seq`` (live or dead), or -1. Acks mostly come in seq
+        order, and an ack id is resolved then settled: the slot after the last one found,
+        or that one, is tried before a bisect."""
         seqs = self._seqs
-        i = bisect_left(seqs, seq, self._head)
-        if i < len(seqs) and seqs[i] == seq and self._generations[i] != _DEAD:
+        i = self._finger
+        n = len(seqs)
+        if i < n and seqs[i] == seq:
+            return i
+        i += 1
+        if i < n and seqs[i] == seq:
+            self._finger = i
+            return i
+        i = bisect_left(seqs, seq)
+        if i < n and seqs[i] == seq:
+            self._finger = i
             return i
         return -1
+
+    def _slot(self, seq: int) -> int:
+        """The run's slot of ``seq``'s live lease, or -1. (A seq with a slot in the run,
+        dead or not, is never in the overflow: a new lease of it takes the slot back.)"""
+        i = self._find(seq)
+        return i if i >= 0 and self._generations[i] != _DEAD else -1
 
     def _view(self, i: int) -> Lease:
         return Lease(
@@ -133,6 +152,16 @@ class LeaseTable:
             self._streams[i],
             self._published[i],
         )
+
+    def current(self, seq: int) -> tuple[int, float] | None:
+        """(generation, deadline) of ``seq``'s lease, or None: what an ack id is checked
+        against, without building a ``Lease``."""
+        i = self._find(seq)
+        if i >= 0:
+            generation = self._generations[i]
+            return (generation, self._deadlines[i]) if generation != _DEAD else None
+        row = self._overflow.get(seq)
+        return None if row is None else (int(row[0]), row[1])
 
     def get(self, seq: int) -> Lease | None:
         i = self._slot(seq)
@@ -164,40 +193,52 @@ class LeaseTable:
 
     # ---------------------------------------------------------------- changes
 
-    def add(self, lease: Lease) -> None:
-        """A new lease; ``lease.seq`` must have none (a message has one lease at most)."""
-        seq = lease.seq
-        if lease.generation <= _DEAD:
-            raise ValueError(f"a lease's generation starts at 1 (got {lease.generation})")
+    def add(
+        self,
+        seq: int,
+        generation: int,
+        deadline: float,
+        size: int,
+        failed_attempts: int,
+        stream_id: int,
+        publish_time: float,
+    ) -> None:
+        """A new lease (the fields of a ``Lease``, by position: one is added for every
+        delivery, and building the tuple first would cost as much again); ``seq`` must
+        have none (a message has one lease at most)."""
+        if generation <= _DEAD:
+            raise ValueError(f"a lease's generation starts at 1 (got {generation})")
         seqs = self._seqs
         if not seqs or seq > seqs[-1]:
             seqs.append(seq)
-            self._generations.append(lease.generation)
-            self._deadlines.append(lease.deadline)
-            self._sizes.append(lease.size)
-            self._failed.append(lease.failed_attempts)
-            self._streams.append(lease.stream_id)
-            self._published.append(lease.publish_time)
+            self._generations.append(generation)
+            self._deadlines.append(deadline)
+            self._sizes.append(size)
+            self._failed.append(failed_attempts)
+            self._streams.append(stream_id)
+            self._published.append(publish_time)
         else:
-            i = bisect_left(seqs, seq, self._head)
-            if i < len(seqs) and seqs[i] == seq:
+            lease = Lease(seq, generation, deadline, size, failed_attempts, stream_id, publish_time)
+            i = self._find(seq)
+            if i >= 0:
                 if self._generations[i] != _DEAD:
                     raise ValueError(f"message {seq} is leased already")
                 self._fill(i, lease)
                 self._dead -= 1
+                if i < self._head:
+                    self._head = i  # every slot before the head stays dead
             else:
                 if seq in self._overflow:
                     raise ValueError(f"message {seq} is leased already")
                 self._overflow[seq] = _to_row(lease)
-                if len(self._overflow) == 1 or (
-                    self._overflow_min is not None and seq < self._overflow_min
-                ):
+                low = self._overflow_min
+                if len(self._overflow) == 1 or (low is not None and seq < low):
                     self._overflow_min = seq
                 if len(self._overflow) > max(self.OVERFLOW_MIN, len(seqs) // 8):
                     self._rebuild_run()
         self._live += 1
-        self._bytes += lease.size
-        self._schedule(seq, lease.deadline)
+        self._bytes += size
+        self._schedule(seq, deadline)
 
     def _fill(self, i: int, lease: Lease) -> None:
         self._generations[i] = lease.generation
@@ -208,11 +249,29 @@ class LeaseTable:
         self._published[i] = lease.publish_time
 
     def remove(self, seq: int) -> Lease | None:
-        """End ``seq``'s lease (acked, nacked, settled by a policy); None if it had none."""
+        """End ``seq``'s lease (nacked, expired, settled); None if it had none."""
         lease = self._end(seq)
         if lease is not None:
             self._upkeep()
         return lease
+
+    def settle(self, seq: int) -> tuple[int, int, float] | None:
+        """``remove`` for an ack, the most frequent end: only (stream_id, size,
+        publish_time) back, the fields its caller reads, without building a ``Lease``."""
+        i = self._slot(seq)
+        if i < 0:
+            lease = self.remove(seq)
+            return None if lease is None else (lease.stream_id, lease.size, lease.publish_time)
+        size = self._sizes[i]
+        ended = (self._streams[i], size, self._published[i])
+        self._generations[i] = _DEAD
+        self._dead += 1
+        if i == self._head:
+            self._skip_dead_head()
+        self._live -= 1
+        self._bytes -= size
+        self._upkeep()
+        return ended
 
     def _end(self, seq: int) -> Lease | None:
         i = self._slot(seq)
@@ -235,9 +294,10 @@ class LeaseTable:
 
     def _upkeep(self) -> None:
         """Rebuild what has grown stale beyond the live leases plus ``SLACK``."""
-        if self._dead > self._live + self.SLACK:
+        live = self._live
+        if self._dead > live + self.SLACK:
             self._rebuild_run()
-        if self._record_slots > 2 * self._live + self.SLACK:
+        if self._record_slots > 2 * live + self.SLACK:
             self._rebuild_records()
 
     def set_deadline(self, seq: int, deadline: float) -> bool:
@@ -287,15 +347,22 @@ class LeaseTable:
             heapq.heappush(self._records, (deadline, next(self._order), seqs))
             self._tail = (deadline, seqs)
         self._record_slots += 1
-        self._upkeep()
+        if self._record_slots > 2 * self._live + self.SLACK:
+            self._rebuild_records()
+
+    def _live_slots(self) -> list[bool]:
+        return [generation != _DEAD for generation in self._generations]
 
     def _rebuild_records(self) -> None:
         by_deadline: dict[float, array[int]] = {}
-        for lease in self:
-            seqs = by_deadline.get(lease.deadline)
+        live = self._live_slots()
+        pairs = zip(compress(self._seqs, live), compress(self._deadlines, live), strict=True)
+        extra = ((seq, row[1]) for seq, row in self._overflow.items())
+        for seq, deadline in itertools.chain(pairs, extra):
+            seqs = by_deadline.get(deadline)
             if seqs is None:
-                by_deadline[lease.deadline] = seqs = array("q")
-            seqs.append(lease.seq)
+                by_deadline[deadline] = seqs = array("q")
+            seqs.append(seq)
         self._records = [(d, next(self._order), s) for d, s in by_deadline.items()]
         heapq.heapify(self._records)
         self._record_slots = self._live
@@ -303,6 +370,17 @@ class LeaseTable:
 
     def _rebuild_run(self) -> None:
         """The run again, without dead slots and with the overflow merged in: O(n)."""
+        if not self._overflow:  # column by column, without a Lease per slot
+            live = self._live_slots()
+            self._seqs = array("q", compress(self._seqs, live))
+            self._generations = array("q", compress(self._generations, live))
+            self._deadlines = array("d", compress(self._deadlines, live))
+            self._sizes = array("q", compress(self._sizes, live))
+            self._failed = array("q", compress(self._failed, live))
+            self._streams = array("q", compress(self._streams, live))
+            self._published = array("d", compress(self._published, live))
+            self._head = self._finger = self._dead = 0
+            return
         leases = list(self)
         self._seqs = array("q", (lease.seq for lease in leases))
         self._generations = array("q", (lease.generation for lease in leases))
@@ -311,8 +389,7 @@ class LeaseTable:
         self._failed = array("q", (lease.failed_attempts for lease in leases))
         self._streams = array("q", (lease.stream_id for lease in leases))
         self._published = array("d", (lease.publish_time for lease in leases))
-        self._head = 0
-        self._dead = 0
+        self._head = self._finger = self._dead = 0
         self._overflow.clear()
         self._overflow_min = None
 

@@ -25,12 +25,11 @@ What a store holds, and where the core relies on it:
 * per snapshot the messages it retains, and per topic with snapshots the messages
   published after the oldest one's position (the *topic log*).
 
-* per subscription its ack-id uid, and per backlog row the generation of its latest
-  delivery and, while it is leased, the lease's deadline: after a restart an ack id
-  issued before it resolves as it did (its lease still runs until that deadline);
-* per exactly-once subscription the acks it answered SUCCESS, until their leases'
-  deadlines: an ack retried after a restart (its answer lost with the process) finds
-  its own and answers SUCCESS again (``remember_ack``).
+* per subscription its ack-id uid, and its leases — for each delivery (and each
+  extension) the message's generation and the lease's deadline, until that deadline: after
+  a restart an ack id issued before it resolves as it did, and an exactly-once ack of a
+  lease whose message is gone since (its ack was committed, the answer lost with the
+  process) answers SUCCESS again when retried.
 
 The core hands every lease change over as it happens; the server's shell sends a
 delivery of an exactly-once subscription only once the commit holding its lease is done
@@ -76,7 +75,7 @@ class BacklogRow:
     seq: int
     message: StoredMessage
     failed_attempts: int
-    generation: int = 0  # of its latest delivery (0: never delivered)
+    generation: int = 0  # of its latest delivery whose lease ended (0: none)
 
 
 class Acked(NamedTuple):
@@ -104,7 +103,8 @@ class StoredLease:
 
 @dataclass(frozen=True, slots=True)
 class StoredAck:
-    """An exactly-once ack answered SUCCESS, kept until its lease's deadline."""
+    """A lease whose message left the backlog before the lease's deadline (acked, or
+    settled by a policy acting as a subscriber): a retried ack of it answers SUCCESS."""
 
     seq: int
     generation: int
@@ -138,7 +138,9 @@ class Store(Protocol):
 
     @property
     def window(self) -> int | None:
-        """Per-subscription messages the core keeps in memory (None: all of them)."""
+        """Per-subscription waiting messages the core keeps in memory. None: all of them,
+        and every leased message's body too — such a store keeps no bodies and nothing of
+        the leases (the core hands it no lease changes)."""
         ...
 
     def load(self) -> StoredState: ...
@@ -190,21 +192,20 @@ class Store(Protocol):
         ...
 
     def lease(self, subscription: str, seq: int, generation: int, deadline: float) -> None:
-        """Row ``seq`` is leased (delivered as ``generation``, or extended) until ``deadline``."""
+        """Row ``seq`` is leased (delivered as ``generation``, or extended) until ``deadline``.
+        Kept until ``forget_leases`` passes that deadline; a later call for the seq wins."""
         ...
 
-    def end_lease(self, subscription: str, seq: int, failed_attempts: int) -> None:
-        """Row ``seq``'s lease ended (nack, expiry) without an ack; its failed delivery
-        attempts are now ``failed_attempts``."""
+    def end_lease(
+        self, subscription: str, seq: int, generation: int, deadline: float, failed_attempts: int
+    ) -> None:
+        """Row ``seq``'s lease of ``generation`` (until ``deadline``) ended without an ack
+        (nack, expiry, an ordering key's rewind); its failed delivery attempts are now
+        ``failed_attempts``."""
         ...
 
-    def remember_ack(self, subscription: str, seq: int, generation: int, deadline: float) -> None:
-        """Generation ``generation`` of ``seq`` was acked SUCCESS (exactly-once), its lease
-        running until ``deadline``; kept until ``forget_acks`` passes that deadline."""
-        ...
-
-    def forget_acks(self, subscription: str, now: float) -> None:
-        """Forget the remembered acks whose deadline is at or before ``now``."""
+    def forget_leases(self, subscription: str, now: float) -> None:
+        """Forget the leases whose deadline is at or before ``now``."""
         ...
 
     def retained(self, subscription: str) -> list[SeqMessage]:
@@ -229,8 +230,7 @@ class Store(Protocol):
         uid: str,
     ) -> None:
         """Seek: the backlog becomes ``unacked`` (no failed attempts, no leases), the
-        retained acknowledged messages ``retained``, the ack-id uid ``uid``; no ack is
-        remembered any more."""
+        retained acknowledged messages ``retained``, the ack-id uid ``uid``."""
         ...
 
     # ---------------------------------------------------------------- snapshots
@@ -297,14 +297,11 @@ class SubscriptionStorage:
     def lease(self, seq: int, generation: int, deadline: float) -> None:
         self._store.lease(self.name, seq, generation, deadline)
 
-    def end_lease(self, seq: int, failed_attempts: int) -> None:
-        self._store.end_lease(self.name, seq, failed_attempts)
+    def end_lease(self, seq: int, generation: int, deadline: float, failed_attempts: int) -> None:
+        self._store.end_lease(self.name, seq, generation, deadline, failed_attempts)
 
-    def remember_ack(self, seq: int, generation: int, deadline: float) -> None:
-        self._store.remember_ack(self.name, seq, generation, deadline)
-
-    def forget_acks(self, now: float) -> None:
-        self._store.forget_acks(self.name, now)
+    def forget_leases(self, now: float) -> None:
+        self._store.forget_leases(self.name, now)
 
     def backlog(self, after_seq: int, limit: int) -> list[BacklogRow]:
         return self._store.backlog(self.name, after_seq, limit)

@@ -125,18 +125,17 @@ class MemoryStore:
             for seq, message in messages:
                 retained.add(seq, message)
 
-    # Leases and acks are kept for a restart, and this store has none.
+    # Leases are kept for a restart, and this store has none.
 
     def lease(self, subscription: str, seq: int, generation: int, deadline: float) -> None:
         pass
 
-    def end_lease(self, subscription: str, seq: int, failed_attempts: int) -> None:
+    def end_lease(
+        self, subscription: str, seq: int, generation: int, deadline: float, failed_attempts: int
+    ) -> None:
         pass
 
-    def remember_ack(self, subscription: str, seq: int, generation: int, deadline: float) -> None:
-        pass
-
-    def forget_acks(self, subscription: str, now: float) -> None:
+    def forget_leases(self, subscription: str, now: float) -> None:
         pass
 
     def retained(self, subscription: str) -> list[SeqMessage]:

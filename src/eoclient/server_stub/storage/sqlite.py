@@ -6,8 +6,8 @@ is the ``Store`` the core sees; each call belongs to one family of tables, whose
 statements live in a module of their own:
 
 * ``sqlite_resources.py`` — topics, subscriptions (config, clocks, ack-id uid), documents;
-* ``sqlite_backlog.py`` — messages, backlog rows and their leases, remembered acks,
-  retained acknowledged messages;
+* ``sqlite_backlog.py`` — messages, backlog rows, leases, retained acknowledged
+  messages;
 * ``sqlite_snapshots.py`` — snapshots and the messages they retain;
 * ``sqlite_writes.py`` — the write buffer and the group commit all of them share.
 
@@ -89,6 +89,7 @@ class SqliteStore:
         self._gc_interval = gc_interval
         self._last_gc = float("-inf")
         self._gc_floor: dict[int, int] = {}  # topic id -> seq below which all is deleted
+        self._subscription_ids: dict[str, int] = {}
         self._lock_fd = lock_directory(self.directory)
         try:
             db = open_database(self.directory)
@@ -114,8 +115,7 @@ class SqliteStore:
     def _read(self) -> StoredState:
         """Everything the broker rebuilds its memory from (once, at open)."""
         counts = self._messages.counts()
-        leases = self._messages.leases()
-        acks = self._messages.acks()
+        leases, acks = self._messages.restored_leases()
         subscriptions = []
         for id_, record in self._resources.subscriptions():
             rows, size = counts.get(id_, (0, 0))
@@ -131,7 +131,10 @@ class SqliteStore:
         )
 
     def _subscription(self, name: str) -> int:
-        return self._names.id("subscription", name)
+        id_ = self._subscription_ids.get(name)  # every store call names one: no tuple key
+        if id_ is None:
+            id_ = self._subscription_ids[name] = self._names.id("subscription", name)
+        return id_
 
     # ---------------------------------------------------------------- Store
 
@@ -191,14 +194,14 @@ class SqliteStore:
     def lease(self, subscription: str, seq: int, generation: int, deadline: float) -> None:
         self._messages.lease(self._subscription(subscription), seq, generation, deadline)
 
-    def end_lease(self, subscription: str, seq: int, failed_attempts: int) -> None:
-        self._messages.end_lease(self._subscription(subscription), seq, failed_attempts)
+    def end_lease(
+        self, subscription: str, seq: int, generation: int, deadline: float, failed_attempts: int
+    ) -> None:
+        id_ = self._subscription(subscription)
+        self._messages.end_lease(id_, seq, generation, deadline, failed_attempts)
 
-    def remember_ack(self, subscription: str, seq: int, generation: int, deadline: float) -> None:
-        self._messages.remember_ack(self._subscription(subscription), seq, generation, deadline)
-
-    def forget_acks(self, subscription: str, now: float) -> None:
-        self._messages.forget_acks(self._subscription(subscription), now)
+    def forget_leases(self, subscription: str, now: float) -> None:
+        self._messages.forget_leases(self._subscription(subscription), now)
 
     def retained(self, subscription: str) -> list[SeqMessage]:
         return self._messages.retained(self._subscription(subscription))
@@ -247,7 +250,7 @@ class SqliteStore:
 
     @property
     def dirty(self) -> bool:
-        return self._writes.dirty or self._resources.dirty
+        return self._writes.dirty or self._resources.dirty or self._messages.dirty
 
     def commit(self) -> None:
         if self.begin_commit():
@@ -260,6 +263,7 @@ class SqliteStore:
         if not self.dirty:
             return False
         self._resources.flush_touched()
+        self._messages.flush_leases()
         self._messages.write_last_seq()
         self._writes.begin_commit()
         return True
@@ -318,7 +322,8 @@ class SqliteStore:
 
     def statistics(self) -> Mapping[str, int]:
         """Row counts (inspection and tests)."""
-        tables = ("messages", "backlog", "retained", "snapshot_messages", "acked")
+        self._messages.flush_leases()
+        tables = ("messages", "backlog", "retained", "snapshot_messages", "leases")
         return {
             table: int(self._writes.read(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
             for table in tables

@@ -1,17 +1,24 @@
-"""``SqliteStore``'s message tables: messages, each subscription's backlog rows (with their
-leases), the exactly-once acks it remembers, and the acknowledged messages it retains.
+"""``SqliteStore``'s message tables: messages, each subscription's backlog rows and
+leases, and the acknowledged messages it retains.
 
 * ``messages``: every body once, by seq (its topic's id beside it for garbage collection);
 * ``backlog``: per subscription the seqs it has not acknowledged, with their failed
-  delivery attempts, the generation of their latest delivery and, while leased, the
-  lease's deadline (0 while waiting);
-* ``acked``: per exactly-once subscription the acks answered SUCCESS, until their leases'
-  deadlines (a retried ack after a restart answers SUCCESS again);
+  delivery attempts and the generation of their last lease that ended without an ack;
+* ``leases``: the leases, a row for each batch given at once (one Pull, one
+  ModifyAckDeadline request) until one deadline: ``(seq, generation)`` pairs packed in a
+  blob, and a lease's end without an ack as ``(seq, -generation)``. Replayed in order at
+  a restart, the last pair of a seq says what it is: leased (its row is still in the
+  backlog), ended, or gone while leased — acked, its answer maybe lost with the process:
+  a retried exactly-once ack of it answers SUCCESS. A row a batch rather than an update
+  of each backlog row: a delivery then costs the store a few bytes, not a B-tree write.
+  Rows past their deadline are forgotten (``forget_leases``);
 * ``retained``: per subscription the acknowledged messages it keeps for seek.
 """
 
 from __future__ import annotations
 
+import sys
+from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,19 +46,16 @@ _INSERT_MESSAGE = (
 )
 _INSERT_BACKLOG = "INSERT INTO backlog (subscription, seq, size) VALUES (?, ?, ?)"
 _SETTLE = "DELETE FROM backlog WHERE subscription = ? AND seq = ?"
-_LEASE = "UPDATE backlog SET generation = ?, deadline = ? WHERE subscription = ? AND seq = ?"
 _END_LEASE = (
-    "UPDATE backlog SET failed_attempts = ?, deadline = 0 WHERE subscription = ? AND seq = ?"
+    "UPDATE backlog SET generation = ?, failed_attempts = ? WHERE subscription = ? AND seq = ?"
 )
-_REMEMBER_ACK = (
-    "INSERT OR REPLACE INTO acked (subscription, deadline, seq, generation) VALUES (?, ?, ?, ?)"
-)
-_FORGET_ACKS = "DELETE FROM acked WHERE subscription = ? AND deadline <= ?"
+_INSERT_LEASES = "INSERT INTO leases (subscription, deadline, leases) VALUES (?, ?, ?)"
+_FORGET_LEASES = "DELETE FROM leases WHERE subscription = ? AND deadline <= ?"
+_DELETE_LEASES = "DELETE FROM leases WHERE subscription = ?"
 _RETAIN = "INSERT OR IGNORE INTO retained (subscription, seq, publish_time) VALUES (?, ?, ?)"
 _PRUNE_RETAINED = "DELETE FROM retained WHERE subscription = ? AND publish_time <= ?"
 _DELETE_BACKLOG = "DELETE FROM backlog WHERE subscription = ?"
 _DELETE_RETAINED = "DELETE FROM retained WHERE subscription = ?"
-_DELETE_ACKED = "DELETE FROM acked WHERE subscription = ?"
 _LAST_SEQ = "UPDATE meta SET value = ? WHERE key = 'last_seq'"
 
 
@@ -75,12 +79,30 @@ def _backlog_row(row: Sequence[Any]) -> BacklogRow:
     return BacklogRow(row[0], message_from_row(row[3:]), row[1], row[2])
 
 
+def _pack(pairs: array[int]) -> bytes:
+    if sys.byteorder == "big":
+        pairs = array("q", pairs)
+        pairs.byteswap()
+    return pairs.tobytes()
+
+
+def _unpack(blob: bytes) -> array[int]:
+    pairs = array("q")
+    pairs.frombytes(blob)
+    if sys.byteorder == "big":
+        pairs.byteswap()
+    return pairs
+
+
 class BacklogTables:
     def __init__(self, writes: Writes) -> None:
         self._writes = writes
         row = writes.db.execute("SELECT value FROM meta WHERE key = 'last_seq'").fetchone()
         self.last_seq = int(row[0]) if row else 0
         self._oldest_retained: dict[int, float | None] = {}
+        # Lease batches not written yet, in order: (subscription, deadline, pairs). Nothing
+        # reads them before a restart: written at the commit (``flush_leases``).
+        self._batches: list[tuple[int, float, array[int]]] = []
 
     # ---------------------------------------------------------------- reading (at open)
 
@@ -91,26 +113,52 @@ class BacklogTables:
         )
         return {subscription: (n, size) for subscription, n, size in rows}
 
-    def leases(self) -> dict[int, list[StoredLease]]:
-        """subscription id -> the rows leased when the store last committed, in seq order
-        (one pass over the backlog: a restart's cost, not a Pull's)."""
+    def restored_leases(
+        self,
+    ) -> tuple[dict[int, list[StoredLease]], dict[int, list[StoredAck]]]:
+        """subscription id -> its leases (in seq order), and -> the leases whose messages
+        left the backlog while leased: the ``leases`` rows replayed in order (module
+        docstring), their backlog rows read back."""
+        latest: dict[int, dict[int, tuple[int, float]]] = {}
+        for subscription, deadline, blob in self._writes.db.execute(
+            "SELECT subscription, deadline, leases FROM leases ORDER BY id"
+        ):
+            by_seq = latest.setdefault(subscription, {})
+            pairs = _unpack(blob)
+            for i in range(0, len(pairs), 2):
+                by_seq[pairs[i]] = (pairs[i + 1], deadline)
         leases: dict[int, list[StoredLease]] = {}
-        for subscription, *lease in self._writes.db.execute(
-            "SELECT b.subscription, b.seq, b.generation, b.deadline, b.failed_attempts, "
-            "b.size, m.publish_time, m.ordering_key FROM backlog b "
-            "JOIN messages m ON m.seq = b.seq WHERE b.deadline > 0 ORDER BY 1, 2"
-        ):
-            leases.setdefault(subscription, []).append(StoredLease(*lease))
-        return leases
-
-    def acks(self) -> dict[int, list[StoredAck]]:
-        """subscription id -> its remembered exactly-once acks."""
         acks: dict[int, list[StoredAck]] = {}
-        for subscription, seq, generation, deadline in self._writes.db.execute(
-            "SELECT subscription, seq, generation, deadline FROM acked"
-        ):
-            acks.setdefault(subscription, []).append(StoredAck(seq, generation, deadline))
-        return acks
+        for subscription, by_seq in latest.items():
+            live = sorted(seq for seq, (generation, _) in by_seq.items() if generation > 0)
+            rows = {row[0]: row for row in self._lease_rows(subscription, live)}
+            for seq in live:
+                generation, deadline = by_seq[seq]
+                row = rows.get(seq)
+                if row is None:
+                    acks.setdefault(subscription, []).append(StoredAck(seq, generation, deadline))
+                elif generation > row[1]:  # else its end is in the row
+                    _, _, failed, size, published, key = row
+                    leases.setdefault(subscription, []).append(
+                        StoredLease(seq, generation, deadline, failed, size, published, key)
+                    )
+        return leases, acks
+
+    def _lease_rows(self, subscription: int, seqs: list[int]) -> list[tuple[Any, ...]]:
+        found: list[tuple[Any, ...]] = []
+        chunk_size = 20 * _ROWS_PER_READ  # a restart reads every lease once: larger reads
+        for start in range(0, len(seqs), chunk_size):
+            chunk = seqs[start : start + chunk_size]
+            marks = ",".join("?" * len(chunk))
+            found.extend(
+                self._writes.db.execute(
+                    "SELECT b.seq, b.generation, b.failed_attempts, b.size, m.publish_time, "
+                    "m.ordering_key FROM backlog b JOIN messages m ON m.seq = b.seq "
+                    f"WHERE b.subscription = ? AND b.seq IN ({marks})",
+                    (subscription, *chunk),
+                )
+            )
+        return found
 
     # ---------------------------------------------------------------- messages
 
@@ -170,28 +218,56 @@ class BacklogTables:
             self._writes.write(_SETTLE, (subscription, seq))
 
     def lease(self, subscription: int, seq: int, generation: int, deadline: float) -> None:
-        self._writes.write(_LEASE, (generation, deadline, subscription, seq))
+        self._batch(subscription, deadline, seq, generation)
 
-    def end_lease(self, subscription: int, seq: int, failed_attempts: int) -> None:
-        self._writes.write(_END_LEASE, (failed_attempts, subscription, seq))
+    def end_lease(
+        self, subscription: int, seq: int, generation: int, deadline: float, failed: int
+    ) -> None:
+        self._writes.write(_END_LEASE, (generation, failed, subscription, seq))
+        # The marker lives as long as the lease it ends: forgotten at the same deadline.
+        self._batch(subscription, deadline, seq, -generation)
 
-    def remember_ack(self, subscription: int, seq: int, generation: int, deadline: float) -> None:
-        self._writes.write(_REMEMBER_ACK, (subscription, deadline, seq, generation))
+    def _batch(self, subscription: int, deadline: float, seq: int, generation: int) -> None:
+        """Into the newest batch if it is the subscription's with this deadline (the
+        leases of one request), else a new one."""
+        batches = self._batches
+        if batches and batches[-1][0] == subscription and batches[-1][1] == deadline:
+            pairs = batches[-1][2]
+        else:
+            pairs = array("q")
+            batches.append((subscription, deadline, pairs))
+        pairs.append(seq)
+        pairs.append(generation)
 
-    def forget_acks(self, subscription: int, now: float) -> None:
-        self._writes.write(_FORGET_ACKS, (subscription, now))
+    def flush_leases(self) -> None:
+        """Buffer the lease batches as rows (before a commit, and before any statement
+        that deletes from ``leases``)."""
+        if self._batches:
+            rows = [(subscription, d, _pack(pairs)) for subscription, d, pairs in self._batches]
+            self._writes.write_many(_INSERT_LEASES, rows)
+            self._batches = []
+
+    def forget_leases(self, subscription: int, now: float) -> None:
+        self.flush_leases()
+        self._writes.write(_FORGET_LEASES, (subscription, now))
 
     def reset(self, subscription: int, unacked: Sequence[SeqMessage]) -> None:
-        """Seek: the backlog becomes ``unacked``, waiting; no ack is remembered."""
+        """Seek: the backlog becomes ``unacked``, waiting, with no lease."""
+        self.flush_leases()
         self._writes.write(_DELETE_BACKLOG, (subscription,))
-        self._writes.write(_DELETE_ACKED, (subscription,))
+        self._writes.write(_DELETE_LEASES, (subscription,))
         self._writes.write_many(_INSERT_BACKLOG, [(subscription, s, m.size) for s, m in unacked])
 
     def delete(self, subscription: int) -> None:
+        self.flush_leases()
         self._oldest_retained.pop(subscription, None)
         self._writes.write(_DELETE_BACKLOG, (subscription,))
         self._writes.write(_DELETE_RETAINED, (subscription,))
-        self._writes.write(_DELETE_ACKED, (subscription,))
+        self._writes.write(_DELETE_LEASES, (subscription,))
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self._batches)
 
     # ---------------------------------------------------------------- retained
 

@@ -19,8 +19,8 @@ from pathlib import Path
 DATABASE_FILE = "eoclient.sqlite3"
 LOCK_FILE = "LOCK"
 FORMAT = "eoclient-store"
-# 2: subscriptions keep their ack-id uid, backlog rows their latest delivery's generation
-# and lease deadline, and "acked" remembers exactly-once acks until their deadlines.
+# 2: subscriptions keep their ack-id uid, backlog rows the generation of their last
+# ended lease, and "leases" the leases until their deadlines.
 FORMAT_VERSION = 2
 # Files SQLite keeps next to the database in WAL mode, and ours.
 OWN_FILES = {DATABASE_FILE, f"{DATABASE_FILE}-wal", f"{DATABASE_FILE}-shm", LOCK_FILE}
@@ -43,16 +43,18 @@ CREATE TABLE messages (seq INTEGER PRIMARY KEY, topic INTEGER NOT NULL,
                        ordering_key TEXT NOT NULL, publish_time REAL NOT NULL,
                        size INTEGER NOT NULL);
 -- size: the message's (flow control's count), so a backlog's bytes need no join.
--- generation: of its latest delivery; deadline: its lease's, 0 while it waits.
+-- generation: of its last lease that ended without an ack (0: none).
 CREATE TABLE backlog (subscription INTEGER NOT NULL, seq INTEGER NOT NULL,
                       failed_attempts INTEGER NOT NULL DEFAULT 0, size INTEGER NOT NULL,
-                      generation INTEGER NOT NULL DEFAULT 0, deadline REAL NOT NULL DEFAULT 0,
+                      generation INTEGER NOT NULL DEFAULT 0,
                       PRIMARY KEY (subscription, seq)) WITHOUT ROWID;
--- Exactly-once acks answered SUCCESS, until their leases' deadlines (keyed by deadline
--- first: forgetting the past ones is one range delete).
-CREATE TABLE acked (subscription INTEGER NOT NULL, deadline REAL NOT NULL,
-                    seq INTEGER NOT NULL, generation INTEGER NOT NULL,
-                    PRIMARY KEY (subscription, deadline, seq)) WITHOUT ROWID;
+-- Leases given at once (one Pull, one ModifyAckDeadline request) until one deadline, in
+-- the order given: leases holds (seq, generation) pairs, little-endian int64s. One row a
+-- batch, not a row update a message: a lease costs the store a few bytes. Forgotten once
+-- the deadline passed (sqlite_backlog.py).
+CREATE TABLE leases (id INTEGER PRIMARY KEY, subscription INTEGER NOT NULL,
+                     deadline REAL NOT NULL, leases BLOB NOT NULL);
+CREATE INDEX leases_by_deadline ON leases (subscription, deadline);
 CREATE TABLE retained (subscription INTEGER NOT NULL, seq INTEGER NOT NULL,
                        publish_time REAL NOT NULL,
                        PRIMARY KEY (subscription, seq)) WITHOUT ROWID;
@@ -163,17 +165,16 @@ def _check_ours(db: sqlite3.Connection, path: Path) -> None:
         )
 
 
-# Version 1 kept no leases: its rows all wait (deadline 0), its subscriptions get a new
-# uid at their first load (an empty one), and nothing is remembered as acked. One
-# transaction: a crash midway leaves version 1 as it was.
+# Version 1 kept no leases: its rows all wait, and its subscriptions get a new uid at
+# their first load (an empty one). One transaction: a crash midway leaves version 1 as
+# it was.
 _UPGRADE_FROM_1 = """
 BEGIN;
 ALTER TABLE subscriptions ADD COLUMN uid TEXT NOT NULL DEFAULT '';
 ALTER TABLE backlog ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE backlog ADD COLUMN deadline REAL NOT NULL DEFAULT 0;
-CREATE TABLE acked (subscription INTEGER NOT NULL, deadline REAL NOT NULL,
-                    seq INTEGER NOT NULL, generation INTEGER NOT NULL,
-                    PRIMARY KEY (subscription, deadline, seq)) WITHOUT ROWID;
+CREATE TABLE leases (id INTEGER PRIMARY KEY, subscription INTEGER NOT NULL,
+                     deadline REAL NOT NULL, leases BLOB NOT NULL);
+CREATE INDEX leases_by_deadline ON leases (subscription, deadline);
 UPDATE meta SET value = 2 WHERE key = 'version';
 COMMIT;
 """
