@@ -35,6 +35,10 @@ _SCOPES = ("https://www.googleapis.com/auth/pubsub",)
 # ~700 KiB (base64 of 2,500 × ~200 bytes); 4 MiB is the value google-cloud-pubsub's
 # GAPIC transports set (pubsub_v1/services/*/transports/grpc.py, "grpc.max_metadata_size").
 MAX_METADATA_BYTES = 4 * 1024 * 1024
+# Said with every Acknowledge / ModifyAckDeadline: eoclient's server then lists every
+# failed id up to this size, not only what fits in the 8 KiB other clients read
+# (docs/protocol.md#ack-failures-that-do-not-fit-in-a-trailer); other servers ignore it.
+_ERROR_TRAILER_BYTES = (("x-eoclient-error-trailer-bytes", str(MAX_METADATA_BYTES)),)
 
 # Channel options, as the official clients set them (client-anchors §1.7): no size
 # limit on messages (publish requests reach 10 MB; streaming responses are sized by
@@ -197,8 +201,9 @@ class PubSubTransport:
         *,
         routing: tuple[str, str] | None = None,
         timeout: float | None = 60.0,
+        extra_metadata: tuple[tuple[str, str], ...] = (),
     ) -> ResponseT:
-        metadata = _routing(*routing) if routing else None
+        metadata = (*_routing(*routing), *extra_metadata) if routing else extra_metadata or None
         try:
             result = await self._unary(service, method, response)(
                 request, timeout=timeout, metadata=metadata
@@ -222,6 +227,7 @@ class PubSubTransport:
             empty_pb2.Empty,
             routing=("subscription", subscription),
             timeout=timeout,
+            extra_metadata=_ERROR_TRAILER_BYTES,
         )
 
     async def modify_ack_deadline(
@@ -241,6 +247,7 @@ class PubSubTransport:
             empty_pb2.Empty,
             routing=("subscription", subscription),
             timeout=timeout,
+            extra_metadata=_ERROR_TRAILER_BYTES,
         )
 
     async def pull(

@@ -28,6 +28,7 @@ STORE_INDEPENDENT = {
     "test_sqlite_store",
     "test_lease_table",
     "test_backlog_window",
+    "test_ack_failure_trailer",
 }
 
 
