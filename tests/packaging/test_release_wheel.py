@@ -106,6 +106,13 @@ def bare(workdir: Path, dist: Dist, pins: Path) -> BareInstall:
 
 
 @pytest.fixture(scope="module")
+def admin_only(workdir: Path, dist: Dist, pins: Path) -> Venv:
+    venv = Venv.create(workdir / "cli", pins)
+    venv.install(wheel_requirement(dist.wheel, "cli"))
+    return venv
+
+
+@pytest.fixture(scope="module")
 def served(workdir: Path, dist: Dist, pins: Path) -> Venv:
     venv = Venv.create(workdir / "server", pins)
     venv.install(wheel_requirement(dist.wheel, "server"), "pytest", "pytest-asyncio")
@@ -261,6 +268,39 @@ def test_the_plugin_without_the_server_fails_only_the_tests_that_ask_for_it(
     hints = [line for line in report.splitlines() if line.endswith(SERVER_HINT)]
     assert len(hints) >= 2, report  # each failing test says why in one line
     assert not re.search("Traceback|ImportError|ModuleNotFoundError", report), report
+
+
+# ============================================================ the wheel with [cli]
+
+
+def test_the_cli_wheel_administers_but_does_not_serve(
+    admin_only: Venv, pubsub_server: PubSubServer, tmp_path: Path
+) -> None:
+    installed = {_key(name) for name in admin_only.distributions()}
+    assert {"click", "rich"} <= installed
+    assert installed & (NOT_IN_THE_SDK - {"click", "rich"}) == set()
+    env = admin_only.environ(PUBSUB_EMULATOR_HOST=pubsub_server.address)
+    eoclient_command = admin_only.script("eoclient")
+    run([eoclient_command, "topics", "create", "orders", "--project", "p"], cwd=tmp_path, env=env)
+    listed = run(
+        [eoclient_command, "topics", "list", "--project", "p", "--format", "json"],
+        cwd=tmp_path,
+        env=env,
+    )
+    assert "projects/p/topics/orders" in listed
+    done = subprocess.run(
+        [eoclient_command, "serve", "--port", "0"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    [line] = done.stderr.splitlines()
+    assert line.endswith(SERVER_HINT), line
+    assert "click" not in line  # the [cli] extra is there: only the server's part is named
 
 
 # ============================================================ the wheel with [server]
