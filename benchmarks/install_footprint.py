@@ -8,12 +8,12 @@ Usage::
 Builds eoclient's wheel (as tests/packaging does), then makes one fresh venv each for the
 bare wheel, ``eoclient[cli]``, ``eoclient[server]`` and ``google-cloud-pubsub``, installed
 the same way (this environment's pip, versions pinned to this environment's, no pip of
-their own in the venvs) and reports, for each: how many distributions it holds and what
-its site-packages take on disk; for the two SDKs, the import time of ``import eoclient``
-and ``import google.cloud.pubsub_v1``: the module's cumulative time from
-``python -X importtime`` (the imports alone), and the wall time of the whole ``python -c
-"import ..."`` process (what a short script or a CLI waits), the median of ``--runs``
-runs, alternating between the two.
+their own in the venvs, bytecode compiled as pip does by default) and reports, for each:
+how many distributions it holds and what its site-packages take on disk; for the two
+SDKs, the import time of ``import eoclient`` and ``import google.cloud.pubsub_v1``: the
+module's cumulative time from ``python -X importtime`` (the imports alone), and the wall
+time of the whole ``python -c "import ..."`` process (what a short script or a CLI
+waits), the median of ``--runs`` runs, alternating between the two.
 
 Not a test: nothing here asserts a number. The results go to docs/benchmarks.md by hand.
 """
@@ -71,7 +71,7 @@ def main(runs: int) -> None:
         print("|---|---:|---:|")
         for label, requirements in installs.items():
             venv = Venv.create(work / f"venv{len(venvs)}", pins)
-            venv.install(*requirements)
+            venv.install(*requirements, compile_bytecode=True)  # as a user's install
             venvs[label] = venv
             names = venv.distributions()
             size = venv.site_packages_bytes() / MIB

@@ -2,8 +2,10 @@
 bare wheel in a fresh venv (the SDK alone, and it works), the wheel with the server extra
 (``eoclient serve`` serves), and the pytest plugin on both sides of that line.
 
-The venvs are built once per run (module-scoped fixtures; wheel_venvs.py says how they
-stay fast); the servers the bare SDK talks to come from this, the full, environment.
+The wheel is built once per run and its three venvs (bare, [cli], [server]) installed side
+by side while the first tests look at the files (wheel_venvs.py says how they stay fast
+and honest); the servers the bare SDK and the [cli] command talk to come from this, the
+full, environment.
 """
 
 # No __init__.py here: a package named "packaging" under tests/ would shadow the packaging
@@ -11,6 +13,7 @@ stay fast); the servers the bare SDK talks to come from this, the full, environm
 
 from __future__ import annotations
 
+import concurrent.futures
 import email
 import json
 import re
@@ -73,24 +76,9 @@ PLUGIN_PROJECT = {
 }
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("release")
-
-
-@pytest.fixture(scope="module")
-def dist(workdir: Path) -> Dist:
-    return build(workdir)
-
-
-@pytest.fixture(scope="module")
-def pins(workdir: Path) -> Path:
-    return constraints(workdir / "constraints.txt")
-
-
 class BareInstall:
     """The bare wheel's venv, and what it held right after ``pip install eoclient``
-    (the plugin's test adds pytest to it later)."""
+    (pytest and pytest-asyncio are added after, for the plugin's test)."""
 
     def __init__(self, venv: Venv) -> None:
         self.venv = venv
@@ -98,25 +86,61 @@ class BareInstall:
         self.size = venv.site_packages_bytes()
 
 
-@pytest.fixture(scope="module")
-def bare(workdir: Path, dist: Dist, pins: Path) -> BareInstall:
-    venv = Venv.create(workdir / "bare", pins)
-    venv.install(wheel_requirement(dist.wheel))
-    return BareInstall(venv)
+class Installs:
+    """The three venvs, installed side by side: pip waits on the registry more than it
+    computes, so three at once take little longer than the slowest one."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.dist = build(workdir)
+        pins = constraints(workdir / "constraints.txt")
+        self._pool = concurrent.futures.ThreadPoolExecutor(3, thread_name_prefix="venv")
+        self.bare = self._pool.submit(self._bare, Venv.create(workdir / "bare", pins))
+        self.cli = self._pool.submit(self._with, Venv.create(workdir / "cli", pins), "cli")
+        self.server = self._pool.submit(
+            self._with, Venv.create(workdir / "server", pins), "server", "pytest", "pytest-asyncio"
+        )
+
+    def _bare(self, venv: Venv) -> BareInstall:
+        venv.install(wheel_requirement(self.dist.wheel))
+        installed = BareInstall(venv)
+        venv.install("pytest", "pytest-asyncio")
+        return installed
+
+    def _with(self, venv: Venv, extra: str, *more: str) -> Venv:
+        venv.install(wheel_requirement(self.dist.wheel, extra), *more)
+        return venv
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 @pytest.fixture(scope="module")
-def admin_only(workdir: Path, dist: Dist, pins: Path) -> Venv:
-    venv = Venv.create(workdir / "cli", pins)
-    venv.install(wheel_requirement(dist.wheel, "cli"))
-    return venv
+def installs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installs]:
+    started = Installs(tmp_path_factory.mktemp("release"))
+    try:
+        yield started
+    finally:
+        started.close()
 
 
 @pytest.fixture(scope="module")
-def served(workdir: Path, dist: Dist, pins: Path) -> Venv:
-    venv = Venv.create(workdir / "server", pins)
-    venv.install(wheel_requirement(dist.wheel, "server"), "pytest", "pytest-asyncio")
-    return venv
+def dist(installs: Installs) -> Dist:
+    return installs.dist
+
+
+@pytest.fixture(scope="module")
+def bare(installs: Installs) -> BareInstall:
+    return installs.bare.result()
+
+
+@pytest.fixture(scope="module")
+def admin_only(installs: Installs) -> Venv:
+    return installs.cli.result()
+
+
+@pytest.fixture(scope="module")
+def served(installs: Installs) -> Venv:
+    return installs.server.result()
 
 
 def _key(name: str) -> str:
@@ -259,7 +283,6 @@ def _pytest(venv: Venv, project: Path) -> subprocess.CompletedProcess[str]:
 def test_the_plugin_without_the_server_fails_only_the_tests_that_ask_for_it(
     bare: BareInstall, tmp_path: Path
 ) -> None:
-    bare.venv.install("pytest", "pytest-asyncio")
     done = _pytest(bare.venv, _write_project(tmp_path))
     report = done.stdout + done.stderr
     assert done.returncode == 1, report  # tests failed; 2-4 would be a broken collection
