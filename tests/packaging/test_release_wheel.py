@@ -164,6 +164,7 @@ def test_the_wheel_requires_the_sdk_alone_and_offers_the_extras(dist: Dist) -> N
     assert unconditional == SDK_REQUIREMENTS
     assert set(metadata.get_all("Provides-Extra") or []) == EXTRAS
     assert metadata["Requires-Python"] == ">=3.11"
+    assert (metadata["License-Expression"], metadata["License-File"]) == ("Apache-2.0", "LICENSE")
 
 
 def _tracked(prefix: str) -> set[str]:
@@ -185,13 +186,14 @@ def test_the_wheel_holds_the_package_and_nothing_else(dist: Dist) -> None:
     typed_and_generated = {"py.typed", "_proto/pubsub_pb2.py", "_proto/pubsub_pb2.pyi"}
     assert {f"eoclient/{name}" for name in typed_and_generated} <= names
     assert [n for n in names if "__pycache__" in n or n.endswith(".pyc")] == []
+    assert f"{info}licenses/LICENSE" in names  # the Apache-2.0 text the metadata declares
 
 
 def test_the_sdist_holds_the_sources_and_nothing_else(dist: Dist) -> None:
     with tarfile.open(dist.sdist) as sdist:
         names = {m.name.split("/", 1)[1] for m in sdist.getmembers() if "/" in m.name}
     top_level = {name.split("/")[0] for name in names}
-    built_from = {"pyproject.toml", "setup.cfg", "MANIFEST.in", "README.md", "src"}
+    built_from = {"pyproject.toml", "setup.cfg", "MANIFEST.in", "README.md", "LICENSE", "src"}
     assert top_level <= {"PKG-INFO", *built_from}
     package = _tracked("src/eoclient")
     assert package <= names, sorted(package - names)
