@@ -83,7 +83,6 @@ class BareInstall:
     def __init__(self, venv: Venv) -> None:
         self.venv = venv
         self.distributions = venv.distributions()
-        self.size = venv.site_packages_bytes()
 
 
 class Installs:
