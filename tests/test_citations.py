@@ -44,8 +44,6 @@ NOT_YET_CONVERTED: tuple[str, ...] = (
     "src/eoclient/server_stub/core/ack_ids.py",
     "src/eoclient/server_stub/core/delivery.py",
     "src/eoclient/server_stub/core/stream_flow.py",
-    # the lean helper
-    "src/eoclient/cli/__init__.py",
     # the subscriber helper
     "src/eoclient/subscriber",
     # the sdk helper
