@@ -106,19 +106,28 @@ def _py(env: BuildEnvironment) -> PythonDomain:
 
 
 @functools.cache
-def _owners() -> dict[int, str]:
-    """id(public object) -> its owner module (the last of PUBLIC_MODULES exporting it)."""
+def _owners(public_modules: tuple[str, ...]) -> dict[int, str]:
+    """id(public object) -> its owner module (the last of the modules exporting it)."""
     owners: dict[int, str] = {}
-    for module_name in PUBLIC_MODULES:
+    for module_name in public_modules:
         module = importlib.import_module(module_name)
         for name in public_names(module_name):
             owners[id(getattr(module, name))] = module_name
     return owners
 
 
+# The build's eoclient_public_modules (PUBLIC_MODULES unless a test builds a smaller site).
+_public_modules = PUBLIC_MODULES
+
+
 def owner_module(obj: Any) -> str | None:
     """The public module whose page documents ``obj``: the most specific one exporting it."""
-    return _owners().get(id(obj))
+    return _owners(tuple(_public_modules)).get(id(obj))
+
+
+def _configure(app: Sphinx) -> None:
+    global _public_modules
+    _public_modules = tuple(app.config.eoclient_public_modules)
 
 
 def _has_attribute_docstring(cls: type, name: str) -> bool:
@@ -414,6 +423,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("eoclient_fixture_modules", FIXTURE_MODULES, "env")
     app.add_object_type("fixture", "fixture", indextemplate="pair: %s; pytest fixture")
     app.add_directive("fixtures", FixturesDirective)
+    app.connect("builder-inited", _configure)
     app.connect("autodoc-skip-member", skip_member)
     app.connect("missing-reference", resolve_by_identity)
     app.connect("autodoc-process-bases", hide_internal_bases)
