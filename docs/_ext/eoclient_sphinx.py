@@ -292,12 +292,16 @@ def resolve_by_identity(
 
 def hide_internal_bases(app: Sphinx, name: str, obj: Any, options: Any, bases: list[Any]) -> None:
     """``autodoc-process-bases``: an internal mixin (``AdminClient``'s ``PolicyCalls``) is
-    not shown as a base; its methods are documented on the class (``inherited-members``)."""
+    not shown as a base (its methods are documented on the class: ``inherited-members``),
+    nor is ``object``."""
     bases[:] = [
         base
         for base in bases
-        if not getattr(base, "__module__", "").startswith("eoclient")
-        or owner_module(base) is not None
+        if base is not object  # "Bases: object" says nothing
+        and (
+            not getattr(base, "__module__", "").startswith("eoclient")
+            or owner_module(base) is not None
+        )
     ]
 
 
