@@ -30,14 +30,20 @@ for an optional property clears it (the server then applies its default).
 from __future__ import annotations
 
 import datetime
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, Generic, TypeVar
-
-from google.protobuf.message import Message
+from collections.abc import Mapping
+from typing import Any
 
 from eoclient._transport import Endpoint, PubSubTransport, create_channel
 from eoclient.admin import convert
+from eoclient.admin.calls import AsyncPager
 from eoclient.admin.iam import IamAdmin
+from eoclient.admin.paths import (
+    project_of,
+    project_path,
+    snapshot_path,
+    subscription_path,
+    topic_path,
+)
 from eoclient.admin.policy_calls import PolicyCalls
 from eoclient.admin.schemas import SchemaAdmin, SchemaSettings
 from eoclient.admin.types import (
@@ -53,89 +59,7 @@ from eoclient.admin.types import (
 )
 from eoclient.errors import ClosedError
 
-__all__ = [
-    "AdminClient",
-    "AsyncPager",
-    "project_path",
-    "snapshot_path",
-    "subscription_path",
-    "topic_path",
-]
-
-T = TypeVar("T")
-ResponseT = TypeVar("ResponseT", bound=Message)
-
-
-# ================================================================ paths
-
-
-def _segment(kind: str, value: str) -> str:
-    if not isinstance(value, str) or not value or "/" in value:
-        raise ValueError(f"{kind} must be a non-empty id without '/', got {value!r}")
-    return value
-
-
-def project_path(project: str) -> str:
-    """``projects/{project}``."""
-    return f"projects/{_segment('project', project)}"
-
-
-def topic_path(project: str, topic: str) -> str:
-    """``projects/{project}/topics/{topic}``."""
-    return f"{project_path(project)}/topics/{_segment('topic', topic)}"
-
-
-def subscription_path(project: str, subscription: str) -> str:
-    """``projects/{project}/subscriptions/{subscription}``."""
-    return f"{project_path(project)}/subscriptions/{_segment('subscription', subscription)}"
-
-
-def snapshot_path(project: str, snapshot: str) -> str:
-    """``projects/{project}/snapshots/{snapshot}``."""
-    return f"{project_path(project)}/snapshots/{_segment('snapshot', snapshot)}"
-
-
-def _project(project: str) -> str:
-    # Both "my-project" and "projects/my-project" are accepted.
-    return project if project.startswith("projects/") else project_path(project)
-
-
-# ================================================================ pagination
-
-
-class AsyncPager(Generic[T]):
-    """The items of a paged list call, fetched one page at a time as they are consumed.
-
-    ``async for item in pager`` yields items; ``async for page in pager.pages()``
-    yields each page's items as a list; ``await pager.collect()`` returns all items.
-    Nothing is requested until iteration starts, and every iteration starts again
-    from the first page. Errors (e.g. ``NotFound``) surface on the first ``async for``.
-    """
-
-    def __init__(self, fetch: Callable[[str], Awaitable[tuple[list[T], str]]]) -> None:
-        self._fetch = fetch
-
-    def __aiter__(self) -> AsyncIterator[T]:
-        return self._items()
-
-    async def _items(self) -> AsyncIterator[T]:
-        async for page in self.pages():
-            for item in page:
-                yield item
-
-    async def pages(self) -> AsyncIterator[list[T]]:
-        token = ""
-        while True:
-            items, token = await self._fetch(token)
-            yield items
-            if not token:
-                return
-
-    async def collect(self) -> list[T]:
-        return [item async for item in self]
-
-
-# ================================================================ client
+__all__ = ["AdminClient"]
 
 
 class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
@@ -195,33 +119,6 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
             self._transport = PubSubTransport(create_channel(self._endpoint))
         return self._transport
 
-    async def _call(self, request: convert.Request[ResponseT]) -> ResponseT:
-        return await self._get_transport().call(
-            request.service,
-            request.method,
-            request.message,
-            request.response,
-            routing=request.routing,
-            timeout=self._timeout,
-        )
-
-    def _pager(
-        self,
-        build: Callable[[str, int, str], convert.Request[ResponseT]],
-        parse: Callable[[ResponseT], tuple[list[T], str]],
-        parent: str,
-        page_size: int | None,
-    ) -> AsyncPager[T]:
-        if page_size is not None and page_size <= 0:
-            raise ValueError(
-                f"page_size must be > 0 (None = the server's default), got {page_size}"
-            )
-
-        async def fetch(token: str) -> tuple[list[T], str]:
-            return parse(await self._call(build(parent, page_size or 0, token)))
-
-        return AsyncPager(fetch)
-
     # The official client's path helpers, also as static methods.
     project_path = staticmethod(project_path)
     topic_path = staticmethod(topic_path)
@@ -272,7 +169,7 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
 
     def list_topics(self, project: str, *, page_size: int | None = None) -> AsyncPager[Topic]:
         """The project's topics (``project`` = ``"my-project"`` or ``"projects/my-project"``)."""
-        return self._pager(convert.list_topics, convert.topics_page, _project(project), page_size)
+        return self._pager(convert.list_topics, convert.topics_page, project_of(project), page_size)
 
     def list_topic_subscriptions(
         self, topic: str, *, page_size: int | None = None
@@ -374,7 +271,7 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
     ) -> AsyncPager[Subscription]:
         """The project's subscriptions, with all their properties."""
         return self._pager(
-            convert.list_subscriptions, convert.subscriptions_page, _project(project), page_size
+            convert.list_subscriptions, convert.subscriptions_page, project_of(project), page_size
         )
 
     async def modify_push_config(self, name: str, push_config: PushConfig | None) -> None:
@@ -426,7 +323,7 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
 
     def list_snapshots(self, project: str, *, page_size: int | None = None) -> AsyncPager[Snapshot]:
         return self._pager(
-            convert.list_snapshots, convert.snapshots_page, _project(project), page_size
+            convert.list_snapshots, convert.snapshots_page, project_of(project), page_size
         )
 
     async def delete_snapshot(self, name: str) -> None:

@@ -21,14 +21,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from google.protobuf import empty_pb2, timestamp_pb2
-from google.protobuf.message import Message
 
 from eoclient._proto import pubsub_pb2 as pb
-from eoclient.admin import schemas
+from eoclient.admin.calls import Request
+from eoclient.admin.schemas import settings_from_pb, settings_to_pb
 from eoclient.admin.types import (
     DeadLetterPolicy,
     ExpirationPolicy,
@@ -41,22 +40,9 @@ from eoclient.admin.types import (
     TopicState,
 )
 
-ResponseT = TypeVar("ResponseT", bound=Message)
-
 # Output-only fields: never sent, whatever the dataclass holds.
 _TOPIC_OUTPUT_ONLY = frozenset({"state"})
 _SUBSCRIPTION_OUTPUT_ONLY = frozenset({"state", "topic_message_retention_duration"})
-
-
-@dataclass(frozen=True, slots=True)
-class Request(Generic[ResponseT]):
-    """One google.pubsub.v1 call, ready for ``PubSubTransport.call``."""
-
-    service: str  # "Publisher", "Subscriber", "SchemaService" or "google.iam.v1.IAMPolicy"
-    method: str
-    message: Message
-    response: type[ResponseT]
-    routing: tuple[str, str]  # x-goog-request-params: (request field, resource name)
 
 
 # ================================================================ scalars
@@ -105,7 +91,7 @@ def topic_to_pb(topic: Topic) -> pb.Topic:
     if topic.message_retention_duration is not None:
         message.message_retention_duration.FromTimedelta(topic.message_retention_duration)
     if topic.schema_settings is not None:
-        schemas.settings_to_pb(topic.schema_settings, message.schema_settings)
+        settings_to_pb(topic.schema_settings, message.schema_settings)
     return message
 
 
@@ -120,7 +106,7 @@ def topic_from_pb(message: pb.Topic) -> Topic:
         ),
         kms_key_name=message.kms_key_name,
         schema_settings=(
-            schemas.settings_from_pb(message.schema_settings)
+            settings_from_pb(message.schema_settings)
             if message.HasField("schema_settings")
             else None
         ),

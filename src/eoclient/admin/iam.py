@@ -15,12 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eoclient._proto import expr_pb2, iam_policy_pb2, policy_pb2
-
-if TYPE_CHECKING:
-    from eoclient.admin.convert import Request
+from eoclient.admin.calls import AdminCalls, Request
 
 SERVICE = "google.iam.v1.IAMPolicy"
 
@@ -126,16 +124,11 @@ def policy_to_pb(policy: Policy) -> policy_pb2.Policy:
 
 
 def _request(method: str, message: Any, response: Any, resource: str) -> Request[Any]:
-    from eoclient.admin.convert import Request
-
     return Request(SERVICE, method, message, response, ("resource", resource))
 
 
-class IamAdmin:
+class IamAdmin(AdminCalls):
     """AdminClient's IAM methods, for topics, subscriptions, snapshots and schemas."""
-
-    async def _call(self, request: Request[Any]) -> Any:  # AdminClient's
-        raise NotImplementedError
 
     async def get_iam_policy(self, resource: str, *, requested_policy_version: int = 3) -> Policy:
         """The resource's policy (an empty one, etag ``ACAB``, if none was set).

@@ -16,12 +16,11 @@ import math
 from collections.abc import Iterable
 from typing import TypeVar
 
-import grpc
 from google.protobuf import duration_pb2
 from google.protobuf.message import Message
 
 from eoclient._proto import broker_policies_pb2 as pb
-from eoclient._transport import PubSubTransport, rpc_error_from_grpc
+from eoclient.admin.calls import AdminCalls, Request
 from eoclient.admin.convert import utc_datetime
 from eoclient.admin.policies import (
     DEFAULT_HOLD_TIMEOUT,
@@ -164,37 +163,21 @@ def subscription_policies_from_pb(message: pb.SubscriptionPolicies) -> Subscript
 # ================================================================ calls
 
 
-class PolicyCalls:
-    """The policy methods of :class:`~eoclient.admin.AdminClient` (a mixin: it supplies
-    the channel and the deadline)."""
-
-    _timeout: float | None
-
-    def _get_transport(self) -> PubSubTransport:  # pragma: no cover - AdminClient's
-        raise NotImplementedError
+class PolicyCalls(AdminCalls):
+    """The policy methods of :class:`~eoclient.admin.AdminClient` (one of its bases)."""
 
     async def _call_policies(
         self, method: str, request: Message, response: type[ResponseT], resource: tuple[str, str]
     ) -> ResponseT:
-        call = self._get_transport().channel.unary_unary(
-            f"/{SERVICE}/{method}",
-            request_serializer=lambda message: message.SerializeToString(),
-            response_deserializer=response.FromString,
-        )
-        # The routing header the service's own calls carry (client-anchors §1.9).
-        metadata = (("x-goog-request-params", f"{resource[0]}={resource[1]}"),)
         try:
-            result = await call(request, timeout=self._timeout, metadata=metadata)
-        except grpc.aio.AioRpcError as error:
-            mapped = rpc_error_from_grpc(error)
-            if isinstance(mapped, Unimplemented) and extension_missing(mapped):
+            return await self._call(Request(SERVICE, method, request, response, resource))
+        except Unimplemented as missing:
+            if extension_missing(missing):
                 raise Unimplemented(
                     f"{method} needs eoclient's reference server (eoclient serve): this "
-                    f"server does not implement {SERVICE} ({mapped.message})"
-                ) from error
-            raise mapped from error
-        assert isinstance(result, response)
-        return result
+                    f"server does not implement {SERVICE} ({missing.message})"
+                ) from missing
+            raise
 
     # ------------------------------------------------------------ skip
 

@@ -22,16 +22,14 @@ from __future__ import annotations
 import datetime
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from google.protobuf import empty_pb2
 
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient._proto import schema_pb2 as sp
-
-if TYPE_CHECKING:
-    from eoclient.admin.client import AsyncPager
-    from eoclient.admin.convert import Request
+from eoclient.admin.calls import AdminCalls, AsyncPager, Request
+from eoclient.admin.paths import project_of, schema_path
 
 SERVICE = "SchemaService"  # google.pubsub.v1.SchemaService
 
@@ -97,15 +95,6 @@ class SchemaSettings:
     last_revision_id: str = ""
 
 
-def schema_path(project: str, schema: str) -> str:
-    """``projects/{project}/schemas/{schema}``."""
-    from eoclient.admin.client import project_path
-
-    if not schema or "/" in schema:
-        raise ValueError(f"schema must be a non-empty id without '/', got {schema!r}")
-    return f"{project_path(project)}/schemas/{schema}"
-
-
 # ================================================================ conversion
 
 
@@ -143,8 +132,6 @@ def settings_from_pb(message: pb.SchemaSettings) -> SchemaSettings:
 
 
 def _request(method: str, message: Any, response: Any, routing: tuple[str, str]) -> Request[Any]:
-    from eoclient.admin.convert import Request
-
     return Request(SERVICE, method, message, response, routing)
 
 
@@ -152,32 +139,20 @@ def _page(response: Any) -> tuple[list[Schema], str]:
     return [schema_from_pb(s) for s in response.schemas], response.next_page_token
 
 
-def _project(project: str) -> str:
-    from eoclient.admin.client import project_path
-
-    return project if project.startswith("projects/") else project_path(project)
-
-
 # ================================================================ the client's methods
 
 
-class SchemaAdmin:
-    """AdminClient's SchemaService methods (mixed into ``AdminClient``)."""
+class SchemaAdmin(AdminCalls):
+    """AdminClient's SchemaService methods (one of its bases)."""
 
     schema_path = staticmethod(schema_path)
-
-    async def _call(self, request: Request[Any]) -> Any:  # AdminClient's
-        raise NotImplementedError
-
-    def _pager(self, build: Any, parse: Any, parent: str, page_size: int | None) -> Any:
-        raise NotImplementedError
 
     async def create_schema(
         self, project: str, schema_id: str, type: SchemaType, definition: str
     ) -> Schema:
         """Create a schema (its first revision); ``AlreadyExists`` if it does,
         ``InvalidArgument`` if the definition does not compile."""
-        parent = _project(project)
+        parent = project_of(project)
         request = sp.CreateSchemaRequest(
             parent=parent, schema=_schema_to_pb(type, definition), schema_id=schema_id
         )
@@ -210,8 +185,7 @@ class SchemaAdmin:
             )
             return _request("ListSchemas", request, sp.ListSchemasResponse, ("parent", parent))
 
-        pager: AsyncPager[Schema] = self._pager(build, _page, _project(project), page_size)
-        return pager
+        return self._pager(build, _page, project_of(project), page_size)
 
     def list_schema_revisions(
         self, name: str, *, view: SchemaView = SchemaView.BASIC, page_size: int | None = None
@@ -229,8 +203,7 @@ class SchemaAdmin:
                 "ListSchemaRevisions", request, sp.ListSchemaRevisionsResponse, ("name", schema)
             )
 
-        pager: AsyncPager[Schema] = self._pager(build, _page, name, page_size)
-        return pager
+        return self._pager(build, _page, name, page_size)
 
     async def commit_schema(self, name: str, type: SchemaType, definition: str) -> Schema:
         """Add a revision (the newest from now on)."""
@@ -260,7 +233,7 @@ class SchemaAdmin:
 
     async def validate_schema(self, project: str, type: SchemaType, definition: str) -> None:
         """``InvalidArgument`` (naming the problem) unless ``definition`` compiles."""
-        parent = _project(project)
+        parent = project_of(project)
         request = sp.ValidateSchemaRequest(parent=parent, schema=_schema_to_pb(type, definition))
         await self._call(
             _request("ValidateSchema", request, sp.ValidateSchemaResponse, ("parent", parent))
@@ -279,7 +252,7 @@ class SchemaAdmin:
         ``name@revision``) or the inline ``definition`` (type, text) — exactly one."""
         if (schema is None) == (definition is None):
             raise ValueError("pass schema= (a schema name) or definition=, exactly one")
-        parent = _project(project)
+        parent = project_of(project)
         request = sp.ValidateMessageRequest(
             parent=parent,
             message=message,
