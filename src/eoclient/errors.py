@@ -9,6 +9,7 @@
     ├── OrderingKeyPausedError        publishing to an ordering key paused by an earlier failure
     ├── MessageTooLargeError          a message can never fit in one publish request
     ├── SparkConnectorError           the Spark connector cannot run as configured (a ValueError)
+    ├── CredentialsError              a TLS endpoint without usable credentials
     └── RpcError                      the server answered with a non-OK gRPC status
         ├── Cancelled                 CANCELLED
         ├── Unknown                   UNKNOWN              (retryable)
@@ -56,7 +57,7 @@ RESOURCE_EXHAUSTED   yes         a quota or flow-control limit of the *server*; 
                                  (or the server's, for our request) raises these before
                                  the call's answer is read; the same request meets the
                                  same limit every time, so retrying only burns the retry
-                                 deadline (issue 17: 2,000 expired acks reported OTHER
+                                 deadline (2,000 expired acks were once reported OTHER
                                  after 33 s instead of INVALID_ACK_ID at once).
                                  :class:`SizeLimitExceeded`.
 ABORTED              yes         concurrency conflict on the server
@@ -65,7 +66,7 @@ INTERNAL             yes         as the official clients (includes a stream rese
                                  the emulator resets the stream, "Received RST_STREAM
                                  with error code 1", rather than send trailers over the
                                  metadata limit the client advertised; the 4 MiB limit
-                                 (``_transport.MAX_METADATA_BYTES``) keeps ack answers
+                                 (``_endpoint.MAX_METADATA_BYTES``) keeps ack answers
                                  under it. It stays retryable: the text does not say
                                  why the peer reset, and streams must recover from
                                  resets as Google's clients do
@@ -92,6 +93,7 @@ __all__ = [
     "AlreadyExists",
     "Cancelled",
     "ClosedError",
+    "CredentialsError",
     "DataLoss",
     "DeadlineExceeded",
     "EoclientError",
@@ -159,6 +161,13 @@ class OrderingKeyPausedError(EoclientError):
 
 class MessageTooLargeError(EoclientError):
     """A single message can never fit in one publish request."""
+
+
+class CredentialsError(EoclientError):
+    """A TLS endpoint has no usable credentials: none found by Application Default
+    Credentials, credentials that cannot carry the quota project, a universe domain that
+    is not theirs, or google-auth missing. Raised when the client connects; the message
+    says what to do (and how to say plain text, for a local server)."""
 
 
 class SparkConnectorError(EoclientError, ValueError):

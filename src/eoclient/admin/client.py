@@ -33,7 +33,9 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
-from eoclient._transport import Endpoint, PubSubTransport, create_channel
+import grpc
+
+from eoclient._transport import Endpoint, PubSubTransport
 from eoclient.admin import convert
 from eoclient.admin.calls import AsyncPager
 from eoclient.admin.iam import IamAdmin
@@ -69,10 +71,13 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
     eoclient's reference server only) come from :class:`~eoclient.admin.policy_calls.PolicyCalls`.
 
     Args:
-        endpoint: ``host:port`` of a plain-text server; ``None`` =
-            ``PUBSUB_EMULATOR_HOST`` if set, else the real service (TLS + credentials).
-        transport: share an existing channel (e.g. another client's) instead of
-            opening one; the AdminClient then never closes it.
+        endpoint: where to connect (:class:`~eoclient.Endpoint`): a string is TLS with
+            Application Default Credentials unless it is a loopback address or
+            ``PUBSUB_EMULATOR_HOST``'s value (plain text); ``None`` =
+            ``PUBSUB_EMULATOR_HOST`` if set, else the service.
+        channel: a ``grpc.aio.Channel`` to use instead of opening one; the AdminClient
+            never closes it.
+        transport: the same, as a ``PubSubTransport`` another client already wraps.
         timeout: deadline of each RPC, seconds (``None`` = no deadline).
 
     Use ``async with AdminClient() as admin:`` (or call :meth:`aclose`); the channel
@@ -83,19 +88,22 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         self,
         endpoint: str | Endpoint | None = None,
         *,
+        channel: grpc.aio.Channel | None = None,
         transport: PubSubTransport | None = None,
         timeout: float | None = 60.0,
     ) -> None:
-        if endpoint is not None and transport is not None:
-            raise ValueError("pass endpoint= or transport=, not both")
-        self._endpoint = Endpoint.resolve(endpoint)
+        if sum(given is not None for given in (endpoint, channel, transport)) > 1:
+            raise ValueError("pass only one of endpoint=, channel= and transport=")
+        if channel is not None:
+            transport = PubSubTransport(channel, owns_channel=False)
+        self._endpoint = Endpoint.resolve(endpoint) if transport is None else None
         self._transport = transport
         self._owns_transport = transport is None
         self._timeout = timeout
         self._closed = False
 
     def __repr__(self) -> str:
-        where = self._endpoint.target if self._owns_transport else "shared transport"
+        where = self._endpoint.target if self._endpoint is not None else "shared transport"
         return f"<AdminClient {where}{' closed' if self._closed else ''}>"
 
     async def __aenter__(self) -> AdminClient:
@@ -116,7 +124,8 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         if self._closed:
             raise ClosedError("the AdminClient is closed")
         if self._transport is None:
-            self._transport = PubSubTransport(create_channel(self._endpoint))
+            assert self._endpoint is not None
+            self._transport = PubSubTransport(self._endpoint.create_channel())
         return self._transport
 
     # The official client's path helpers, also as static methods.

@@ -51,11 +51,12 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+import grpc
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_before_delay
 
 from eoclient._clock import Clock, MonotonicClock
 from eoclient._proto import pubsub_pb2
-from eoclient._transport import Endpoint, PubSubTransport, create_channel
+from eoclient._transport import Endpoint, PubSubTransport
 from eoclient.errors import (
     ClosedError,
     Internal,
@@ -133,8 +134,13 @@ class PublisherClient:
     """Publishes to ``endpoint``, or ``PUBSUB_EMULATOR_HOST``, or the real service.
 
     Args:
-        endpoint: ``host:port`` of a plain-text server; ``None`` =
-            ``PUBSUB_EMULATOR_HOST`` if set, else the real service (TLS).
+        endpoint: where to connect (:class:`~eoclient.Endpoint`): a string is TLS with
+            Application Default Credentials unless it is a loopback address or
+            ``PUBSUB_EMULATOR_HOST``'s value (plain text); ``None`` =
+            ``PUBSUB_EMULATOR_HOST`` if set, else the service.
+        channel: a ``grpc.aio.Channel`` to use instead of opening one (e.g. one
+            ``Endpoint.create_channel()`` made for several clients); the client never
+            closes it. Not together with ``endpoint``.
         batch: how messages are grouped into ``PublishRequest`` s.
         flow_control: how many messages may be outstanding, and what ``publish`` does
             when one more would not fit.
@@ -153,6 +159,7 @@ class PublisherClient:
         self,
         endpoint: str | Endpoint | None = None,
         *,
+        channel: grpc.aio.Channel | None = None,
         batch: BatchSettings | None = None,
         flow_control: PublishFlowControl | None = None,
         retry: PublishRetrySettings | None = None,
@@ -161,7 +168,10 @@ class PublisherClient:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
     ) -> None:
-        self._endpoint = Endpoint.resolve(endpoint)
+        if endpoint is not None and channel is not None:
+            raise ValueError("pass endpoint= or channel=, not both")
+        self._endpoint = Endpoint.resolve(endpoint) if channel is None else None
+        self._channel = channel
         self.batch_settings = batch or BatchSettings()
         self.flow_control_settings = flow_control or PublishFlowControl()
         self.retry_settings = retry or PublishRetrySettings()
@@ -195,8 +205,9 @@ class PublisherClient:
 
     def __repr__(self) -> str:
         flow = self._flow.statistics()
+        where = self._endpoint.target if self._endpoint is not None else "shared channel"
         return (
-            f"<PublisherClient {self._endpoint.target} {self._state.value} "
+            f"<PublisherClient {where} {self._state.value} "
             f"outstanding={flow.outstanding_messages} waiting={flow.waiting_messages} "
             f"in_flight={self._sequencer.in_flight} paused_keys={len(self._paused)}>"
         )
@@ -210,7 +221,11 @@ class PublisherClient:
     async def __aenter__(self) -> PublisherClient:
         if self._state is not PublisherState.UNOPENED:
             raise RuntimeError(f"a PublisherClient cannot be entered twice ({self._state.value})")
-        self._transport = PubSubTransport(create_channel(self._endpoint))
+        if self._endpoint is not None:
+            self._transport = PubSubTransport(self._endpoint.create_channel())
+        else:
+            assert self._channel is not None
+            self._transport = PubSubTransport(self._channel, owns_channel=False)
         self._group = asyncio.TaskGroup()
         await self._group.__aenter__()
         self._state = PublisherState.OPEN
