@@ -23,9 +23,12 @@ order of messages):
    on new ready batches and at the batcher's next deadline, hands ready and due
    batches to the :class:`Sequencer` (at most one batch per ordering key in flight,
    in order) and starts one **send task** per batch it may send;
-5. a send task calls ``Publish``, retried with tenacity (jittered exponential backoff,
-   only :data:`RETRYABLE_PUBLISH_CODES`, no new attempt that would start after
-   ``retry.deadline``), resolves the batch's futures with the message ids or the
+5. a send task calls ``Publish``, retried (jittered exponential backoff, only
+   :data:`RETRYABLE_PUBLISH_CODES`, no new attempt that would start after
+   ``retry.deadline`` or the call's ``timeout``: :mod:`eoclient._retrying`) with the
+   retry and timeout its messages were published with (a message published with other
+   ones than its key's open batch starts a new batch), resolves the batch's futures with
+   the message ids or the
    error (the server's message is in it), releases flow control and reports the
    outcome to the sequencer, which may release the key's next batch or, on a final
    failure, pause the key: the key's queued, ready and open batches then fail with
@@ -44,26 +47,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import logging
 import math
 import random
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, overload
 
 import grpc
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_before_delay
 
 from eoclient._clock import Clock, MonotonicClock
 from eoclient._proto import pubsub_pb2
+from eoclient._retrying import DEFAULT, Default, call_with_retry, check_timeout
 from eoclient._transport import Endpoint, PubSubTransport
-from eoclient.errors import (
-    ClosedError,
-    Internal,
-    OrderingKeyPausedError,
-    RpcError,
-    SizeLimitExceeded,
-)
+from eoclient.errors import ClosedError, Internal, OrderingKeyPausedError, RpcError
 from eoclient.publisher.batcher import Batch, Batcher
 from eoclient.publisher.flow_control import PublishFlowController
 from eoclient.publisher.sequencer import Sequencer, SequencerActions
@@ -78,7 +76,30 @@ from eoclient.publisher.validation import validate_message
 __all__ = ["PublisherClient", "PublisherState", "PublisherStatistics"]
 
 _Batch: TypeAlias = Batch[pubsub_pb2.PubsubMessage, "asyncio.Future[str]"]
-_Parked: TypeAlias = tuple[str, str, pubsub_pb2.PubsubMessage, int]  # topic, key, msg, size
+
+
+@dataclass(frozen=True, slots=True)
+class _CallOptions:
+    """What a batch's ``Publish`` is sent with: the retry and timeout its messages were
+    published with (``retry=None``: one attempt; ``timeout=None``: no budget but the retry
+    deadline)."""
+
+    retry: PublishRetrySettings | None
+    timeout: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Parked:
+    """A message BLOCK flow control holds until there is room."""
+
+    topic: str
+    ordering_key: str
+    message: pubsub_pb2.PubsubMessage
+    size: int
+    options: _CallOptions
+
+
+_log = logging.getLogger("eoclient.publisher")
 
 
 class PublisherState(enum.Enum):
@@ -120,16 +141,6 @@ class PublisherStatistics:
     paused_keys: tuple[tuple[str, str], ...]
 
 
-def _retryable(error: BaseException) -> bool:
-    # Only server statuses are retried; CancelledError and client bugs never are, nor a
-    # gRPC size limit (the same request meets it again: errors.py's table).
-    return (
-        isinstance(error, RpcError)
-        and error.code in RETRYABLE_PUBLISH_CODES
-        and not isinstance(error, SizeLimitExceeded)
-    )
-
-
 class PublisherClient:
     """Publishes to ``endpoint``, or ``PUBSUB_EMULATOR_HOST``, or the real service.
 
@@ -144,11 +155,13 @@ class PublisherClient:
         batch: how messages are grouped into ``PublishRequest`` s.
         flow_control: how many messages may be outstanding, and what ``publish`` does
             when one more would not fit.
-        retry: how failed ``Publish`` calls are retried.
+        retry: how failed ``Publish`` calls are retried (``publish(retry=...)``
+            changes it for one message).
         enable_message_ordering: allow non-empty ordering keys (sequenced per key).
         clock: monotonic seconds for batch latencies (only ever compared with
             each other; the timer waits the differences on the event loop).
-        sleep: what retry backoff awaits (tests may pass a faster one).
+        sleep: what retry backoff awaits (tests may pass a faster one); retry
+            deadlines and timeouts are measured in monotonic time.
         rng: the random source of the backoff jitter.
 
     Use it as ``async with PublisherClient() as client:``; publishing before entering
@@ -175,8 +188,10 @@ class PublisherClient:
         self.batch_settings = batch or BatchSettings()
         self.flow_control_settings = flow_control or PublishFlowControl()
         self.retry_settings = retry or PublishRetrySettings()
+        self._default_options = _CallOptions(self.retry_settings, None)
         self.enable_message_ordering = enable_message_ordering
         self._clock = clock or MonotonicClock()
+        self._retry_clock = MonotonicClock()
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._state = PublisherState.UNOPENED
@@ -300,8 +315,37 @@ class PublisherClient:
 
     # ================================================================ publishing
 
+    # Two signatures for type checkers: without retry/timeout, a mapping unpacked as
+    # attributes (publish(topic, data, **attributes)) type-checks; with them, it cannot
+    # (its keys could be "retry" or "timeout").
+    @overload
     async def publish(
         self, topic: str, data: bytes, /, ordering_key: str = "", **attributes: str
+    ) -> str: ...
+
+    @overload
+    async def publish(
+        self,
+        topic: str,
+        data: bytes,
+        /,
+        ordering_key: str = "",
+        *,
+        retry: PublishRetrySettings | Default | None = DEFAULT,
+        timeout: float | None = None,
+        **attributes: str,
+    ) -> str: ...
+
+    async def publish(
+        self,
+        topic: str,
+        data: bytes,
+        /,
+        ordering_key: str = "",
+        *,
+        retry: object = DEFAULT,  # checked by _options: the overloads give the types
+        timeout: object = None,
+        **attributes: str,
     ) -> str:
         """Publish one message and return its server-assigned message id.
 
@@ -310,7 +354,17 @@ class PublisherClient:
             data: the payload (``bytes``; may be empty if there are attributes).
             ordering_key: messages with the same non-empty key are published in order;
                 needs ``enable_message_ordering=True``.
-            **attributes: string attributes.
+            retry: how the ``Publish`` carrying this message is retried: the client's
+                ``retry`` by default, ``None`` = one attempt.
+            timeout: seconds the ``Publish`` carrying this message may take, retries
+                included (each attempt is sent with what remains, and at most
+                ``retry.attempt_timeout``); ``None`` = as long as ``retry.deadline``.
+            **attributes: string attributes (``ordering_key``, ``retry`` and
+                ``timeout`` are parameters, as in google-cloud-pubsub).
+
+        A message published with another ``retry`` or ``timeout`` than the messages
+        batched before it for its topic and key starts a new batch, so every message's
+        request is sent with its own settings.
 
         Raises:
             ValueError / TypeError / MessageTooLargeError: the message is invalid.
@@ -325,10 +379,36 @@ class PublisherClient:
         it waits withdraws the message; once the message is batched, cancelling only
         stops waiting for the id (the message is still sent).
         """
-        return await self.publish_nowait(topic, data, ordering_key, **attributes)
+        return await self._accept(topic, data, ordering_key, retry, timeout, attributes)
 
+    @overload
     def publish_nowait(
         self, topic: str, data: bytes, /, ordering_key: str = "", **attributes: str
+    ) -> asyncio.Future[str]: ...
+
+    @overload
+    def publish_nowait(
+        self,
+        topic: str,
+        data: bytes,
+        /,
+        ordering_key: str = "",
+        *,
+        retry: PublishRetrySettings | Default | None = DEFAULT,
+        timeout: float | None = None,
+        **attributes: str,
+    ) -> asyncio.Future[str]: ...
+
+    def publish_nowait(
+        self,
+        topic: str,
+        data: bytes,
+        /,
+        ordering_key: str = "",
+        *,
+        retry: object = DEFAULT,
+        timeout: object = None,
+        **attributes: str,
     ) -> asyncio.Future[str]:
         """Accept one message and return a future of its message id, without waiting.
 
@@ -344,6 +424,17 @@ class PublisherClient:
         :meth:`publish` instead. Cancelling the future of a parked message withdraws
         it.
         """
+        return self._accept(topic, data, ordering_key, retry, timeout, attributes)
+
+    def _accept(
+        self,
+        topic: str,
+        data: bytes,
+        ordering_key: str,
+        retry: object,
+        timeout: object,
+        attributes: dict[str, str],
+    ) -> asyncio.Future[str]:
         self._check_open()
         if not isinstance(topic, str) or not topic:
             raise ValueError(
@@ -355,6 +446,7 @@ class PublisherClient:
                 f"cannot publish with ordering key {ordering_key!r}: message ordering is "
                 "disabled; create the client with PublisherClient(enable_message_ordering=True)"
             )
+        options = self._options(retry, timeout)
         size = validate_message(data, attributes, ordering_key, topic=topic)
         self._sequencer.check_publish(topic, ordering_key)
         # Empty fields are left out: an empty attributes dict still goes through the
@@ -369,11 +461,24 @@ class PublisherClient:
             message = pubsub_pb2.PubsubMessage(data=data)
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         if self._flow.acquire(size, future):  # raises FlowControlLimitError (ERROR)
-            self._enqueue(topic, ordering_key, message, future, size)
+            self._enqueue(topic, ordering_key, message, future, size, options)
         else:
-            self._parked[future] = (topic, ordering_key, message, size)
+            self._parked[future] = _Parked(topic, ordering_key, message, size, options)
             future.add_done_callback(self._on_parked_done)
         return future
+
+    def _options(self, retry: object, timeout: object) -> _CallOptions:
+        if retry is DEFAULT and timeout is None:
+            return self._default_options  # the common case: one shared object
+        if retry is DEFAULT:
+            retry = self.retry_settings
+        elif retry is not None and not isinstance(retry, PublishRetrySettings):
+            raise TypeError(
+                f"retry must be a PublishRetrySettings or None (one attempt), got {retry!r} "
+                "(publish's ordering_key, retry and timeout are parameters, not message "
+                "attributes)"
+            )
+        return _CallOptions(retry, check_timeout(timeout))
 
     def resume_publish(self, topic: str, ordering_key: str) -> None:
         """Accept publishes to a key paused by a failure again (no-op if not paused)."""
@@ -423,8 +528,11 @@ class PublisherClient:
         message: pubsub_pb2.PubsubMessage,
         future: asyncio.Future[str],
         size: int,
+        options: _CallOptions,
     ) -> None:
-        ready = self._batcher.add(topic, ordering_key, message, future, size, self._clock.now())
+        ready = self._batcher.add(
+            topic, ordering_key, message, future, size, self._clock.now(), options
+        )
         self._ready.extend(ready)
         self._wake.set()  # a batch is ready, or the next deadline may have moved
 
@@ -444,18 +552,18 @@ class PublisherClient:
             parked = self._parked.pop(future, None)
             if parked is None:  # not ours to batch (cannot happen; be safe)
                 continue
-            topic, key, message, size = parked
+            key = (parked.topic, parked.ordering_key)
             error: BaseException | None = None
             if self._stopping or self._fatal is not None:
                 error = ClosedError("the PublisherClient was closed before the message was sent")
-            elif (topic, key) in self._paused:
-                error = OrderingKeyPausedError(topic, key)
+            elif key in self._paused:
+                error = OrderingKeyPausedError(*key)
             if future.done() or error is not None:
                 if error is not None:
                     self._fail(future, error)
-                queue.extend(self._flow.release(size))
+                queue.extend(self._flow.release(parked.size))
                 continue
-            self._enqueue(topic, key, message, future, size)
+            self._enqueue(*key, parked.message, future, parked.size, parked.options)
 
     # ================================================================ sending
 
@@ -539,41 +647,39 @@ class PublisherClient:
 
     async def _publish_with_retry(self, batch: _Batch) -> list[str]:
         assert self._transport is not None
+        assert isinstance(batch.options, _CallOptions)
         transport = self._transport
-        retry = self.retry_settings
-        attempt_timeout = None if math.isinf(retry.attempt_timeout) else retry.attempt_timeout
-        retrying = AsyncRetrying(
-            # No attempt starts after the deadline (stop_after_delay could sleep past it).
-            stop=stop_before_delay(retry.deadline),
-            wait=self._backoff,
-            retry=retry_if_exception(_retryable),
+        options = batch.options
+        # The cap of one attempt comes from the client's settings when retry=None.
+        attempt_timeout = (options.retry or self.retry_settings).attempt_timeout
+
+        def attempt(seconds: float | None) -> Awaitable[list[str]]:
+            self._rpcs += 1
+            return transport.publish(batch.topic, batch.messages, timeout=seconds)
+
+        def on_retry(number: int, error: RpcError, delay: float) -> None:
+            self._retries += 1
+            _log.debug(
+                "Publish of %d messages to %s failed (attempt %d): %s; retrying in %.3f s",
+                len(batch),
+                batch.topic,
+                number,
+                error,
+                delay,
+            )
+
+        return await call_with_retry(
+            attempt,
+            backoff=options.retry,
+            codes=RETRYABLE_PUBLISH_CODES,
+            timeout=options.timeout,
+            # Retry deadlines are real durations, whatever clock paces the batches.
+            now=self._retry_clock.now,
             sleep=self._sleep,
-            reraise=True,  # the last error, with the server's message, not a RetryError
+            rng=self._rng,
+            attempt_timeout=None if math.isinf(attempt_timeout) else attempt_timeout,
+            on_retry=on_retry,
         )
-        async for attempt in retrying:
-            with attempt:
-                if attempt.retry_state.attempt_number > 1:
-                    self._retries += 1
-                self._rpcs += 1
-                return await transport.publish(batch.topic, batch.messages, timeout=attempt_timeout)
-        raise AssertionError("unreachable: tenacity either returns or reraises")  # pragma: no cover
-
-    def _backoff(self, retry_state: RetryCallState) -> float:
-        """Delay before the next attempt: exponential, capped, plus jitter.
-
-        ``initial_backoff * multiplier ** (attempts - 1)``, capped at ``max_backoff``,
-        plus up to ``initial_backoff`` of jitter (never above ``max_backoff``): the
-        shape of tenacity's ``wait_exponential_jitter``, written out because its
-        parameters changed across tenacity 9.x and the random source is injected here.
-        """
-        retry = self.retry_settings
-        exponent = retry_state.attempt_number - 1
-        delay = retry.max_backoff
-        if retry.multiplier == 1:
-            delay = retry.initial_backoff
-        elif exponent < math.log(retry.max_backoff / retry.initial_backoff, retry.multiplier):
-            delay = retry.initial_backoff * retry.multiplier**exponent  # no overflow
-        return min(retry.max_backoff, delay + self._rng.uniform(0, retry.initial_backoff))
 
     def _finish(
         self, batch: _Batch, *, ids: list[str] | None = None, error: BaseException | None = None
