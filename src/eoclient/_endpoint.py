@@ -285,11 +285,12 @@ class Endpoint:
                 )
             except google.auth.exceptions.DefaultCredentialsError as error:
                 raise CredentialsError(
-                    f"{self.target} is a TLS endpoint with Application Default Credentials "
-                    "(a string endpoint is, unless it is a loopback address or "
-                    "PUBSUB_EMULATOR_HOST), and none were found: run `gcloud auth "
-                    "application-default login`, pass credentials with Endpoint.tls(...), or, "
-                    f"for a plain-text server, use Endpoint.insecure({self.target!r}) ({error})"
+                    f"{self.target} is a TLS endpoint and Application Default Credentials "
+                    f"found none ({error}): run `gcloud auth application-default login` or "
+                    "pass credentials with Endpoint.tls(...); for a plain-text server (an "
+                    f"emulator, eoclient serve) use Endpoint.insecure({self.target!r}) or set "
+                    "PUBSUB_EMULATOR_HOST (a string endpoint is TLS unless it is a loopback "
+                    "address)"
                 ) from error
         elif self.quota_project is not None:
             with_quota_project = getattr(credentials, "with_quota_project", None)

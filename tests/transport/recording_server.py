@@ -1,10 +1,12 @@
-"""A small TLS gRPC server that answers ``Publisher/GetTopic`` and records what each call
-carried: its metadata (``authorization``, ``x-goog-user-project``) and the client
-certificate's name (mutual TLS). The instrument for what a client *sends*, which the
-reference server does not expose."""
+"""A small gRPC server that answers ``Publisher/GetTopic`` and records what each call
+carried: its metadata (``authorization``, ``x-goog-user-project``), the client
+certificate's name (mutual TLS) and the deadline it came with. The instrument for what a
+client *sends*, which the reference server does not expose. ``hold`` makes it answer
+late (a server slower than the caller's timeout)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -21,18 +23,21 @@ from .certificates import Certificates
 class Seen:
     metadata: dict[str, str]
     client_names: list[str]  # x509 common names of the peer's certificate (mutual TLS)
+    time_remaining: float | None  # the call's deadline, seconds from its arrival
 
 
 @dataclass
 class RecordingServer:
     address: str
     calls: list[Seen] = field(default_factory=list)
+    hold: float = 0.0  # seconds to wait before answering
 
 
 @asynccontextmanager
 async def recording_server(
-    certificates: Certificates, *, require_client_certificate: bool = False
+    certificates: Certificates | None, *, require_client_certificate: bool = False
 ) -> AsyncIterator[RecordingServer]:
+    """TLS with ``certificates``; plain text on 127.0.0.1 without."""
     server = grpc.aio.server()
     recorder = RecordingServer("")
 
@@ -41,7 +46,9 @@ async def recording_server(
             key: value for key, value in context.invocation_metadata() if isinstance(value, str)
         }
         names = [name.decode() for name in context.auth_context().get("x509_common_name", [])]
-        recorder.calls.append(Seen(metadata, names))
+        recorder.calls.append(Seen(metadata, names, context.time_remaining()))
+        if recorder.hold:
+            await asyncio.sleep(recorder.hold)
         return pubsub_pb2.Topic(name=request.topic)
 
     handler = grpc.method_handlers_generic_handler(
@@ -55,12 +62,15 @@ async def recording_server(
         },
     )
     server.add_generic_rpc_handlers((handler,))
-    credentials = grpc.ssl_server_credentials(
-        [(certificates.server.key, certificates.server.chain)],
-        root_certificates=certificates.ca if require_client_certificate else None,
-        require_client_auth=require_client_certificate,
-    )
-    port = server.add_secure_port("127.0.0.1:0", credentials)
+    if certificates is None:
+        port = server.add_insecure_port("127.0.0.1:0")
+    else:
+        credentials = grpc.ssl_server_credentials(
+            [(certificates.server.key, certificates.server.chain)],
+            root_certificates=certificates.ca if require_client_certificate else None,
+            require_client_auth=require_client_certificate,
+        )
+        port = server.add_secure_port("127.0.0.1:0", credentials)
     recorder.address = f"127.0.0.1:{port}"
     await server.start()
     try:

@@ -152,7 +152,7 @@ async def test_no_default_credentials_says_how_to_connect(
         async with PublisherClient("pubsub-emulator:8085"):
             pass
     text = str(raised.value)
-    assert "pubsub-emulator:8085 is a TLS endpoint with Application Default Credentials" in text
+    assert "pubsub-emulator:8085 is a TLS endpoint and Application Default Credentials" in text
     assert "Endpoint.insecure('pubsub-emulator:8085')" in text
     admin = AdminClient("pubsub-emulator:8085")
     with pytest.raises(CredentialsError, match=r"Endpoint\.insecure"):

@@ -9,6 +9,7 @@ protobuf types in it).
         await admin.create_topic(topic_path("my-project", "orders"))
 """
 
+from eoclient._retrying import DEFAULT, RetrySettings
 from eoclient.admin.calls import AsyncPager
 from eoclient.admin.client import AdminClient
 from eoclient.admin.iam import Binding, Condition, Policy
@@ -46,6 +47,7 @@ from eoclient.admin.types import (
 )
 
 __all__ = [
+    "DEFAULT",
     "UNSET",
     "AdminClient",
     "AsyncPager",
@@ -60,6 +62,7 @@ __all__ = [
     "PushConfig",
     "RetentionPolicy",
     "RetryPolicy",
+    "RetrySettings",
     "Schema",
     "SchemaSettings",
     "SchemaType",

@@ -14,8 +14,10 @@
         async for subscription in admin.list_subscriptions("my-project"):
             print(subscription.name, subscription.ack_deadline_seconds)
 
-Every call is one google.pubsub.v1 RPC (no retries: admin calls are rare and the
-caller knows whether repeating one is safe). Failures raise the
+Every call is one google.pubsub.v1 RPC, retried where the official client retries it
+(and, on DEADLINE_EXCEEDED, where a repeat cannot change the answer: the table in
+:mod:`eoclient.admin.calls`); ``retry=`` and ``timeout=`` change that for one call. Failures
+raise the
 :class:`~eoclient.errors.RpcError` subclass of the server's status, carrying the
 server's message unchanged (``NotFound``, ``AlreadyExists``, ``InvalidArgument``,
 ``FailedPrecondition``, ``PermissionDenied``, ``Unimplemented``, ...); arguments the
@@ -30,14 +32,17 @@ for an optional property clears it (the server then applies its default).
 from __future__ import annotations
 
 import datetime
+import random
 from collections.abc import Mapping
 from typing import Any
 
 import grpc
 
+from eoclient._clock import AsyncClock, MonotonicClock
+from eoclient._retrying import DEFAULT, check_timeout
 from eoclient._transport import Endpoint, PubSubTransport
 from eoclient.admin import convert
-from eoclient.admin.calls import AsyncPager
+from eoclient.admin.calls import AsyncPager, Retry, Timeout
 from eoclient.admin.iam import IamAdmin
 from eoclient.admin.paths import (
     project_of,
@@ -78,7 +83,14 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         channel: a ``grpc.aio.Channel`` to use instead of opening one; the AdminClient
             never closes it.
         transport: the same, as a ``PubSubTransport`` another client already wraps.
-        timeout: deadline of each RPC, seconds (``None`` = no deadline).
+        timeout: each call's time budget, seconds, retries included (``None`` = none);
+            a call's ``timeout=`` replaces it.
+        clock / rng: what retry backoffs wait on, and their jitter (tests pass a
+            ``FakeClock``).
+
+    Every method also takes ``retry=`` (:class:`~eoclient.RetrySettings`; ``None`` = one
+    attempt; by default the method's GAPIC retry: :mod:`eoclient.admin.calls`) and
+    ``timeout=``.
 
     Use ``async with AdminClient() as admin:`` (or call :meth:`aclose`); the channel
     opens on the first call. After ``aclose`` every call raises ``ClosedError``.
@@ -91,6 +103,8 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         channel: grpc.aio.Channel | None = None,
         transport: PubSubTransport | None = None,
         timeout: float | None = 60.0,
+        clock: AsyncClock | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         if sum(given is not None for given in (endpoint, channel, transport)) > 1:
             raise ValueError("pass only one of endpoint=, channel= and transport=")
@@ -99,7 +113,9 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         self._endpoint = Endpoint.resolve(endpoint) if transport is None else None
         self._transport = transport
         self._owns_transport = transport is None
-        self._timeout = timeout
+        self._timeout = check_timeout(timeout)
+        self._clock = clock or MonotonicClock()
+        self._rng = rng or random.Random()
         self._closed = False
 
     def __repr__(self) -> str:
@@ -144,6 +160,8 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         message_retention_duration: datetime.timedelta | None = None,
         kms_key_name: str = "",
         schema_settings: SchemaSettings | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> Topic:
         """Create a topic; ``AlreadyExists`` if it does. Fields: see :class:`Topic`."""
         topic = Topic(
@@ -153,10 +171,12 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
             kms_key_name=kms_key_name,
             schema_settings=schema_settings,
         )
-        return convert.topic_from_pb(await self._call(convert.create_topic(topic)))
+        return convert.topic_from_pb(await self._call(convert.create_topic(topic), retry, timeout))
 
-    async def get_topic(self, name: str) -> Topic:
-        return convert.topic_from_pb(await self._call(convert.get_topic(name)))
+    async def get_topic(
+        self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> Topic:
+        return convert.topic_from_pb(await self._call(convert.get_topic(name), retry, timeout))
 
     async def update_topic(
         self,
@@ -166,6 +186,8 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         message_retention_duration: datetime.timedelta | Unset | None = UNSET,
         kms_key_name: str | Unset = UNSET,
         schema_settings: SchemaSettings | Unset | None = UNSET,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> Topic:
         """Change the given properties (the update mask names exactly those)."""
         changes = _changes(
@@ -174,29 +196,60 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
             kms_key_name=kms_key_name,
             schema_settings=schema_settings,
         )
-        return convert.topic_from_pb(await self._call(convert.update_topic(name, changes)))
+        return convert.topic_from_pb(
+            await self._call(convert.update_topic(name, changes), retry, timeout)
+        )
 
-    def list_topics(self, project: str, *, page_size: int | None = None) -> AsyncPager[Topic]:
+    def list_topics(
+        self,
+        project: str,
+        *,
+        page_size: int | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
+    ) -> AsyncPager[Topic]:
         """The project's topics (``project`` = ``"my-project"`` or ``"projects/my-project"``)."""
-        return self._pager(convert.list_topics, convert.topics_page, project_of(project), page_size)
+        return self._pager(
+            convert.list_topics, convert.topics_page, project_of(project), page_size, retry, timeout
+        )
 
     def list_topic_subscriptions(
-        self, topic: str, *, page_size: int | None = None
+        self,
+        topic: str,
+        *,
+        page_size: int | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> AsyncPager[str]:
         """Names of the topic's subscriptions."""
-        return self._pager(convert.list_topic_subscriptions, convert.names_page, topic, page_size)
+        return self._pager(
+            convert.list_topic_subscriptions, convert.names_page, topic, page_size, retry, timeout
+        )
 
-    def list_topic_snapshots(self, topic: str, *, page_size: int | None = None) -> AsyncPager[str]:
+    def list_topic_snapshots(
+        self,
+        topic: str,
+        *,
+        page_size: int | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
+    ) -> AsyncPager[str]:
         """Names of the snapshots taken from the topic's subscriptions."""
-        return self._pager(convert.list_topic_snapshots, convert.names_page, topic, page_size)
+        return self._pager(
+            convert.list_topic_snapshots, convert.names_page, topic, page_size, retry, timeout
+        )
 
-    async def delete_topic(self, name: str) -> None:
+    async def delete_topic(
+        self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> None:
         """Delete a topic; its subscriptions remain, their topic reads ``_deleted-topic_``."""
-        await self._call(convert.delete_topic(name))
+        await self._call(convert.delete_topic(name), retry, timeout)
 
-    async def detach_subscription(self, name: str) -> None:
+    async def detach_subscription(
+        self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> None:
         """Detach a subscription from its topic: it stops receiving and pulls fail."""
-        await self._call(convert.detach_subscription(name))
+        await self._call(convert.detach_subscription(name), retry, timeout)
 
     # ================================================================ subscriptions
 
@@ -216,6 +269,8 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         retry_policy: RetryPolicy | None = None,
         enable_exactly_once_delivery: bool = False,
         push_config: PushConfig | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> Subscription:
         """Create a subscription to ``topic``. Fields and defaults: see :class:`Subscription`."""
         subscription = Subscription(
@@ -234,11 +289,15 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
             push_config=push_config,
         )
         return convert.subscription_from_pb(
-            await self._call(convert.create_subscription(subscription))
+            await self._call(convert.create_subscription(subscription), retry, timeout)
         )
 
-    async def get_subscription(self, name: str) -> Subscription:
-        return convert.subscription_from_pb(await self._call(convert.get_subscription(name)))
+    async def get_subscription(
+        self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> Subscription:
+        return convert.subscription_from_pb(
+            await self._call(convert.get_subscription(name), retry, timeout)
+        )
 
     async def update_subscription(
         self,
@@ -253,6 +312,8 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         retry_policy: RetryPolicy | Unset | None = UNSET,
         enable_exactly_once_delivery: bool | Unset = UNSET,
         push_config: PushConfig | Unset | None = UNSET,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> Subscription:
         """Change the given properties (the update mask names exactly those).
 
@@ -272,23 +333,42 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
             push_config=push_config,
         )
         return convert.subscription_from_pb(
-            await self._call(convert.update_subscription(name, changes))
+            await self._call(convert.update_subscription(name, changes), retry, timeout)
         )
 
     def list_subscriptions(
-        self, project: str, *, page_size: int | None = None
+        self,
+        project: str,
+        *,
+        page_size: int | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> AsyncPager[Subscription]:
         """The project's subscriptions, with all their properties."""
         return self._pager(
-            convert.list_subscriptions, convert.subscriptions_page, project_of(project), page_size
+            convert.list_subscriptions,
+            convert.subscriptions_page,
+            project_of(project),
+            page_size,
+            retry,
+            timeout,
         )
 
-    async def modify_push_config(self, name: str, push_config: PushConfig | None) -> None:
+    async def modify_push_config(
+        self,
+        name: str,
+        push_config: PushConfig | None,
+        *,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
+    ) -> None:
         """Switch a subscription to push (to ``push_config``) or, with ``None``, to pull."""
-        await self._call(convert.modify_push_config(name, push_config))
+        await self._call(convert.modify_push_config(name, push_config), retry, timeout)
 
-    async def delete_subscription(self, name: str) -> None:
-        await self._call(convert.delete_subscription(name))
+    async def delete_subscription(
+        self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> None:
+        await self._call(convert.delete_subscription(name), retry, timeout)
 
     async def seek(
         self,
@@ -296,6 +376,8 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         *,
         time: datetime.datetime | None = None,
         snapshot: str | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> None:
         """Move the subscription's ack state to a point in time or to a snapshot.
 
@@ -304,20 +386,32 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         retains them, ``retain_acked_messages``). ``snapshot``: the subscription's ack
         state becomes the snapshot's (same topic required). Exactly one of the two.
         """
-        await self._call(convert.seek(subscription, time=time, snapshot=snapshot))
+        await self._call(convert.seek(subscription, time=time, snapshot=snapshot), retry, timeout)
 
     # ================================================================ snapshots
 
     async def create_snapshot(
-        self, name: str, subscription: str, *, labels: Mapping[str, str] | None = None
+        self,
+        name: str,
+        subscription: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> Snapshot:
         """Snapshot ``subscription``'s unacked backlog (and everything published after)."""
         return convert.snapshot_from_pb(
-            await self._call(convert.create_snapshot(name, subscription, labels or {}))
+            await self._call(
+                convert.create_snapshot(name, subscription, labels or {}), retry, timeout
+            )
         )
 
-    async def get_snapshot(self, name: str) -> Snapshot:
-        return convert.snapshot_from_pb(await self._call(convert.get_snapshot(name)))
+    async def get_snapshot(
+        self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> Snapshot:
+        return convert.snapshot_from_pb(
+            await self._call(convert.get_snapshot(name), retry, timeout)
+        )
 
     async def update_snapshot(
         self,
@@ -325,18 +419,36 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         *,
         labels: Mapping[str, str] | Unset = UNSET,
         expire_time: datetime.datetime | Unset | None = UNSET,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> Snapshot:
         """Change the given properties (the update mask names exactly those)."""
         changes = _changes(labels=labels, expire_time=expire_time)
-        return convert.snapshot_from_pb(await self._call(convert.update_snapshot(name, changes)))
-
-    def list_snapshots(self, project: str, *, page_size: int | None = None) -> AsyncPager[Snapshot]:
-        return self._pager(
-            convert.list_snapshots, convert.snapshots_page, project_of(project), page_size
+        return convert.snapshot_from_pb(
+            await self._call(convert.update_snapshot(name, changes), retry, timeout)
         )
 
-    async def delete_snapshot(self, name: str) -> None:
-        await self._call(convert.delete_snapshot(name))
+    def list_snapshots(
+        self,
+        project: str,
+        *,
+        page_size: int | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
+    ) -> AsyncPager[Snapshot]:
+        return self._pager(
+            convert.list_snapshots,
+            convert.snapshots_page,
+            project_of(project),
+            page_size,
+            retry,
+            timeout,
+        )
+
+    async def delete_snapshot(
+        self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> None:
+        await self._call(convert.delete_snapshot(name), retry, timeout)
 
 
 def _changes(**fields: Any) -> dict[str, Any]:

@@ -28,7 +28,8 @@ from google.protobuf import empty_pb2
 
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient._proto import schema_pb2 as sp
-from eoclient.admin.calls import AdminCalls, AsyncPager, Request
+from eoclient._retrying import DEFAULT
+from eoclient.admin.calls import AdminCalls, AsyncPager, Request, Retry, Timeout
 from eoclient.admin.paths import project_of, schema_path
 
 SERVICE = "SchemaService"  # google.pubsub.v1.SchemaService
@@ -148,7 +149,14 @@ class SchemaAdmin(AdminCalls):
     schema_path = staticmethod(schema_path)
 
     async def create_schema(
-        self, project: str, schema_id: str, type: SchemaType, definition: str
+        self,
+        project: str,
+        schema_id: str,
+        type: SchemaType,
+        definition: str,
+        *,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> Schema:
         """Create a schema (its first revision); ``AlreadyExists`` if it does,
         ``InvalidArgument`` if the definition does not compile."""
@@ -157,14 +165,25 @@ class SchemaAdmin(AdminCalls):
             parent=parent, schema=_schema_to_pb(type, definition), schema_id=schema_id
         )
         return schema_from_pb(
-            await self._call(_request("CreateSchema", request, sp.Schema, ("parent", parent)))
+            await self._call(
+                _request("CreateSchema", request, sp.Schema, ("parent", parent)), retry, timeout
+            )
         )
 
-    async def get_schema(self, name: str, *, view: SchemaView = SchemaView.FULL) -> Schema:
+    async def get_schema(
+        self,
+        name: str,
+        *,
+        view: SchemaView = SchemaView.FULL,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
+    ) -> Schema:
         """The newest revision, or the one ``name@revision_id`` names."""
         request = sp.GetSchemaRequest(name=name, view=view.value)  # type: ignore[arg-type]
         return schema_from_pb(
-            await self._call(_request("GetSchema", request, sp.Schema, ("name", name)))
+            await self._call(
+                _request("GetSchema", request, sp.Schema, ("name", name)), retry, timeout
+            )
         )
 
     def list_schemas(
@@ -173,6 +192,8 @@ class SchemaAdmin(AdminCalls):
         *,
         view: SchemaView = SchemaView.BASIC,
         page_size: int | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> AsyncPager[Schema]:
         """The project's schemas (newest revision of each; BASIC: no definitions)."""
 
@@ -185,10 +206,16 @@ class SchemaAdmin(AdminCalls):
             )
             return _request("ListSchemas", request, sp.ListSchemasResponse, ("parent", parent))
 
-        return self._pager(build, _page, project_of(project), page_size)
+        return self._pager(build, _page, project_of(project), page_size, retry, timeout)
 
     def list_schema_revisions(
-        self, name: str, *, view: SchemaView = SchemaView.BASIC, page_size: int | None = None
+        self,
+        name: str,
+        *,
+        view: SchemaView = SchemaView.BASIC,
+        page_size: int | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> AsyncPager[Schema]:
         """Every revision of a schema, oldest first."""
 
@@ -203,40 +230,72 @@ class SchemaAdmin(AdminCalls):
                 "ListSchemaRevisions", request, sp.ListSchemaRevisionsResponse, ("name", schema)
             )
 
-        return self._pager(build, _page, name, page_size)
+        return self._pager(build, _page, name, page_size, retry, timeout)
 
-    async def commit_schema(self, name: str, type: SchemaType, definition: str) -> Schema:
+    async def commit_schema(
+        self,
+        name: str,
+        type: SchemaType,
+        definition: str,
+        *,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
+    ) -> Schema:
         """Add a revision (the newest from now on)."""
         request = sp.CommitSchemaRequest(name=name, schema=_schema_to_pb(type, definition, name))
         return schema_from_pb(
-            await self._call(_request("CommitSchema", request, sp.Schema, ("name", name)))
+            await self._call(
+                _request("CommitSchema", request, sp.Schema, ("name", name)), retry, timeout
+            )
         )
 
-    async def rollback_schema(self, name: str, revision_id: str) -> Schema:
+    async def rollback_schema(
+        self, name: str, revision_id: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> Schema:
         """Add a revision with the definition of ``revision_id``."""
         request = sp.RollbackSchemaRequest(name=name, revision_id=revision_id)
         return schema_from_pb(
-            await self._call(_request("RollbackSchema", request, sp.Schema, ("name", name)))
+            await self._call(
+                _request("RollbackSchema", request, sp.Schema, ("name", name)), retry, timeout
+            )
         )
 
-    async def delete_schema_revision(self, name: str, revision_id: str) -> Schema:
+    async def delete_schema_revision(
+        self, name: str, revision_id: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> Schema:
         """Delete one revision (not the only one); returns it."""
         request = sp.DeleteSchemaRevisionRequest(name=f"{name}@{revision_id}")
         return schema_from_pb(
-            await self._call(_request("DeleteSchemaRevision", request, sp.Schema, ("name", name)))
+            await self._call(
+                _request("DeleteSchemaRevision", request, sp.Schema, ("name", name)), retry, timeout
+            )
         )
 
-    async def delete_schema(self, name: str) -> None:
+    async def delete_schema(
+        self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> None:
         """Delete a schema; topics bound to it then report ``_deleted-schema_``."""
         request = sp.DeleteSchemaRequest(name=name)
-        await self._call(_request("DeleteSchema", request, empty_pb2.Empty, ("name", name)))
+        await self._call(
+            _request("DeleteSchema", request, empty_pb2.Empty, ("name", name)), retry, timeout
+        )
 
-    async def validate_schema(self, project: str, type: SchemaType, definition: str) -> None:
+    async def validate_schema(
+        self,
+        project: str,
+        type: SchemaType,
+        definition: str,
+        *,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
+    ) -> None:
         """``InvalidArgument`` (naming the problem) unless ``definition`` compiles."""
         parent = project_of(project)
         request = sp.ValidateSchemaRequest(parent=parent, schema=_schema_to_pb(type, definition))
         await self._call(
-            _request("ValidateSchema", request, sp.ValidateSchemaResponse, ("parent", parent))
+            _request("ValidateSchema", request, sp.ValidateSchemaResponse, ("parent", parent)),
+            retry,
+            timeout,
         )
 
     async def validate_message(
@@ -247,6 +306,8 @@ class SchemaAdmin(AdminCalls):
         *,
         schema: str | None = None,
         definition: tuple[SchemaType, str] | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> None:
         """``SchemaValidationError`` unless ``message`` matches ``schema`` (a name, or
         ``name@revision``) or the inline ``definition`` (type, text) — exactly one."""
@@ -264,5 +325,7 @@ class SchemaAdmin(AdminCalls):
             assert definition is not None
             request.schema.CopyFrom(_schema_to_pb(*definition))
         await self._call(
-            _request("ValidateMessage", request, sp.ValidateMessageResponse, ("parent", parent))
+            _request("ValidateMessage", request, sp.ValidateMessageResponse, ("parent", parent)),
+            retry,
+            timeout,
         )

@@ -32,7 +32,13 @@ from eoclient.admin import AdminClient
 from eoclient.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, CliError
 from eoclient.cli.names import PROJECT_ENV, Kind, project_id, required_project, resource_name
 from eoclient.cli.output import FORMATS, Format, Output
-from eoclient.errors import EoclientError, PermissionDenied, RpcError, Unavailable
+from eoclient.errors import (
+    CredentialsError,
+    EoclientError,
+    PermissionDenied,
+    RpcError,
+    Unavailable,
+)
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -83,7 +89,9 @@ class Invocation:
                 f"set --endpoint or {EMULATOR_HOST_ENV})"
             ) from error
         except Exception as error:
-            if type(error).__module__.startswith("google.auth"):  # no or bad credentials
+            if isinstance(error, CredentialsError) or type(error).__module__.startswith(
+                "google.auth"
+            ):  # no or bad credentials
                 raise CliError(
                     f"credentials for {SERVICE_ENDPOINT}: {error} (for a local server set "
                     f"--endpoint or {EMULATOR_HOST_ENV})"
