@@ -48,11 +48,6 @@ NOT_YET_CONVERTED: tuple[str, ...] = (
     "src/eoclient/cli/__init__.py",
     # the subscriber helper
     "src/eoclient/subscriber",
-    # the sdk helper
-    "src/eoclient/publisher",
-    "src/eoclient/admin",
-    "src/eoclient/_transport.py",
-    "src/eoclient/errors.py",
     # the spark helper
     "src/eoclient/spark",
 )

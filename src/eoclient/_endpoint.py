@@ -47,19 +47,21 @@ UNIVERSE_DOMAIN_ENV = "GOOGLE_CLOUD_UNIVERSE_DOMAIN"
 DEFAULT_UNIVERSE_DOMAIN = "googleapis.com"
 _SCOPES = ("https://www.googleapis.com/auth/pubsub",)
 
-# Received metadata (headers + trailers) a channel accepts. gRPC's default is 16 KiB,
-# but an exactly-once Acknowledge / ModifyAckDeadline that fails lists every failed id
-# in the ErrorInfo of its grpc-status-details-bin trailer: ~56 bytes an id on our
-# server, up to ~200 on the service (ack ids of up to 164 bytes), so a few hundred
-# failed ids overflow 16 KiB and the answer is lost as a local RESOURCE_EXHAUSTED. At
-# our 2,500 ids a request the trailer stays under ~700 KiB (base64 of 2,500 × ~200
-# bytes); 4 MiB is the value google-cloud-pubsub's GAPIC transports set
-# (pubsub_v1/services/*/transports/grpc.py, "grpc.max_metadata_size").
+# Received metadata (headers + trailers) a channel accepts
+# (docs/protocol.md#rich-status-trailer). gRPC's default is 16 KiB, but an exactly-once
+# Acknowledge / ModifyAckDeadline that fails lists every failed id in the ErrorInfo of its
+# grpc-status-details-bin trailer: ~56 bytes an id on our server, up to ~200 on the
+# service (ack ids of up to 164 bytes), so a few hundred failed ids overflow 16 KiB and the
+# answer is lost as a local RESOURCE_EXHAUSTED. At our 2,500 ids a request the trailer
+# stays under ~700 KiB (base64 of 2,500 × ~200 bytes); 4 MiB is the value
+# google-cloud-pubsub's GAPIC transports set (pubsub_v1/services/*/transports/grpc.py,
+# "grpc.max_metadata_size").
 MAX_METADATA_BYTES = 4 * 1024 * 1024
 
-# Channel options, as the official clients set them: no size limit on messages
-# (publish requests reach 10 MB; streaming responses are sized by the server), room for
-# large error trailers, and a 30 s keepalive so idle streams survive NATs and proxies.
+# Channel options, as the official clients set them (docs/protocol.md#channel-options):
+# no size limit on messages (publish requests reach 10 MB; streaming responses are sized
+# by the server), room for large error trailers, and a 30 s keepalive so idle streams
+# survive NATs and proxies.
 CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.max_send_message_length", -1),
     ("grpc.max_receive_message_length", -1),

@@ -2,8 +2,8 @@
 
 Every google.pubsub.v1 call the SDK makes goes through ``PubSubTransport``; every
 ``grpc.aio.AioRpcError`` becomes an ``eoclient.errors.RpcError`` in
-``rpc_error_from_grpc`` (architecture principle 8), with the ErrorInfo of a
-``grpc-status-details-bin`` trailer decoded (wire-contract §2.2).
+``rpc_error_from_grpc`` (docs/architecture.md#one-exception-root), with the ErrorInfo of a
+``grpc-status-details-bin`` trailer decoded (docs/protocol.md#exactly-once-error-details).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def rpc_error_from_grpc(error: grpc.aio.AioRpcError) -> RpcError:
         except DecodeError:
             break
         # Like the official client, read only the first detail, and only if it is
-        # an ErrorInfo (wire-contract §1.6).
+        # an ErrorInfo (docs/protocol.md#rich-status-trailer).
         if status.details and status.details[0].Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
             status.details[0].Unpack(info)
@@ -72,7 +72,8 @@ def rpc_error_from_grpc(error: grpc.aio.AioRpcError) -> RpcError:
 
 
 def _routing(resource_field: str, name: str) -> tuple[tuple[str, str], ...]:
-    # Routing header the service uses to find the resource (client-anchors §1.9).
+    # Routing header the service uses to find the resource
+    # (docs/protocol.md#request-routing-header).
     return (("x-goog-request-params", f"{resource_field}={name}"),)
 
 

@@ -32,8 +32,8 @@
 
 Every class says whether retrying the same call can succeed (``retryable``); the
 retryable set is the one the official clients retry for streams and exactly-once
-acks (client-anchors §1.6, §1.8). gRPC errors become these classes in exactly one
-place, :func:`eoclient._transport.rpc_error_from_grpc`, which picks the class with
+acks (docs/protocol.md#status-codes-and-retryability). gRPC errors become these classes
+in exactly one place, :func:`eoclient._transport.rpc_error_from_grpc`, which picks the class with
 :func:`rpc_error_class` from the status code *and* its message.
 
 Which failures are transient (the classification every retry in eoclient follows)
@@ -47,7 +47,7 @@ UNAVAILABLE          yes         server restarting / connection lost (incl. the 
 DEADLINE_EXCEEDED    yes         the call's own timeout, local or server-side
 RESOURCE_EXHAUSTED   yes         a quota or flow-control limit of the *server*; Google's
                                  exactly-once ack retry and stream reconnect retry it
-                                 (client-anchors §1.6, §1.8)
+                                 (docs/protocol.md#status-codes-and-retryability)
   … size limit       **no**      the message text says a *size* limit was exceeded:
                                  gRPC core's "Received message larger than max (N vs.
                                  M)" / "Sent message larger than max" (message-size
@@ -70,7 +70,8 @@ INTERNAL             yes         as the official clients (includes a stream rese
                                  under it. It stays retryable: the text does not say
                                  why the peer reset, and streams must recover from
                                  resets as Google's clients do
-UNKNOWN              yes         as the official clients for streams (client-anchors §1.8)
+UNKNOWN              yes         as the official clients for streams
+                                 (docs/protocol.md#stream-reconnection)
 everything else      no          the same request gets the same answer (CANCELLED is the
                                  caller's own cancellation; the publisher alone retries
                                  it, see ``RETRYABLE_PUBLISH_CODES``)

@@ -3,16 +3,16 @@
 Two kinds of function:
 
 * resource converters (``topic_to_pb`` / ``topic_from_pb`` and friends), field by field
-  (wire-contract §1.2), with the proto's "unset" rules made explicit: an unset
-  ``message_retention_duration`` is ``None``, an ``expiration_policy`` present without a
-  ``ttl`` is ``ExpirationPolicy(ttl=None)`` (never expires), a ``push_config`` without an
-  endpoint is a pull subscription (``None``);
+  (docs/protocol.md#subscription-properties-and-defaults), with the proto's "unset" rules
+  made explicit: an unset ``message_retention_duration`` is ``None``, an
+  ``expiration_policy`` present without a ``ttl`` is ``ExpirationPolicy(ttl=None)`` (never
+  expires), a ``push_config`` without an endpoint is a pull subscription (``None``);
 * request builders, one per RPC, returning a :class:`Request` that carries everything
   :meth:`PubSubTransport.call` needs (service, method, message, response class, routing
   header), so that :mod:`eoclient.admin.client` never builds or reads a protobuf.
 
 Update requests carry a field mask of top-level, snake_case paths (gRPC ``FieldMask``;
-only the REST/JSON mapping uses camelCase, wire-contract §1.4). A path in the mask whose
+only the REST/JSON mapping uses camelCase: docs/protocol.md#update-masks). A path in the mask whose
 field is unset in the message clears the field: that is how ``None`` is sent.
 """
 
@@ -254,7 +254,8 @@ def _fields(cls: type[Any], exclude: Collection[str]) -> frozenset[str]:
 
 
 TOPIC_UPDATABLE = _fields(Topic, {"name", *_TOPIC_OUTPUT_ONLY})
-# enable_message_ordering and filter are immutable after creation (wire-contract §1.2, §3);
+# enable_message_ordering and filter are immutable after creation
+# (docs/protocol.md#subscription-properties-and-defaults);
 # detached is changed by DetachSubscription only.
 SUBSCRIPTION_UPDATABLE = _fields(
     Subscription,

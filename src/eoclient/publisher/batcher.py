@@ -1,14 +1,14 @@
 """Groups published messages into ``PublishRequest``-sized batches (pure, injected clock).
 
 One open batch per (topic, ordering key): all messages of one ``PublishRequest`` must
-share the ordering key (wire-contract §1.2, ``PubsubMessage.ordering_key``), and the
+share the ordering key (``PubsubMessage.ordering_key``; docs/protocol.md#publish-limits), and the
 empty key is a key like any other here (the sequencer decides what may go
 concurrently). The shell feeds messages in with :meth:`Batcher.add`, asks
 :meth:`Batcher.next_deadline` when to wake up, collects :meth:`Batcher.due` batches
 then, and :meth:`Batcher.flush` es on close. Every method returns the batches that are
 now *ready*: closed, immutable, to be handed to the sequencer in the order returned.
 
-Rules (Python ``_batch/thread.py`` ``Batch.publish``, client-anchors §2):
+Rules (Python ``_batch/thread.py`` ``Batch.publish``; docs/protocol.md#publisher-batching):
 
 * a batch is ready when it holds ``BatchSettings.max_messages`` messages;
 * a message that would take the batch's encoded request size above
@@ -235,7 +235,8 @@ class Batcher(Generic[M, H]):
 
         For ordering keys: while a batch of the key is in flight the next one cannot
         be sent, so closing it at ``max_latency`` would only queue a half-full batch;
-        the official publisher likewise fills the waiting batch (client-anchors §2).
+        the official publisher likewise fills the waiting batch
+        (docs/protocol.md#publisher-batching).
         A held batch still closes when it is full.
         """
         self._held.add((topic, ordering_key))
