@@ -1,6 +1,6 @@
 """Where a client connects and how: :class:`Endpoint`, and the channel made from one.
 
-The rules are the official clients':
+The rules are the official clients' (docs/protocol.md#endpoint-resolution):
 
 * a string endpoint is the service's kind of endpoint: **TLS with Application Default
   Credentials** — unless it names this machine (a loopback address, ``localhost``, a unix

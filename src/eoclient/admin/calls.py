@@ -10,7 +10,7 @@ Retries
 -------
 
 Every call takes ``retry=`` and ``timeout=``. By default a call is retried as the official
-GAPIC configuration retries it (google-cloud-pubsub 2.44,
+GAPIC configuration retries it (docs/protocol.md#admin-call-retries; google-cloud-pubsub 2.44,
 ``pubsub_v1/services/*/transports/base.py``): after 0.1 s, ×1.3 per attempt, at most 60 s
 apart, for 600 s (Publisher service) or 60 s (the others), on the statuses of
 :data:`RETRIED_CODES` — UNAVAILABLE everywhere (the request most likely never reached the
