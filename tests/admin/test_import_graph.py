@@ -20,7 +20,15 @@ SOURCE = Path(eoclient.__file__).parent
 
 # The SDK's public clients and what they share. (The reference server and the subscriber
 # are checked by their own owners.)
-CHECKED = ("eoclient.admin", "eoclient.publisher", "eoclient._transport", "eoclient.errors")
+CHECKED = (
+    "eoclient.admin",
+    "eoclient.publisher",
+    "eoclient._transport",
+    "eoclient._endpoint",
+    "eoclient._retrying",
+    "eoclient.errors",
+    "eoclient.tracing",
+)
 
 
 def module_name(path: Path) -> str:

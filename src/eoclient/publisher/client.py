@@ -53,7 +53,7 @@ import random
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeAlias, overload
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 import grpc
 
@@ -61,7 +61,13 @@ from eoclient._clock import Clock, MonotonicClock
 from eoclient._proto import pubsub_pb2
 from eoclient._retrying import DEFAULT, Default, call_with_retry, check_timeout
 from eoclient._transport import Endpoint, PubSubTransport
-from eoclient.errors import ClosedError, Internal, OrderingKeyPausedError, RpcError
+from eoclient.errors import (
+    ClosedError,
+    FlowControlLimitError,
+    Internal,
+    OrderingKeyPausedError,
+    RpcError,
+)
 from eoclient.publisher.batcher import Batch, Batcher
 from eoclient.publisher.flow_control import PublishFlowController
 from eoclient.publisher.sequencer import Sequencer, SequencerActions
@@ -72,6 +78,10 @@ from eoclient.publisher.settings import (
     PublishRetrySettings,
 )
 from eoclient.publisher.validation import validate_message
+
+if TYPE_CHECKING:
+    # Imported at run time only by a client with tracing on (it imports opentelemetry).
+    from eoclient.tracing import PublisherTracing, PublishTrace
 
 __all__ = ["PublisherClient", "PublisherState", "PublisherStatistics"]
 
@@ -158,6 +168,9 @@ class PublisherClient:
         retry: how failed ``Publish`` calls are retried (``publish(retry=...)``
             changes it for one message).
         enable_message_ordering: allow non-empty ordering keys (sequenced per key).
+        enable_open_telemetry_tracing: trace every message with OpenTelemetry, as
+            google-cloud-pubsub does (:mod:`eoclient.tracing`; needs the extra
+            ``eoclient[otel]``). Spans go to the global tracer provider.
         clock: monotonic seconds for batch latencies (only ever compared with
             each other; the timer waits the differences on the event loop).
         sleep: what retry backoff awaits (tests may pass a faster one); retry
@@ -177,6 +190,7 @@ class PublisherClient:
         flow_control: PublishFlowControl | None = None,
         retry: PublishRetrySettings | None = None,
         enable_message_ordering: bool = False,
+        enable_open_telemetry_tracing: bool = False,
         clock: Clock | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
@@ -217,6 +231,10 @@ class PublisherClient:
         self._failed = 0
         self._rpcs = 0
         self._retries = 0
+        self._tracing: PublisherTracing | None = None
+        self._traces: dict[asyncio.Future[str], PublishTrace] = {}  # while unresolved
+        if enable_open_telemetry_tracing:
+            self._tracing = _load_tracing()
 
     def __repr__(self) -> str:
         flow = self._flow.statistics()
@@ -447,8 +465,17 @@ class PublisherClient:
                 "disabled; create the client with PublisherClient(enable_message_ordering=True)"
             )
         options = self._options(retry, timeout)
-        size = validate_message(data, attributes, ordering_key, topic=topic)
-        self._sequencer.check_publish(topic, ordering_key)
+        trace = None
+        if self._tracing is not None:
+            # Before the size is computed: the trace context travels as an attribute.
+            trace = self._tracing.start(topic, ordering_key, data, attributes)
+        try:
+            size = validate_message(data, attributes, ordering_key, topic=topic)
+            self._sequencer.check_publish(topic, ordering_key)
+        except BaseException as error:
+            if trace is not None:
+                trace.failed(error)
+            raise
         # Empty fields are left out: an empty attributes dict still goes through the
         # map's Python-level update() (~1 µs a message in the profile).
         if attributes:
@@ -460,9 +487,28 @@ class PublisherClient:
         else:
             message = pubsub_pb2.PubsubMessage(data=data)
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        if self._flow.acquire(size, future):  # raises FlowControlLimitError (ERROR)
+        if trace is not None:
+            self._traces[future] = trace
+            trace.entering_flow_control()
+        try:
+            admitted = self._flow.acquire(size, future)
+        except FlowControlLimitError as error:  # behaviour ERROR
+            self._trace_failed(future, error)
+            raise
+        if admitted:
             self._enqueue(topic, ordering_key, message, future, size, options)
         else:
+            if _log.isEnabledFor(logging.DEBUG):
+                flow = self._flow.statistics()
+                _log.debug(
+                    "flow control holds a message of %d bytes for %s: %d messages / %d bytes "
+                    "outstanding, %d waiting",
+                    size,
+                    topic,
+                    flow.outstanding_messages,
+                    flow.outstanding_bytes,
+                    flow.waiting_messages,
+                )
             self._parked[future] = _Parked(topic, ordering_key, message, size, options)
             future.add_done_callback(self._on_parked_done)
         return future
@@ -530,6 +576,10 @@ class PublisherClient:
         size: int,
         options: _CallOptions,
     ) -> None:
+        if self._traces:
+            trace = self._traces.get(future)
+            if trace is not None:
+                trace.batched()
         ready = self._batcher.add(
             topic, ordering_key, message, future, size, self._clock.now(), options
         )
@@ -541,6 +591,7 @@ class PublisherClient:
         # _admit already released its room.)
         parked = self._parked.pop(future, None)
         if parked is not None:
+            self._trace_failed(future, asyncio.CancelledError("cancelled while held"))
             self._admit(self._flow.cancel(future))
             self._check_drained()
 
@@ -561,6 +612,8 @@ class PublisherClient:
             if future.done() or error is not None:
                 if error is not None:
                     self._fail(future, error)
+                else:
+                    self._trace_failed(future, asyncio.CancelledError("cancelled while held"))
                 queue.extend(self._flow.release(parked.size))
                 continue
             self._enqueue(*key, parked.message, future, parked.size, parked.options)
@@ -623,6 +676,10 @@ class PublisherClient:
             self._spawn(self._send(batch), f"eoclient-publish {batch.topic}")
 
     async def _send(self, batch: _Batch) -> None:
+        rpc_span = None
+        if self._tracing is not None:
+            traces = [t for f in batch.handles if (t := self._traces.get(f)) is not None]
+            rpc_span = self._tracing.start_publish_rpc(batch.topic, traces)
         try:
             try:
                 ids = await self._publish_with_retry(batch)
@@ -630,15 +687,19 @@ class PublisherClient:
                     raise Internal(
                         f"the server returned {len(ids)} message ids for {len(batch)} messages"
                     )
-            except asyncio.CancelledError:
-                self._settle(
-                    batch,
-                    error=ClosedError("the PublisherClient was closed before the server answered"),
-                )
+            except asyncio.CancelledError as cancelled:
+                closed = ClosedError("the PublisherClient was closed before the server answered")
+                if rpc_span is not None and self._tracing is not None:
+                    self._tracing.end_publish_rpc(rpc_span, cancelled)
+                self._settle(batch, error=closed)
                 raise
             except Exception as error:  # RpcError, or a bug below: fail this batch only
+                if rpc_span is not None and self._tracing is not None:
+                    self._tracing.end_publish_rpc(rpc_span, error)
                 self._finish(batch, error=error)
             else:
+                if rpc_span is not None and self._tracing is not None:
+                    self._tracing.end_publish_rpc(rpc_span)
                 self._finish(batch, ids=ids)
         except asyncio.CancelledError:
             raise
@@ -718,6 +779,10 @@ class PublisherClient:
             for future, message_id in zip(batch.handles, ids, strict=True):
                 if not future.done():
                     future.set_result(message_id)
+                if self._traces:
+                    trace = self._traces.pop(future, None)
+                    if trace is not None:
+                        trace.published(message_id)
             self._published += len(batch)
         else:
             assert error is not None
@@ -733,6 +798,13 @@ class PublisherClient:
         self._failed += 1
         if not future.done():
             future.set_exception(error)
+        self._trace_failed(future, error)
+
+    def _trace_failed(self, future: asyncio.Future[str], error: BaseException) -> None:
+        if self._traces:
+            trace = self._traces.pop(future, None)
+            if trace is not None:
+                trace.failed(error)
 
     def _check_drained(self) -> None:
         if self._state is PublisherState.OPEN:
@@ -740,3 +812,15 @@ class PublisherClient:
         flow = self._flow.statistics()
         if flow.outstanding_messages == 0 and flow.waiting_messages == 0:
             self._drained.set()
+
+
+def _load_tracing() -> PublisherTracing:
+    """The tracing half of a client with ``enable_open_telemetry_tracing=True``."""
+    try:
+        from eoclient.tracing import PublisherTracing
+    except ImportError as error:
+        raise ImportError(
+            "enable_open_telemetry_tracing=True needs OpenTelemetry: pip install "
+            f"'eoclient[otel]' (or opentelemetry-api) ({error})"
+        ) from error
+    return PublisherTracing()
