@@ -118,8 +118,9 @@ async def test_a_paged_list_retries_each_page(srv: ReferenceServer, admin: Admin
 
 
 async def test_retries_stop_at_the_timeout_with_the_last_error(
-    srv: ReferenceServer, clock: FakeClock
+    srv: ReferenceServer, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG, "eoclient.admin")
     srv.faults.fail("GetTopic", "UNAVAILABLE", "still down", times=-1)
     async with AdminClient(srv.address, clock=clock, timeout=60) as admin:
         started = clock.now()
@@ -132,6 +133,10 @@ async def test_retries_stop_at_the_timeout_with_the_last_error(
         per_call = clock.now() - started
     assert 30 < by_default < 60  # the client's budget, not the Publisher service's 600 s
     assert 1 < per_call < 5
+    gave_up = [r.getMessage() for r in caplog.records if "failed for good" in r.getMessage()]
+    assert len(gave_up) == 2
+    assert gave_up[0].startswith(f"GetTopic {TOPIC} failed for good after ")
+    assert gave_up[0].endswith("attempts: UNAVAILABLE: still down")
 
 
 async def test_a_per_call_retry_replaces_the_methods(

@@ -217,7 +217,11 @@ class AdminCalls:
                 timeout=seconds,
             )
 
+        retries = 0
+
         def on_retry(number: int, error: RpcError, delay: float) -> None:
+            nonlocal retries
+            retries = number
             _log.debug(
                 "%s %s failed (attempt %d): %s; retrying in %.3f s",
                 request.method,
@@ -227,16 +231,27 @@ class AdminCalls:
                 delay,
             )
 
-        return await call_with_retry(
-            attempt,
-            backoff=retry,
-            codes=frozenset(codes),
-            timeout=budget,
-            now=self._clock.now,
-            sleep=self._clock.sleep,
-            rng=self._rng,
-            on_retry=on_retry,
-        )
+        try:
+            return await call_with_retry(
+                attempt,
+                backoff=retry,
+                codes=frozenset(codes),
+                timeout=budget,
+                now=self._clock.now,
+                sleep=self._clock.sleep,
+                rng=self._rng,
+                on_retry=on_retry,
+            )
+        except RpcError as error:
+            if retries:
+                _log.debug(
+                    "%s %s failed for good after %d attempts: %s",
+                    request.method,
+                    request.routing[1],
+                    retries + 1,
+                    error,
+                )
+            raise
 
     def _pager(
         self,

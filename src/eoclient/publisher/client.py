@@ -45,7 +45,9 @@ cancelled, messages still unresolved fail with :class:`~eoclient.errors.ClosedEr
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import contextvars
 import enum
 import logging
 import math
@@ -231,6 +233,7 @@ class PublisherClient:
         self._failed = 0
         self._rpcs = 0
         self._retries = 0
+        self._loop: asyncio.AbstractEventLoop | None = None  # the one it runs on
         self._tracing: PublisherTracing | None = None
         self._traces: dict[asyncio.Future[str], PublishTrace] = {}  # while unresolved
         if enable_open_telemetry_tracing:
@@ -238,12 +241,14 @@ class PublisherClient:
 
     def __repr__(self) -> str:
         flow = self._flow.statistics()
-        where = self._endpoint.target if self._endpoint is not None else "shared channel"
         return (
-            f"<PublisherClient {where} {self._state.value} "
+            f"<PublisherClient {self._where()} {self._state.value} "
             f"outstanding={flow.outstanding_messages} waiting={flow.waiting_messages} "
             f"in_flight={self._sequencer.in_flight} paused_keys={len(self._paused)}>"
         )
+
+    def _where(self) -> str:
+        return self._endpoint.target if self._endpoint is not None else "shared channel"
 
     @property
     def state(self) -> PublisherState:
@@ -261,8 +266,10 @@ class PublisherClient:
             self._transport = PubSubTransport(self._channel, owns_channel=False)
         self._group = asyncio.TaskGroup()
         await self._group.__aenter__()
+        self._loop = asyncio.get_running_loop()
         self._state = PublisherState.OPEN
         self._spawn(self._run_sender(), "eoclient-publish-sender")
+        _log.debug("publisher open: %s", self._where())
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -286,6 +293,12 @@ class PublisherClient:
             self._closed.set()
             return
         self._state = PublisherState.CLOSING
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug(
+                "publisher closing: %d messages outstanding (timeout %s)",
+                self._flow.statistics().outstanding_messages,
+                timeout,
+            )
         try:
             self._wake.set()  # the sender flushes every open batch from now on
             self._check_drained()
@@ -317,6 +330,9 @@ class PublisherClient:
                 self._state = PublisherState.CLOSED
                 self._closed.set()
                 self._drained.set()
+                _log.debug(
+                    "publisher closed: %d published, %d failed", self._published, self._failed
+                )
 
     def _fail_everything(self, error: BaseException) -> None:
         """Fail every message not in flight: parked, batched, ready and queued."""
@@ -444,6 +460,92 @@ class PublisherClient:
         """
         return self._accept(topic, data, ordering_key, retry, timeout, attributes)
 
+    @overload
+    def publish_threadsafe(
+        self, topic: str, data: bytes, /, ordering_key: str = "", **attributes: str
+    ) -> concurrent.futures.Future[str]: ...
+
+    @overload
+    def publish_threadsafe(
+        self,
+        topic: str,
+        data: bytes,
+        /,
+        ordering_key: str = "",
+        *,
+        retry: PublishRetrySettings | Default | None = DEFAULT,
+        timeout: float | None = None,
+        **attributes: str,
+    ) -> concurrent.futures.Future[str]: ...
+
+    def publish_threadsafe(
+        self,
+        topic: str,
+        data: bytes,
+        /,
+        ordering_key: str = "",
+        *,
+        retry: object = DEFAULT,
+        timeout: object = None,
+        **attributes: str,
+    ) -> concurrent.futures.Future[str]:
+        """:meth:`publish_nowait` from any thread: a ``concurrent.futures.Future`` of the
+        message id, while the client runs on its event loop in another thread.
+
+        For code outside the loop, e.g. a thread of a synchronous web framework::
+
+            future = client.publish_threadsafe(topic, b"payload", colour="blue")
+            message_id = future.result(timeout=30)
+
+        The name follows asyncio's ``call_soon_threadsafe`` / ``run_coroutine_threadsafe``:
+        the only method of the client that may be called off its loop. The message is
+        handed to the loop and accepted there, in the order calls from one thread were
+        made; every error, a refused message included, arrives through the future. The
+        calling thread's context (its current OpenTelemetry span) is the message's, so
+        its create span is a child of the caller's span. A future can be cancelled until
+        the loop accepts the message, not after. Under ``BLOCK`` flow control the future
+        resolves once the message had room and was sent: ``result()`` is the thread's
+        back-pressure.
+
+        Raises at once: ``RuntimeError`` before the client is started or when called on
+        the client's own loop (blocking on the future there would deadlock; use
+        :meth:`publish` there), ``ClosedError`` once it is closed.
+        """
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError(
+                "the PublisherClient is not started: publish_threadsafe needs it running "
+                "on its event loop (`async with PublisherClient(...)` in that loop's thread)"
+            )
+        if self._state is PublisherState.CLOSED or loop.is_closed():
+            raise ClosedError("the PublisherClient is closed; it cannot publish")
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise RuntimeError(
+                "publish_threadsafe was called on the client's own event loop, where waiting "
+                "for its future would block the loop: use publish() or publish_nowait()"
+            )
+        result: concurrent.futures.Future[str] = concurrent.futures.Future()
+
+        def accept() -> None:
+            if not result.set_running_or_notify_cancel():
+                return  # cancelled before the loop got to it
+            try:
+                accepted = self._accept(topic, data, ordering_key, retry, timeout, attributes)
+            except BaseException as error:
+                result.set_exception(error)
+                return
+            accepted.add_done_callback(lambda done: _copy_outcome(done, result))
+
+        try:
+            loop.call_soon_threadsafe(accept, context=contextvars.copy_context())
+        except RuntimeError as error:  # the loop closed meanwhile
+            raise ClosedError(f"the PublisherClient's event loop is closed: {error}") from error
+        return result
+
     def _accept(
         self,
         topic: str,
@@ -534,7 +636,9 @@ class PublisherClient:
                 "paused; create the client with PublisherClient(enable_message_ordering=True)"
             )
         self._sequencer.resume(topic, ordering_key)
-        self._paused.pop((topic, ordering_key), None)
+        if (topic, ordering_key) in self._paused:
+            del self._paused[topic, ordering_key]
+            _log.debug("ordering key %r of %s resumed", ordering_key, topic)
 
     def statistics(self) -> PublisherStatistics:
         flow = self._flow.statistics()
@@ -696,6 +800,12 @@ class PublisherClient:
             except Exception as error:  # RpcError, or a bug below: fail this batch only
                 if rpc_span is not None and self._tracing is not None:
                     self._tracing.end_publish_rpc(rpc_span, error)
+                _log.debug(
+                    "Publish of %d messages to %s failed for good: %s",
+                    len(batch),
+                    batch.topic,
+                    error,
+                )
                 self._finish(batch, error=error)
             else:
                 if rpc_span is not None and self._tracing is not None:
@@ -755,6 +865,9 @@ class PublisherClient:
         if error is not None and batch.ordering_key:
             key = (batch.topic, batch.ordering_key)
             self._paused[key] = None
+            _log.debug(
+                "ordering key %r of %s paused by: %s", batch.ordering_key, batch.topic, error
+            )
             # Everything of the key behind the failed batch fails too (sequencer docs):
             # queued batches come back in actions.fail; ready and open ones are here.
             keep: list[_Batch] = []
@@ -824,3 +937,13 @@ def _load_tracing() -> PublisherTracing:
             f"'eoclient[otel]' (or opentelemetry-api) ({error})"
         ) from error
     return PublisherTracing()
+
+
+def _copy_outcome(source: asyncio.Future[str], target: concurrent.futures.Future[str]) -> None:
+    """Hand an accepted message's outcome to the thread that published it."""
+    if source.cancelled():
+        target.set_exception(ClosedError("the message was withdrawn before it was sent"))
+    elif (error := source.exception()) is not None:
+        target.set_exception(error)
+    else:
+        target.set_result(source.result())
