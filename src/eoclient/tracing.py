@@ -68,6 +68,7 @@ __all__ = [
     "extract_context",
     "start_receive",
     "start_settle_span",
+    "tracer",
 ]
 
 TRACER_NAME = "eoclient"
@@ -85,10 +86,16 @@ _EMPTY_CONTEXT = otel_context.Context()
 
 
 @functools.cache
-def _tracer() -> trace.Tracer:
-    # Made once (get_tracer costs ~90 µs with the SDK's provider). Before a provider is
-    # set this is the API's proxy, which follows the provider set later.
-    return trace.get_tracer(TRACER_NAME, _VERSION)
+def tracer(provider: trace.TracerProvider | None = None) -> trace.Tracer:
+    """eoclient's tracer from ``provider``, or from the global tracer provider.
+
+    Made once per provider (``get_tracer`` costs ~90 µs with the SDK's provider, too much
+    for every span). The global one, asked for before a provider is set, is the API's
+    proxy, which follows the provider set later.
+    """
+    if provider is None:
+        return trace.get_tracer(TRACER_NAME, _VERSION)
+    return provider.get_tracer(TRACER_NAME, _VERSION)
 
 
 def _now() -> str:
@@ -145,13 +152,14 @@ def _end(span: trace.Span, error: BaseException | None = None) -> None:
 class PublishTrace:
     """The spans of one published message, from ``publish`` to its id."""
 
+    tracer: trace.Tracer
     create: trace.Span
     flow_control: trace.Span | None = None
     batching: trace.Span | None = None
 
     def entering_flow_control(self) -> None:
         """Flow control looks at the message (and may hold it): its span starts."""
-        self.flow_control = _tracer().start_span(
+        self.flow_control = self.tracer.start_span(
             "publisher flow control",
             context=trace.set_span_in_context(self.create),
             kind=trace.SpanKind.INTERNAL,
@@ -162,7 +170,7 @@ class PublishTrace:
         if self.flow_control is not None:
             self.flow_control.end()
             self.flow_control = None
-        self.batching = _tracer().start_span(
+        self.batching = self.tracer.start_span(
             "publisher batching",
             context=trace.set_span_in_context(self.create),
             kind=trace.SpanKind.INTERNAL,
@@ -183,7 +191,11 @@ class PublishTrace:
 
 
 class PublisherTracing:
-    """What a ``PublisherClient`` with tracing calls."""
+    """What a ``PublisherClient`` with tracing calls; spans go to ``provider`` (the global
+    tracer provider when ``None``)."""
+
+    def __init__(self, provider: trace.TracerProvider | None = None) -> None:
+        self.tracer = tracer(provider)
 
     def start(
         self, topic: str, ordering_key: str, data: bytes, attributes: MutableMapping[str, str]
@@ -191,7 +203,7 @@ class PublisherTracing:
         """Open the message's create span (a child of the caller's current span) and put
         its context in ``attributes``."""
         project, topic_id = _split(topic, "topics")
-        create = _tracer().start_span(
+        create = self.tracer.start_span(
             f"{topic_id} create",
             kind=trace.SpanKind.PRODUCER,
             attributes={
@@ -206,7 +218,7 @@ class PublisherTracing:
         )
         create.add_event("publish start", {"timestamp": _now()})
         _PROPAGATOR.inject(attributes, context=trace.set_span_in_context(create), setter=_SETTER)
-        return PublishTrace(create)
+        return PublishTrace(self.tracer, create)
 
     def start_publish_rpc(self, topic: str, traces: Sequence[PublishTrace]) -> trace.Span:
         """The batch is sent: its batching spans end, its Publish span starts."""
@@ -215,7 +227,7 @@ class PublisherTracing:
                 message.batching.end()
                 message.batching = None
         project, topic_id = _split(topic, "topics")
-        rpc = _tracer().start_span(
+        rpc = self.tracer.start_span(
             f"{topic_id} publish",
             # A root span, as the official client's (started on its commit thread): the
             # batch belongs to many traces, which the links name.
@@ -256,6 +268,7 @@ class SettleOperation:
 class ReceiveTrace:
     """The spans of one received message, from its arrival to its ack or nack."""
 
+    tracer: trace.Tracer
     subscribe: trace.Span
     subscription_id: str
     project: str
@@ -267,7 +280,7 @@ class ReceiveTrace:
         span, linked to the publisher's create span); make it current while the handler
         runs so the handler's own spans nest under it."""
         links = [] if self.publisher_context is None else [trace.Link(self.publisher_context)]
-        self.process = _tracer().start_span(
+        self.process = self.tracer.start_span(
             f"{self.subscription_id} process",
             context=trace.set_span_in_context(self.subscribe),
             kind=trace.SpanKind.INTERNAL,
@@ -315,13 +328,16 @@ def start_receive(
     ordering_key: str,
     exactly_once: bool,
     delivery_attempt: int,
+    provider: trace.TracerProvider | None = None,
 ) -> ReceiveTrace:
     """Open ``<subscription id> subscribe`` (CONSUMER) for one received message: a child
-    of the context its attributes carry (a root span when they carry none)."""
+    of the context its attributes carry (a root span when they carry none); this
+    message's spans go to ``provider`` (the global one when ``None``)."""
     project, subscription_id = _split(subscription, "subscriptions")
     parent = extract_context(attributes)
     publisher = trace.get_current_span(parent).get_span_context()
-    span = _tracer().start_span(
+    chosen = tracer(provider)
+    span = chosen.start_span(
         f"{subscription_id} subscribe",
         context=parent,
         kind=trace.SpanKind.CONSUMER,
@@ -338,7 +354,8 @@ def start_receive(
             "messaging.gcp_pubsub.message.delivery_attempt": delivery_attempt,
         },
     )
-    return ReceiveTrace(span, subscription_id, project, publisher if publisher.is_valid else None)
+    valid = publisher if publisher.is_valid else None
+    return ReceiveTrace(chosen, span, subscription_id, project, valid)
 
 
 def start_settle_span(
@@ -376,7 +393,7 @@ def start_settle_span(
         attributes["messaging.operation"] = operation
         attributes["code.function"] = "ack" if operation == "ack" else "modify_ack_deadline"
     sampled = [t for t in traces if _sampled(t.subscribe)]
-    span = _tracer().start_span(
+    span = first.tracer.start_span(
         f"{first.subscription_id} {operation}",
         context=_EMPTY_CONTEXT,
         kind=trace.SpanKind.CLIENT,

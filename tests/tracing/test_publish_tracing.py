@@ -210,3 +210,29 @@ def test_tracing_without_opentelemetry_says_what_to_install() -> None:
         "    print(error)\n"
     )
     assert "pip install 'eoclient[otel]'" in said
+
+
+async def test_a_client_can_have_a_tracer_provider_of_its_own(
+    server: ReferenceServer, spans: Spans
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    create_topic(server)
+    own = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(own))
+    async with PublisherClient(
+        server.address, enable_open_telemetry_tracing=True, tracer_provider=provider
+    ) as publisher:
+        await publisher.publish(TOPIC, b"to my provider")
+    assert sorted(s.name for s in own.get_finished_spans()) == [
+        "orders create",
+        "orders publish",
+        "publisher batching",
+        "publisher flow control",
+    ]
+    assert spans.all() == []  # nothing reached the global provider
+    with pytest.raises(ValueError, match="needs enable_open_telemetry_tracing=True"):
+        PublisherClient(server.address, tracer_provider=provider)

@@ -82,7 +82,9 @@ from eoclient.publisher.settings import (
 from eoclient.publisher.validation import validate_message
 
 if TYPE_CHECKING:
-    # Imported at run time only by a client with tracing on (it imports opentelemetry).
+    # Imported at run time only by a client with tracing on (they import opentelemetry).
+    from opentelemetry.trace import TracerProvider
+
     from eoclient.tracing import PublisherTracing, PublishTrace
 
 __all__ = ["PublisherClient", "PublisherState", "PublisherStatistics"]
@@ -173,6 +175,8 @@ class PublisherClient:
         enable_open_telemetry_tracing: trace every message with OpenTelemetry, as
             google-cloud-pubsub does (:mod:`eoclient.tracing`; needs the extra
             ``eoclient[otel]``). Spans go to the global tracer provider.
+        tracer_provider: an OpenTelemetry ``TracerProvider`` for this client's spans
+            instead of the global one (with ``enable_open_telemetry_tracing=True``).
         clock: monotonic seconds for batch latencies (only ever compared with
             each other; the timer waits the differences on the event loop).
         sleep: what retry backoff awaits (tests may pass a faster one); retry
@@ -193,6 +197,7 @@ class PublisherClient:
         retry: PublishRetrySettings | None = None,
         enable_message_ordering: bool = False,
         enable_open_telemetry_tracing: bool = False,
+        tracer_provider: TracerProvider | None = None,
         clock: Clock | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
@@ -237,7 +242,9 @@ class PublisherClient:
         self._tracing: PublisherTracing | None = None
         self._traces: dict[asyncio.Future[str], PublishTrace] = {}  # while unresolved
         if enable_open_telemetry_tracing:
-            self._tracing = _load_tracing()
+            self._tracing = _load_tracing(tracer_provider)
+        elif tracer_provider is not None:
+            raise ValueError("tracer_provider= needs enable_open_telemetry_tracing=True")
 
     def __repr__(self) -> str:
         flow = self._flow.statistics()
@@ -927,7 +934,7 @@ class PublisherClient:
             self._drained.set()
 
 
-def _load_tracing() -> PublisherTracing:
+def _load_tracing(provider: TracerProvider | None) -> PublisherTracing:
     """The tracing half of a client with ``enable_open_telemetry_tracing=True``."""
     try:
         from eoclient.tracing import PublisherTracing
@@ -936,7 +943,7 @@ def _load_tracing() -> PublisherTracing:
             "enable_open_telemetry_tracing=True needs OpenTelemetry: pip install "
             f"'eoclient[otel]' (or opentelemetry-api) ({error})"
         ) from error
-    return PublisherTracing()
+    return PublisherTracing(provider)
 
 
 def _copy_outcome(source: asyncio.Future[str], target: concurrent.futures.Future[str]) -> None:
