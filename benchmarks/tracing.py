@@ -46,6 +46,8 @@ from _server import start_server  # benchmarks/ is on sys.path when run as a scr
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD = b"x" * 100
 YIELD_EVERY = 100  # eoclient: messages between two yields to the event loop
+# This benchmark's section of docs/benchmarks.md (--write adds each run at its end).
+SECTION = "## Tracing (`benchmarks/tracing.py`)"
 # The last commit before eoclient.tracing existed (the publisher then had no tracing hooks).
 BEFORE_TRACING = "d4aa24e"
 
@@ -255,11 +257,17 @@ def main() -> int:
             f"benchmarks/tracing.py --messages {options.messages} --repeat {options.repeat} "
             f"--baseline {options.baseline}"
         )
-        with (ROOT / "docs" / "benchmarks.md").open("a") as docs:
-            docs.write(
-                f"\n### Tracing, {today} (`{command}`; `uptime` before: {load_before}; "
-                f"after: {load_after})\n\n{table}\n"
-            )
+        run = (
+            f"### Tracing, {today} (`{command}`; `uptime` before: {load_before}; "
+            f"after: {load_after})\n\n{table}\n\n"
+        )
+        docs = ROOT / "docs" / "benchmarks.md"
+        text = docs.read_text()
+        # Newest run last in this benchmark's own section (before the next section).
+        start = text.index(SECTION)
+        end = text.find("\n## ", start + len(SECTION))
+        end = len(text) if end < 0 else end + 1
+        docs.write_text(text[:end].rstrip("\n") + "\n\n" + run + text[end:].lstrip("\n"))
     return 0
 
 
