@@ -163,3 +163,17 @@ async def test_the_policy_extension_is_retried_too(
     await admin.create_topic(TOPIC)
     srv.faults.fail("GetTopicPolicies", "UNAVAILABLE", times=2)
     assert (await admin.get_topic_policies(TOPIC)).topic == TOPIC
+
+
+async def test_a_client_wide_retry(srv: ReferenceServer, clock: FakeClock) -> None:
+    srv.faults.fail("GetTopic", "UNAVAILABLE", "down", times=-1)
+    async with AdminClient(srv.address, clock=clock, retry=None) as admin:
+        started = clock.now()
+        with pytest.raises(Unavailable, match="down"):
+            await admin.get_topic(TOPIC)  # at once: no retry for any call of this client
+        assert clock.now() == started
+        with pytest.raises(Unavailable):  # a call's own retry still wins
+            await admin.get_topic(TOPIC, retry=RetrySettings(deadline=3))
+        assert 1 < clock.now() - started < 3
+    with pytest.raises(TypeError, match="retry must be a RetrySettings"):
+        AdminClient(srv.address, retry=5)  # type: ignore[arg-type]

@@ -49,7 +49,15 @@ from eoclient._retrying import (
 from eoclient._transport import PubSubTransport
 from eoclient.errors import RpcError
 
-__all__ = ["RETRIED_CODES", "AdminCalls", "AsyncPager", "Request", "Retry", "Timeout"]
+__all__ = [
+    "RETRIED_CODES",
+    "AdminCalls",
+    "AsyncPager",
+    "Request",
+    "Retry",
+    "Timeout",
+    "check_retry",
+]
 
 Retry: TypeAlias = RetrySettings | Default | None
 """An admin call's ``retry=``: ``DEFAULT`` (the method's GAPIC retry), settings, or
@@ -116,6 +124,13 @@ RETRIED_CODES: Mapping[str, frozenset[str]] = {
 # The GAPIC retry deadline: 600 s for the Publisher service's methods, 60 s elsewhere.
 _PUBLISHER_RETRY = RetrySettings(deadline=600.0)
 _OTHER_RETRY = RetrySettings(deadline=60.0)
+
+
+def check_retry(retry: object) -> Retry:
+    """``retry`` if it is one (``DEFAULT``, ``None`` or settings), else a clear error."""
+    if retry is DEFAULT or retry is None or isinstance(retry, RetrySettings):
+        return retry
+    raise TypeError(f"retry must be a RetrySettings or None (one attempt), got {retry!r}")
 
 
 def default_retry(service: str, method: str) -> RetrySettings:
@@ -187,6 +202,7 @@ class AdminCalls:
     """
 
     _timeout: float | None
+    _retry: Retry  # the client's: DEFAULT, None or settings
     _clock: AsyncClock
     _rng: random.Random
 
@@ -198,10 +214,11 @@ class AdminCalls:
     ) -> ResponseT:
         """Make ``request``, retried by ``retry`` within ``timeout`` (module docstring)."""
         method_default = default_retry(request.service, request.method)
+        retry = check_retry(retry)
+        if retry is DEFAULT:
+            retry = self._retry
         if retry is DEFAULT:
             retry = method_default
-        elif retry is not None and not isinstance(retry, RetrySettings):
-            raise TypeError(f"retry must be a RetrySettings or None (one attempt), got {retry!r}")
         budget = self._timeout if timeout is DEFAULT else check_timeout(timeout)
         codes = method_default.codes if retry is None or retry.codes is None else retry.codes
         assert codes is not None

@@ -42,7 +42,7 @@ from eoclient._clock import AsyncClock, MonotonicClock
 from eoclient._retrying import DEFAULT, check_timeout
 from eoclient._transport import Endpoint, PubSubTransport
 from eoclient.admin import convert
-from eoclient.admin.calls import AsyncPager, Retry, Timeout
+from eoclient.admin.calls import AsyncPager, Retry, Timeout, check_retry
 from eoclient.admin.iam import IamAdmin
 from eoclient.admin.paths import (
     project_of,
@@ -85,6 +85,9 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         transport: the same, as a ``PubSubTransport`` another client already wraps.
         timeout: each call's time budget, seconds, retries included (``None`` = none);
             a call's ``timeout=`` replaces it.
+        retry: the retry of every call that passes none: ``DEFAULT`` (each method's own,
+            below), ``None`` (never retry: a tool that reports an unreachable server at
+            once rather than after its timeout), or settings.
         clock / rng: what retry backoffs wait on, and their jitter (tests pass a
             ``FakeClock``).
 
@@ -103,6 +106,7 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         channel: grpc.aio.Channel | None = None,
         transport: PubSubTransport | None = None,
         timeout: float | None = 60.0,
+        retry: Retry = DEFAULT,
         clock: AsyncClock | None = None,
         rng: random.Random | None = None,
     ) -> None:
@@ -114,6 +118,7 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         self._transport = transport
         self._owns_transport = transport is None
         self._timeout = check_timeout(timeout)
+        self._retry = check_retry(retry)
         self._clock = clock or MonotonicClock()
         self._rng = rng or random.Random()
         self._closed = False

@@ -106,7 +106,7 @@ async def check_exists(invocation: Invocation, kind: Kind, name: str) -> None:
     (publish retries UNAVAILABLE; a stream reconnects). A caller allowed to publish or
     consume but not to look (PERMISSION_DENIED on the get) goes ahead.
     """
-    async with AdminClient(invocation.endpoint, timeout=CHECK_TIMEOUT) as admin:
+    async with AdminClient(invocation.endpoint, timeout=CHECK_TIMEOUT, retry=None) as admin:
         try:
             if kind == "topic":
                 await admin.get_topic(name)
