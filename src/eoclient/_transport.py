@@ -43,6 +43,16 @@ __all__ = [
 
 ResponseT = TypeVar("ResponseT", bound=Message)
 
+# What BoringSSL says when the peer of a TLS handshake answers in plain text (gRPC core's
+# "Tls handshake failed ... WRONG_VERSION_NUMBER"): a TLS endpoint that is an emulator or
+# a plain-text eoclient serve. gRPC reports it as UNAVAILABLE "failed to connect"; the hint
+# says what to change, since a string endpoint is TLS unless it names this machine.
+PLAIN_TEXT_PEER = "WRONG_VERSION_NUMBER"
+PLAIN_TEXT_PEER_HINT = (
+    " (the TLS handshake met a plain-text server: for an emulator or eoclient serve, "
+    "connect with Endpoint.insecure(target) or set PUBSUB_EMULATOR_HOST)"
+)
+
 
 def rpc_error_from_grpc(error: grpc.aio.AioRpcError) -> RpcError:
     """The eoclient error for a failed call, with its ErrorInfo when the server sent one."""
@@ -66,6 +76,8 @@ def rpc_error_from_grpc(error: grpc.aio.AioRpcError) -> RpcError:
             reason = info.reason
             metadata = dict(info.metadata)
         break
+    if code == "UNAVAILABLE" and PLAIN_TEXT_PEER in message:
+        message += PLAIN_TEXT_PEER_HINT
     # The class depends on the message too: a size-limit RESOURCE_EXHAUSTED raised by the
     # gRPC stack is permanent, a quota one is not (errors.py, the classification table).
     return rpc_error_class(code, message)(message, reason=reason, error_info=metadata)

@@ -248,3 +248,14 @@ async def test_a_channel_and_an_endpoint_together_are_refused(channel: grpc.aio.
         PublisherClient("localhost:1", channel=channel)
     with pytest.raises(ValueError, match="only one of"):
         AdminClient("localhost:1", channel=channel)
+
+
+async def test_tls_to_a_plain_text_server_says_so(reference: ReferenceServer) -> None:
+    # A string endpoint for a remote host is TLS; pointed at a plain-text server (an
+    # emulator in a container, say), the handshake fails with a hint instead of an SSL code.
+    endpoint = Endpoint.tls(reference.address, credentials=AnonymousCredentials())
+    async with AdminClient(endpoint, retry=None, timeout=10) as admin:
+        with pytest.raises(RpcError) as raised:
+            await admin.get_topic(topic_path("p", "t"))
+    assert raised.value.code == "UNAVAILABLE"
+    assert "connect with Endpoint.insecure(target) or set PUBSUB_EMULATOR_HOST" in str(raised.value)
