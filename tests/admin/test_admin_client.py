@@ -500,13 +500,13 @@ async def test_update_sends_the_mask_of_the_changed_fields(reference_target: Tar
     server = reference_target.server
     assert server is not None
     seen: list[list[str]] = []
-    original = server.broker.update_subscription
+    original = server.broker.subscriptions.update
 
     def spy(config: Any, paths: Any, *args: Any, **kwargs: Any) -> Any:
         seen.append(list(paths))
         return original(config, paths, *args, **kwargs)
 
-    server.broker.update_subscription = spy  # type: ignore[method-assign]
+    server.broker.subscriptions.update = spy  # type: ignore[method-assign]
     async with AdminClient(reference_target.address) as admin:
         topic = topic_path(reference_target.project, "topic")
         await admin.create_topic(topic)

@@ -143,7 +143,7 @@ async def test_actions_skip_seek_purge_and_detach(
     assert server.broker.backlog("projects/shop/subscriptions/replay") == 1
     status, answer = await _action(http, server, action="detach", subscription=SUB)
     assert status == 200, answer
-    assert server.broker.get_subscription(SUB).config.detached
+    assert server.broker.subscriptions.get(SUB).config.detached
 
 
 async def test_bad_actions_get_clear_errors_and_change_nothing(

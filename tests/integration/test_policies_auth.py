@@ -28,9 +28,9 @@ ALIAS = "/admin/v2/persistent/team-b/default/orders/subscription/billing/skipByM
 @pytest.fixture
 async def secured() -> AsyncIterator[ReferenceServer]:
     async with run_server(security=DoorSecurity(tokens=TokenTable.parse(TOKENS))) as server:
-        server.broker.create_topic(TopicConfig(TOPIC))
-        server.broker.create_subscription(SubscriptionConfig(SUB, TOPIC))
-        server.broker.publish(TOPIC, [NewMessage(b"m")])
+        server.broker.topics.create(TopicConfig(TOPIC))
+        server.broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC))
+        server.broker.publishing.publish(TOPIC, [NewMessage(b"m")])
         yield server
 
 

@@ -27,8 +27,8 @@ admin-token    *
 
 def create(srv: ReferenceServer, project: str) -> None:
     topic, sub = f"projects/{project}/topics/topic", f"projects/{project}/subscriptions/sub"
-    srv.broker.create_topic(TopicConfig(topic))
-    srv.broker.create_subscription(SubscriptionConfig(sub, topic))
+    srv.broker.topics.create(TopicConfig(topic))
+    srv.broker.subscriptions.create(SubscriptionConfig(sub, topic))
 
 
 def projects_in(metrics: Scrape) -> set[str]:

@@ -74,9 +74,9 @@ def _state(broker: Broker) -> dict[str, Any]:
         },
         "snapshots": {
             name: (record, broker.store.snapshot_messages(name))
-            for name, record in broker._snapshots.records.items()
+            for name, record in broker.snapshots.records.items()
         },
-        "last_seq": broker._dispatch.last_seq,
+        "last_seq": broker.publishing.last_seq,
     }
 
 

@@ -39,26 +39,26 @@ class Env:
         self.clock = clock or FakeClock()
         self.store = STORE_FACTORY() if STORE_FACTORY is not None else None
         self.broker = Broker(self.clock, store=self.store, **broker_options)
-        self.broker.create_topic(TopicConfig(TOPIC))
+        self.broker.topics.create(TopicConfig(TOPIC))
         CREATED.append(self)
 
     def subscribe(self, name: str = SUB, **kwargs: Any) -> str:
-        self.broker.create_subscription(SubscriptionConfig(name, TOPIC, **kwargs))
+        self.broker.subscriptions.create(SubscriptionConfig(name, TOPIC, **kwargs))
         return name
 
     def publish(self, *datas: str, key: str = "") -> list[str]:
-        return self.broker.publish(
+        return self.broker.publishing.publish(
             TOPIC, [NewMessage(data.encode(), ordering_key=key) for data in datas]
         )
 
     def pull(self, max_messages: int = 100, sub: str = SUB) -> list[Delivery]:
-        return self.broker.pull(sub, max_messages)
+        return self.broker.leasing.pull(sub, max_messages)
 
     def ack(self, *ack_ids: str, sub: str = SUB) -> AckReply:
-        return self.broker.acknowledge(sub, list(ack_ids))
+        return self.broker.acks.acknowledge(sub, list(ack_ids))
 
     def modack(self, seconds: int, *ack_ids: str, sub: str = SUB) -> AckReply:
-        return self.broker.modify_ack_deadline(sub, list(ack_ids), seconds)
+        return self.broker.acks.modify_ack_deadline(sub, list(ack_ids), seconds)
 
     def nack(self, *ack_ids: str, sub: str = SUB) -> AckReply:
         return self.modack(0, *ack_ids, sub=sub)
@@ -69,7 +69,7 @@ class Env:
 
     def flow(self, stream_id: int) -> StreamFlow:
         """The stream's flow-control counters (no public accessor: read the core's state)."""
-        name = self.broker.stream_subscription(stream_id)
+        name = self.broker.leasing.stream_subscription(stream_id)
         assert name is not None
         flow = self.broker._resources.subscriptions[name].delivery.stream(stream_id)
         assert flow is not None

@@ -73,11 +73,11 @@ def build(backlog: int) -> tuple[FakeClock, Broker]:
     clock = FakeClock()
     broker = Broker(clock, record_history=False)
     broker._seq = map(CountingInt, itertools.count(1))  # type: ignore[assignment]
-    broker.create_topic(TopicConfig(TOPIC))
-    broker.create_topic(TopicConfig(DLT))
+    broker.topics.create(TopicConfig(TOPIC))
+    broker.topics.create(TopicConfig(DLT))
     # Acked messages are retained (a heap by publish time) and failures are counted
     # toward dead lettering: neither may cost more with a bigger backlog.
-    broker.create_subscription(
+    broker.subscriptions.create(
         SubscriptionConfig(
             PLAIN,
             TOPIC,
@@ -87,7 +87,7 @@ def build(backlog: int) -> tuple[FakeClock, Broker]:
             dead_letter_policy=DeadLetterPolicy(DLT, 5),
         )
     )
-    broker.create_subscription(
+    broker.subscriptions.create(
         SubscriptionConfig(
             ORDERED,
             TOPIC,
@@ -100,7 +100,7 @@ def build(backlog: int) -> tuple[FakeClock, Broker]:
     for start in range(0, backlog, batch):
         # 100 ordering keys: each publish request carries one key.
         key = f"key-{(start // batch) % 100}"
-        broker.publish(TOPIC, [NewMessage(b"x", ordering_key=key)] * batch)
+        broker.publishing.publish(TOPIC, [NewMessage(b"x", ordering_key=key)] * batch)
     return clock, broker
 
 
@@ -109,29 +109,31 @@ def workload(clock: FakeClock, broker: Broker) -> int:
     delivered = 0
     for name in (PLAIN, ORDERED):
         for _ in range(10):
-            batch = broker.pull(name, 100)
+            batch = broker.leasing.pull(name, 100)
             delivered += len(batch)
             assert len(batch) == 100
             acked, nacked = batch[:80], batch[80:90]
-            assert broker.acknowledge(name, [d.ack_id for d in acked]).ok
+            assert broker.acks.acknowledge(name, [d.ack_id for d in acked]).ok
             # Last first: on the ordered subscription a nack also ends the leases of the
             # key's later messages, which would make their ids invalid.
             nack_ids = [d.ack_id for d in reversed(nacked)]
-            assert broker.modify_ack_deadline(name, nack_ids, 0).ok
+            assert broker.acks.modify_ack_deadline(name, nack_ids, 0).ok
             # the last 10 of each batch are left to expire
         clock.advance(10)
         broker.tick()
-        redelivered = broker.pull(name, 1000)
+        redelivered = broker.leasing.pull(name, 1000)
         delivered += len(redelivered)
         assert len(redelivered) >= 200
-        assert broker.acknowledge(name, [d.ack_id for d in redelivered]).ok
-        stream = broker.open_stream(name, stream_ack_deadline=10, max_outstanding_messages=50)
+        assert broker.acks.acknowledge(name, [d.ack_id for d in redelivered]).ok
+        stream = broker.leasing.open_stream(
+            name, stream_ack_deadline=10, max_outstanding_messages=50
+        )
         for _ in range(5):
-            batch = broker.stream_pull(stream)
+            batch = broker.leasing.stream_pull(stream)
             delivered += len(batch)
             assert len(batch) == 50
-            assert broker.acknowledge(name, [d.ack_id for d in batch]).ok
-        broker.close_stream(stream)
+            assert broker.acks.acknowledge(name, [d.ack_id for d in batch]).ok
+        broker.leasing.close_stream(stream)
     clock.advance(10)
     broker.tick()
     return delivered
@@ -178,7 +180,7 @@ def measure(backlog: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     # once the last deadlines passed; the ready heap holds at most the backlog.
     for name in (PLAIN, ORDERED):
         state = broker._resources.subscriptions[name].delivery
-        broker.pull(name, 1)  # processes expiries, consumes one message
+        broker.leasing.pull(name, 1)  # processes expiries, consumes one message
         assert len(state._leases) <= 1
         assert len(state._delayed) == 0
         assert len(state._ready) <= state.backlog()
@@ -209,13 +211,13 @@ def test_acked_lease_records_do_not_pile_up_until_their_deadlines() -> None:
     stays within a constant of the live leases, not ack rate x ack deadline."""
     clock = FakeClock()
     broker = Broker(clock, record_history=False)
-    broker.create_topic(TopicConfig(TOPIC))
-    broker.create_subscription(SubscriptionConfig(PLAIN, TOPIC, ack_deadline_seconds=600))
+    broker.topics.create(TopicConfig(TOPIC))
+    broker.subscriptions.create(SubscriptionConfig(PLAIN, TOPIC, ack_deadline_seconds=600))
     delivery = broker._resources.subscriptions[PLAIN].delivery
     for _ in range(50):
-        broker.publish(TOPIC, [NewMessage(b"x")] * 1000)
-        deliveries = broker.pull(PLAIN, 1000)
-        broker.acknowledge(PLAIN, [d.ack_id for d in deliveries])
+        broker.publishing.publish(TOPIC, [NewMessage(b"x")] * 1000)
+        deliveries = broker.leasing.pull(PLAIN, 1000)
+        broker.acks.acknowledge(PLAIN, [d.ack_id for d in deliveries])
         clock.advance(0.1)  # 50,000 acks within one 600 s deadline
     assert len(delivery._leases) <= 2 * 0 + delivery.LEASE_HEAP_SLACK + 1
 
@@ -229,18 +231,18 @@ def test_compacting_stale_lease_records_does_not_scan_the_backlog() -> None:
     def lines_for(backlog: int) -> int:
         clock = FakeClock()
         broker = Broker(clock, record_history=False)
-        broker.create_topic(TopicConfig(TOPIC))
-        broker.create_subscription(
+        broker.topics.create(TopicConfig(TOPIC))
+        broker.subscriptions.create(
             SubscriptionConfig(PLAIN, TOPIC, enable_exactly_once_delivery=True)
         )
         for _ in range(backlog // 1000):
-            broker.publish(TOPIC, [NewMessage(b"x")] * 1000)
+            broker.publishing.publish(TOPIC, [NewMessage(b"x")] * 1000)
         slack = broker._resources.subscriptions[PLAIN].delivery.LEASE_HEAP_SLACK
 
         def pull_and_ack() -> None:
             for _ in range(3 * slack // 1000 + 1):
-                deliveries = broker.pull(PLAIN, 1000)
-                assert broker.acknowledge(PLAIN, [d.ack_id for d in deliveries]).ok
+                deliveries = broker.leasing.pull(PLAIN, 1000)
+                assert broker.acks.acknowledge(PLAIN, [d.ack_id for d in deliveries]).ok
 
         return _core_lines_while(pull_and_ack)
 
@@ -256,15 +258,15 @@ def test_one_ack_id_extended_many_times_in_one_request_leaves_one_lease_record(
     extend would rebuild the heap again, quadratic in the repeats."""
     clock = FakeClock()
     broker = Broker(clock, record_history=False)
-    broker.create_topic(TopicConfig(TOPIC))
-    broker.create_subscription(SubscriptionConfig(PLAIN, TOPIC))
-    broker.publish(TOPIC, [NewMessage(b"x")])
-    [delivery] = broker.pull(PLAIN, 1)
+    broker.topics.create(TopicConfig(TOPIC))
+    broker.subscriptions.create(SubscriptionConfig(PLAIN, TOPIC))
+    broker.publishing.publish(TOPIC, [NewMessage(b"x")])
+    [delivery] = broker.leasing.pull(PLAIN, 1)
     state = broker._resources.subscriptions[PLAIN].delivery
     repeats = 3 * state.LEASE_HEAP_SLACK
     counting = CountingHeapq()
     monkeypatch.setattr(delivery_module, "heapq", counting)
-    assert broker.modify_ack_deadline(PLAIN, [delivery.ack_id] * repeats, 60).ok
+    assert broker.acks.modify_ack_deadline(PLAIN, [delivery.ack_id] * repeats, 60).ok
     monkeypatch.undo()
     assert len(state._leases) <= state.LEASE_HEAP_SLACK + 1
     assert counting.calls["heapify"] <= repeats // state.LEASE_HEAP_SLACK + 1

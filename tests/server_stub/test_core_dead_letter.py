@@ -13,7 +13,7 @@ from eoclient.server_stub.core import (
     SubscriptionConfig,
     TopicConfig,
 )
-from eoclient.server_stub.core.dispatch import rfc3339_millis
+from eoclient.server_stub.core.publishing import rfc3339_millis
 
 from .core_support import DLT, INVALID, PROJECT, SUB, TOPIC, Env, data
 
@@ -23,13 +23,13 @@ DEAD = f"{PROJECT}/subscriptions/dead"
 @pytest.fixture
 def env() -> Env:
     env = Env()
-    env.broker.create_topic(TopicConfig(DLT))
-    env.broker.create_subscription(SubscriptionConfig(DEAD, DLT))
+    env.broker.topics.create(TopicConfig(DLT))
+    env.broker.subscriptions.create(SubscriptionConfig(DEAD, DLT))
     return env
 
 
 def dead_letters(env: Env) -> list[Delivery]:
-    return env.broker.pull(DEAD, 100)
+    return env.broker.leasing.pull(DEAD, 100)
 
 
 def fail_n_times(env: Env, n: int) -> list[int]:
@@ -48,7 +48,7 @@ def fail_n_times(env: Env, n: int) -> list[int]:
 def test_after_max_attempts_the_message_goes_to_the_dead_letter_topic(env: Env) -> None:
     env.subscribe(dead_letter_policy=DeadLetterPolicy(DLT, 5))
     env.clock.advance(0.5555)  # publish time 2026-01-01T00:00:00.555Z (ms truncated)
-    [original_id] = env.broker.publish(
+    [original_id] = env.broker.publishing.publish(
         TOPIC, [NewMessage(b"payload", attributes={"k": "v"}, ordering_key="key")]
     )
     published_at = env.clock.now()
@@ -140,7 +140,7 @@ def test_only_the_failing_message_leaves(env: Env) -> None:
 
 def test_dead_letter_topic_without_subscriptions_loses_the_message(env: Env) -> None:
     lonely = f"{PROJECT}/topics/lonely"
-    env.broker.create_topic(TopicConfig(lonely))
+    env.broker.topics.create(TopicConfig(lonely))
     env.subscribe(dead_letter_policy=DeadLetterPolicy(lonely, 5))
     env.publish("a")
     fail_n_times(env, 5)
@@ -150,7 +150,7 @@ def test_dead_letter_topic_without_subscriptions_loses_the_message(env: Env) -> 
 
 def test_filters_of_dead_letter_subscriptions_apply(env: Env) -> None:
     only_ours = f"{PROJECT}/subscriptions/dead-filtered"
-    env.broker.create_subscription(
+    env.broker.subscriptions.create(
         SubscriptionConfig(
             only_ours, DLT, filter='attributes.CloudPubSubDeadLetterSourceSubscription = "x"'
         )
@@ -159,7 +159,7 @@ def test_filters_of_dead_letter_subscriptions_apply(env: Env) -> None:
     env.publish("a")
     fail_n_times(env, 5)
     assert len(dead_letters(env)) == 1
-    assert env.broker.pull(only_ours, 10) == []
+    assert env.broker.leasing.pull(only_ours, 10) == []
 
 
 # ------------------------------------------------------------------ retry policy
@@ -250,14 +250,14 @@ def test_ordered_dead_letter_of_the_last_message_of_a_key(env: Env) -> None:
 
 def test_dead_lettering_releases_stream_flow_control(env: Env) -> None:
     env.subscribe(dead_letter_policy=DeadLetterPolicy(DLT, 5))
-    stream = env.broker.open_stream(SUB, stream_ack_deadline=10, max_outstanding_messages=1)
+    stream = env.broker.leasing.open_stream(SUB, stream_ack_deadline=10, max_outstanding_messages=1)
     env.publish("a", "b")
     for _ in range(5):
-        [d] = env.broker.stream_pull(stream)
+        [d] = env.broker.leasing.stream_pull(stream)
         assert data([d]) == ["a"]
         env.nack(d.ack_id)
     assert env.flow(stream).outstanding_messages == 0
-    assert data(env.broker.stream_pull(stream)) == ["b"]
+    assert data(env.broker.leasing.stream_pull(stream)) == ["b"]
 
 
 # ------------------------------------------------------- topic deleted, updates
@@ -266,16 +266,16 @@ def test_dead_lettering_releases_stream_flow_control(env: Env) -> None:
 def test_deleted_dead_letter_topic_means_redelivery_until_it_exists_again(env: Env) -> None:
     env.subscribe(dead_letter_policy=DeadLetterPolicy(DLT, 5))
     env.publish("a")
-    env.broker.delete_topic(DLT)
+    env.broker.topics.delete(DLT)
     # Nowhere to forward: the message stays and delivery_attempt keeps counting.
     assert fail_n_times(env, 7) == [1, 2, 3, 4, 5, 6, 7]
     assert env.broker.backlog(SUB) == 1
-    env.broker.create_topic(TopicConfig(DLT))
+    env.broker.topics.create(TopicConfig(DLT))
     fresh = f"{PROJECT}/subscriptions/dead-again"
-    env.broker.create_subscription(SubscriptionConfig(fresh, DLT))
+    env.broker.subscriptions.create(SubscriptionConfig(fresh, DLT))
     fail_n_times(env, 1)  # the 8th failure finds the topic
     assert env.broker.backlog(SUB) == 0
-    [forwarded] = env.broker.pull(fresh, 10)
+    [forwarded] = env.broker.leasing.pull(fresh, 10)
     assert forwarded.message.attributes["CloudPubSubDeadLetterSourceDeliveryCount"] == "8"
 
 
@@ -283,7 +283,7 @@ def test_removing_the_policy_stops_dead_lettering(env: Env) -> None:
     env.subscribe(dead_letter_policy=DeadLetterPolicy(DLT, 5))
     env.publish("a")
     fail_n_times(env, 4)
-    env.broker.update_subscription(SubscriptionConfig(SUB, TOPIC), ["dead_letter_policy"])
+    env.broker.subscriptions.update(SubscriptionConfig(SUB, TOPIC), ["dead_letter_policy"])
     assert fail_n_times(env, 3) == [0, 0, 0]  # no policy: delivery_attempt is 0
     assert env.broker.backlog(SUB) == 1
     assert dead_letters(env) == []
@@ -293,7 +293,7 @@ def test_policy_added_later_counts_earlier_failures(env: Env) -> None:
     env.subscribe()
     env.publish("a")
     fail_n_times(env, 6)
-    env.broker.update_subscription(
+    env.broker.subscriptions.update(
         SubscriptionConfig(SUB, TOPIC, dead_letter_policy=DeadLetterPolicy(DLT, 5)),
         ["dead_letter_policy"],
     )
@@ -307,7 +307,7 @@ def test_raising_max_delivery_attempts_gives_more_attempts(env: Env) -> None:
     env.subscribe(dead_letter_policy=DeadLetterPolicy(DLT, 5))
     env.publish("a")
     fail_n_times(env, 4)
-    env.broker.update_subscription(
+    env.broker.subscriptions.update(
         SubscriptionConfig(SUB, TOPIC, dead_letter_policy=DeadLetterPolicy(DLT, 7)),
         ["dead_letter_policy.max_delivery_attempts"],
     )

@@ -23,7 +23,7 @@ def deliver_one(env: Env) -> Delivery:
 
 
 def test_subscription_reports_exactly_once(env: Env) -> None:
-    assert env.broker.subscription_properties(SUB) == (True, False)
+    assert env.broker.subscriptions.properties(SUB) == (True, False)
 
 
 def test_each_delivery_gets_a_new_ack_id(env: Env) -> None:
@@ -193,7 +193,7 @@ def test_enabling_exactly_once_later_applies_the_rules(env: Env) -> None:
     env.subscribe(plain)
     env.publish("a")
     [d] = env.pull(sub=plain)
-    env.broker.update_subscription(
+    env.broker.subscriptions.update(
         SubscriptionConfig(plain, TOPIC, enable_exactly_once_delivery=True),
         ["enable_exactly_once_delivery"],
     )
@@ -211,7 +211,7 @@ def test_malformed_ack_ids_fail_alone(env: Env, ack_id: str) -> None:
     """Ids this server cannot have issued (non-ASCII digits, absurd lengths) fail that
     id alone; the request's other ids are applied."""
     delivery = deliver_one(env)
-    reply = env.broker.acknowledge(SUB, [ack_id, delivery.ack_id])
+    reply = env.broker.acks.acknowledge(SUB, [ack_id, delivery.ack_id])
     assert reply.failures == {ack_id: INVALID}
     assert reply.confirmed == (delivery.ack_id,)
     assert env.broker.backlog(SUB) == 0

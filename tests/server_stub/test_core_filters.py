@@ -222,7 +222,7 @@ def test_matching(expression: str, attributes: dict[str, str], expected: bool) -
 def test_create_subscription_rejects_a_bad_filter_with_its_column(env: Env) -> None:
     with pytest.raises(InvalidArgument, match="at column 21"):
         env.subscribe(filter="attributes.domain = com")
-    assert not env.broker.subscription_exists(SUB)
+    assert not env.broker.subscriptions.exists(SUB)
 
 
 def test_filter_length_is_checked_before_syntax(env: Env) -> None:
@@ -231,7 +231,9 @@ def test_filter_length_is_checked_before_syntax(env: Env) -> None:
 
 
 def publish_with(env: Env, *attributes: dict[str, str]) -> list[str]:
-    return env.broker.publish(TOPIC, [NewMessage(b"m", attributes=a) for a in attributes])
+    return env.broker.publishing.publish(
+        TOPIC, [NewMessage(b"m", attributes=a) for a in attributes]
+    )
 
 
 def test_only_matching_messages_are_delivered(env: Env) -> None:
@@ -254,15 +256,15 @@ def test_non_matching_messages_count_as_acknowledged(env: Env) -> None:
 
 
 def test_non_matching_messages_are_never_dead_lettered(env: Env) -> None:
-    env.broker.create_topic(TopicConfig(DLT))
+    env.broker.topics.create(TopicConfig(DLT))
     dead = f"{PROJECT}/subscriptions/dead"
-    env.broker.create_subscription(SubscriptionConfig(dead, DLT))
+    env.broker.subscriptions.create(SubscriptionConfig(dead, DLT))
     env.subscribe(filter="attributes:keep", dead_letter_policy=DeadLetterPolicy(DLT, 5))
     publish_with(env, {"drop": "1"})
     for _ in range(10):
         env.advance(60)
         assert env.pull() == []
-    assert env.broker.pull(dead, 10) == []
+    assert env.broker.leasing.pull(dead, 10) == []
     assert env.broker.counters(SUB)["dead_lettered"] == 0
 
 
@@ -276,7 +278,7 @@ def test_filtered_messages_are_not_retained_for_replay(env: Env) -> None:
 
 def test_filter_on_an_ordered_subscription_keeps_the_order_of_what_matches(env: Env) -> None:
     env.subscribe(filter='attributes.t != "skip"', enable_message_ordering=True)
-    env.broker.publish(
+    env.broker.publishing.publish(
         TOPIC,
         [
             NewMessage(b"1", {"t": "a"}, "k"),
@@ -291,11 +293,11 @@ def test_filter_on_an_ordered_subscription_keeps_the_order_of_what_matches(env: 
 def test_filter_is_immutable(env: Env) -> None:
     env.subscribe(filter="attributes:a")
     with pytest.raises(InvalidArgument, match="filter field in the Subscription is not mutable"):
-        env.broker.update_subscription(
+        env.broker.subscriptions.update(
             SubscriptionConfig(SUB, TOPIC, filter="attributes:b"), ["filter"]
         )
-    assert env.broker.get_subscription(SUB).config.filter == "attributes:a"
+    assert env.broker.subscriptions.get(SUB).config.filter == "attributes:a"
     # Other updates keep the filter working.
-    env.broker.update_subscription(SubscriptionConfig(SUB, TOPIC, labels={"x": "y"}), ["labels"])
+    env.broker.subscriptions.update(SubscriptionConfig(SUB, TOPIC, labels={"x": "y"}), ["labels"])
     publish_with(env, {"b": "1"}, {"a": "1"})
     assert [d.message.attributes for d in env.pull()] == [{"a": "1"}]

@@ -27,122 +27,122 @@ def env() -> Env:
 
 
 def test_max_outstanding_messages_limits_stream_deliveries(env: Env) -> None:
-    stream = env.broker.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=2)
+    stream = env.broker.leasing.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=2)
     env.publish("a", "b", "c", "d", "e")
-    first = env.broker.stream_pull(stream)
+    first = env.broker.leasing.stream_pull(stream)
     assert data(first) == ["a", "b"]
-    assert env.broker.stream_pull(stream) == []
+    assert env.broker.leasing.stream_pull(stream) == []
     assert env.flow(stream).outstanding_messages == 2
 
 
 def test_ack_frees_room_on_the_stream(env: Env) -> None:
-    stream = env.broker.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=2)
+    stream = env.broker.leasing.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=2)
     env.publish("a", "b", "c", "d", "e")
-    a, _ = env.broker.stream_pull(stream)
+    a, _ = env.broker.leasing.stream_pull(stream)
     env.ack(a.ack_id)
-    assert data(env.broker.stream_pull(stream)) == ["c"]
-    assert env.broker.stream_pull(stream) == []
+    assert data(env.broker.leasing.stream_pull(stream)) == ["c"]
+    assert env.broker.leasing.stream_pull(stream) == []
 
 
 def test_nack_and_expiry_free_room_on_the_stream(env: Env) -> None:
-    stream = env.broker.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=1)
+    stream = env.broker.leasing.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=1)
     env.publish("a", "b")
-    [a] = env.broker.stream_pull(stream)
+    [a] = env.broker.leasing.stream_pull(stream)
     env.nack(a.ack_id)
     assert env.flow(stream).outstanding_messages == 0
-    [again] = env.broker.stream_pull(stream)
+    [again] = env.broker.leasing.stream_pull(stream)
     assert data([again]) == ["a"]
     env.advance(30)
     assert env.flow(stream).outstanding_messages == 0
-    assert data(env.broker.stream_pull(stream)) == ["a"]
+    assert data(env.broker.leasing.stream_pull(stream)) == ["a"]
 
 
 def test_unary_pulls_are_not_limited_by_a_stream(env: Env) -> None:
-    env.broker.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=1)
+    env.broker.leasing.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=1)
     env.publish("a", "b", "c")
     assert len(env.pull()) == 3
 
 
 def test_each_stream_has_its_own_limit(env: Env) -> None:
-    s1 = env.broker.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=1)
-    s2 = env.broker.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=2)
+    s1 = env.broker.leasing.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=1)
+    s2 = env.broker.leasing.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=2)
     env.publish("a", "b", "c", "d")
-    assert data(env.broker.stream_pull(s1)) == ["a"]
-    assert data(env.broker.stream_pull(s2)) == ["b", "c"]
-    assert env.broker.stream_pull(s1) == []
+    assert data(env.broker.leasing.stream_pull(s1)) == ["a"]
+    assert data(env.broker.leasing.stream_pull(s2)) == ["b", "c"]
+    assert env.broker.leasing.stream_pull(s1) == []
 
 
 def test_ack_on_another_stream_or_unary_frees_the_delivering_stream(env: Env) -> None:
-    s1 = env.broker.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=1)
+    s1 = env.broker.leasing.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=1)
     env.publish("a", "b")
-    [a] = env.broker.stream_pull(s1)
+    [a] = env.broker.leasing.stream_pull(s1)
     env.ack(a.ack_id)  # unary ack of a stream delivery
-    assert data(env.broker.stream_pull(s1)) == ["b"]
+    assert data(env.broker.leasing.stream_pull(s1)) == ["b"]
 
 
 def _publish_sized(env: Env, *sizes: int) -> None:
     for size in sizes:
-        env.broker.publish(TOPIC, [NewMessage(b"x" * size)])
+        env.broker.publishing.publish(TOPIC, [NewMessage(b"x" * size)])
 
 
 def test_max_outstanding_bytes_stops_once_reached(env: Env) -> None:
-    stream = env.broker.open_stream(SUB, stream_ack_deadline=30, max_outstanding_bytes=100)
+    stream = env.broker.leasing.open_stream(SUB, stream_ack_deadline=30, max_outstanding_bytes=100)
     _publish_sized(env, 60, 30, 20, 5)
-    got = env.broker.stream_pull(stream)
+    got = env.broker.leasing.stream_pull(stream)
     # 0 < 100 → 60; 60 < 100 → 30; 90 < 100 → 20; 110 >= 100 → stop.
     assert [d.message.size for d in got] == [60, 30, 20]
     assert env.flow(stream).outstanding_bytes == 110
-    assert env.broker.stream_pull(stream) == []
+    assert env.broker.leasing.stream_pull(stream) == []
     env.ack(got[0].ack_id)
-    assert [d.message.size for d in env.broker.stream_pull(stream)] == [5]
+    assert [d.message.size for d in env.broker.leasing.stream_pull(stream)] == [5]
 
 
 def test_message_larger_than_max_bytes_is_delivered_when_nothing_is_outstanding(
     env: Env,
 ) -> None:
-    stream = env.broker.open_stream(SUB, stream_ack_deadline=30, max_outstanding_bytes=10)
+    stream = env.broker.leasing.open_stream(SUB, stream_ack_deadline=30, max_outstanding_bytes=10)
     _publish_sized(env, 1000, 1)
-    [big] = env.broker.stream_pull(stream)
+    [big] = env.broker.leasing.stream_pull(stream)
     assert big.message.size == 1000
-    assert env.broker.stream_pull(stream) == []
+    assert env.broker.leasing.stream_pull(stream) == []
     env.ack(big.ack_id)
-    assert [d.message.size for d in env.broker.stream_pull(stream)] == [1]
+    assert [d.message.size for d in env.broker.leasing.stream_pull(stream)] == [1]
 
 
 def test_message_and_byte_limits_combine(env: Env) -> None:
-    stream = env.broker.open_stream(
+    stream = env.broker.leasing.open_stream(
         SUB, stream_ack_deadline=30, max_outstanding_messages=3, max_outstanding_bytes=25
     )
     _publish_sized(env, 10, 10, 10, 1, 1)
-    assert len(env.broker.stream_pull(stream)) == 3  # bytes: 0, 10, 20 < 25
-    stream2 = env.broker.open_stream(
+    assert len(env.broker.leasing.stream_pull(stream)) == 3  # bytes: 0, 10, 20 < 25
+    stream2 = env.broker.leasing.open_stream(
         SUB, stream_ack_deadline=30, max_outstanding_messages=1, max_outstanding_bytes=1000
     )
-    assert len(env.broker.stream_pull(stream2)) == 1
+    assert len(env.broker.leasing.stream_pull(stream2)) == 1
 
 
 @pytest.mark.parametrize("limit", [0, -1])
 def test_non_positive_limits_mean_unlimited(env: Env, limit: int) -> None:
-    stream = env.broker.open_stream(
+    stream = env.broker.leasing.open_stream(
         SUB, stream_ack_deadline=30, max_outstanding_messages=limit, max_outstanding_bytes=limit
     )
     _publish_sized(env, *[100] * 50)
-    assert len(env.broker.stream_pull(stream)) == 50
+    assert len(env.broker.leasing.stream_pull(stream)) == 50
 
 
 def test_stream_pull_max_messages_caps_one_batch(env: Env) -> None:
-    stream = env.broker.open_stream(SUB, stream_ack_deadline=30)
+    stream = env.broker.leasing.open_stream(SUB, stream_ack_deadline=30)
     env.publish("a", "b", "c")
-    assert data(env.broker.stream_pull(stream, max_messages=2)) == ["a", "b"]
-    assert data(env.broker.stream_pull(stream, max_messages=2)) == ["c"]
+    assert data(env.broker.leasing.stream_pull(stream, max_messages=2)) == ["a", "b"]
+    assert data(env.broker.leasing.stream_pull(stream, max_messages=2)) == ["c"]
 
 
 def test_closing_a_stream_keeps_its_leases_valid_until_their_deadline(env: Env) -> None:
-    stream = env.broker.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=5)
+    stream = env.broker.leasing.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=5)
     env.publish("a", "b", "c")
-    a, b, c = env.broker.stream_pull(stream)
-    env.broker.close_stream(stream)
-    assert env.broker.stream_subscription(stream) is None
+    a, b, c = env.broker.leasing.stream_pull(stream)
+    env.broker.leasing.close_stream(stream)
+    assert env.broker.leasing.stream_subscription(stream) is None
     # Still leased: no redelivery before the deadline, ids still valid.
     env.advance(29)
     assert env.pull() == []
@@ -155,30 +155,30 @@ def test_closing_a_stream_keeps_its_leases_valid_until_their_deadline(env: Env) 
 
 
 def test_pulling_a_closed_stream_fails(env: Env) -> None:
-    stream = env.broker.open_stream(SUB, stream_ack_deadline=30)
-    env.broker.close_stream(stream)
+    stream = env.broker.leasing.open_stream(SUB, stream_ack_deadline=30)
+    env.broker.leasing.close_stream(stream)
     with pytest.raises(NotFound):
-        env.broker.stream_pull(stream)
-    env.broker.close_stream(stream)  # idempotent
+        env.broker.leasing.stream_pull(stream)
+    env.broker.leasing.close_stream(stream)  # idempotent
 
 
 def test_leases_of_a_closed_stream_do_not_count_against_a_new_one(env: Env) -> None:
-    old = env.broker.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=2)
+    old = env.broker.leasing.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=2)
     env.publish("a", "b", "c", "d")
-    a, b = env.broker.stream_pull(old)
-    env.broker.close_stream(old)
-    new = env.broker.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=2)
-    assert data(env.broker.stream_pull(new)) == ["c", "d"]
+    a, b = env.broker.leasing.stream_pull(old)
+    env.broker.leasing.close_stream(old)
+    new = env.broker.leasing.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=2)
+    assert data(env.broker.leasing.stream_pull(new)) == ["c", "d"]
     env.ack(a.ack_id, b.ack_id)  # acking the closed stream's leases
     flow = env.flow(new)
     assert (flow.outstanding_messages, flow.outstanding_bytes) == (2, 2)
 
 
 def test_deleting_the_subscription_ends_its_streams(env: Env) -> None:
-    stream = env.broker.open_stream(SUB, stream_ack_deadline=30)
-    env.broker.delete_subscription(SUB)
+    stream = env.broker.leasing.open_stream(SUB, stream_ack_deadline=30)
+    env.broker.subscriptions.delete(SUB)
     with pytest.raises(NotFound):
-        env.broker.stream_pull(stream)
+        env.broker.leasing.stream_pull(stream)
 
 
 # The server's lease limit (``Broker(max_leases=...)``, ``serve --max-leases``): a bound on
@@ -202,13 +202,13 @@ def test_unary_pull_is_refused_at_the_lease_limit_and_room_comes_back_with_acks(
 def test_streams_wait_at_the_lease_limit_and_count_unary_leases() -> None:
     env = Env(max_leases=2)
     env.subscribe(enable_exactly_once_delivery=True, ack_deadline_seconds=10)
-    stream = env.broker.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=0)
+    stream = env.broker.leasing.open_stream(SUB, stream_ack_deadline=30, max_outstanding_messages=0)
     env.publish("a", "b", "c")
     [a] = env.pull(max_messages=1)
-    assert data(env.broker.stream_pull(stream)) == ["b"]
-    assert env.broker.stream_pull(stream) == []  # waits; nothing is refused on a stream
+    assert data(env.broker.leasing.stream_pull(stream)) == ["b"]
+    assert env.broker.leasing.stream_pull(stream) == []  # waits; nothing is refused on a stream
     env.nack(a.ack_id)
-    assert data(env.broker.stream_pull(stream)) == ["a"]
+    assert data(env.broker.leasing.stream_pull(stream)) == ["a"]
 
 
 def test_zero_lease_limit_means_unlimited() -> None:
@@ -235,13 +235,13 @@ def test_a_pull_at_the_lease_limit_check_sees_the_same_now_as_its_delivery(
     clock = _TickingClock()
     store = SqliteStore(tmp_path / "data")
     broker = Broker(clock, store=store, max_leases=10)
-    broker.create_topic(TopicConfig(TOPIC))
-    broker.create_subscription(SubscriptionConfig(SUB, TOPIC))
-    broker.publish(TOPIC, [NewMessage(b"kept")])
+    broker.topics.create(TopicConfig(TOPIC))
+    broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC))
+    broker.publishing.publish(TOPIC, [NewMessage(b"kept")])
     store.close()
     store = SqliteStore(tmp_path / "data")
     try:
         restarted = Broker(clock, store=store, max_leases=10)
-        assert data(restarted.pull(SUB, 10)) == ["kept"]
+        assert data(restarted.leasing.pull(SUB, 10)) == ["kept"]
     finally:
         store.close()

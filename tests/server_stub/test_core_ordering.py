@@ -26,7 +26,7 @@ def env(request: pytest.FixtureRequest) -> Env:
 
 
 def test_subscription_reports_ordering(env: Env) -> None:
-    assert env.broker.subscription_properties(SUB)[1]
+    assert env.broker.subscriptions.properties(SUB)[1]
 
 
 def test_messages_of_a_key_are_delivered_in_publish_order(env: Env) -> None:
@@ -155,7 +155,7 @@ def test_ordering_disabled_delivers_later_messages_of_a_key_without_waiting() ->
     env.publish("k2", key="k")
     assert data(env.pull(1)) == ["k1"]
     assert data(env.pull(1)) == ["k2"]
-    assert not env.broker.subscription_properties(SUB)[1]
+    assert not env.broker.subscriptions.properties(SUB)[1]
 
 
 # ------------------------------------------------------- ordering + exactly-once

@@ -47,7 +47,7 @@ def drain(env: Env, sub: str = SUB) -> list[str]:
 
 
 def set_policies(env: Env, **fields: object) -> None:
-    env.broker.set_topic_policies(TOPIC, TopicPolicies(**fields))  # type: ignore[arg-type]
+    env.broker.topics.set_policies(TOPIC, TopicPolicies(**fields))  # type: ignore[arg-type]
 
 
 # ======================================================================= skip
@@ -58,20 +58,20 @@ def test_skip_acknowledges_waiting_and_leased_messages_here_only(env: Env) -> No
     env.subscribe(OTHER)
     a, b, _ = env.publish("a", "b", "c")
     [leased] = env.pull(1)  # a, leased
-    outcomes = env.broker.skip_messages(SUB, [a, b])
+    outcomes = env.broker.publishing.skip(SUB, [a, b])
     assert outcomes == {a: SkipOutcome.SKIPPED, b: SkipOutcome.SKIPPED}
     assert env.ack(leased.ack_id).failures == {leased.ack_id: INVALID}  # its ack id is gone
     assert drain(env) == ["c"]
     assert drain(env, OTHER) == ["a", "b", "c"]  # other subscriptions are unaffected
     assert env.broker.counters(SUB)["skipped"] == 2
-    assert env.broker.subscription_policy_counters(SUB).skipped == 2
+    assert env.broker.subscriptions.policy_counters(SUB).skipped == 2
 
 
 def test_skip_outcomes_are_per_id_and_idempotent(env: Env) -> None:
     env.subscribe()
     a, b = env.publish("a", "b")
     env.ack(env.pull(1)[0].ack_id)  # a acknowledged by a subscriber
-    outcomes = env.broker.skip_messages(SUB, [a, b, b, "999999", "x1", "", "²", "1" * 40])
+    outcomes = env.broker.publishing.skip(SUB, [a, b, b, "999999", "x1", "", "²", "1" * 40])
     assert outcomes == {
         a: SkipOutcome.ALREADY_ACKNOWLEDGED,
         b: SkipOutcome.SKIPPED,
@@ -81,7 +81,7 @@ def test_skip_outcomes_are_per_id_and_idempotent(env: Env) -> None:
         "²": SkipOutcome.NOT_FOUND,
         "1" * 40: SkipOutcome.NOT_FOUND,
     }
-    assert env.broker.skip_messages(SUB, [b]) == {b: SkipOutcome.ALREADY_ACKNOWLEDGED}
+    assert env.broker.publishing.skip(SUB, [b]) == {b: SkipOutcome.ALREADY_ACKNOWLEDGED}
     assert env.broker.backlog(SUB) == 0
 
 
@@ -90,7 +90,7 @@ def test_skipping_an_ordered_head_unblocks_the_next_ack(env: Env) -> None:
     first, _ = env.publish("poison", "next", key="k")
     _, second = env.pull()
     assert env.ack(second.ack_id).failures  # out of order while the head is unacked
-    env.broker.skip_messages(SUB, [first])
+    env.broker.publishing.skip(SUB, [first])
     assert env.ack(second.ack_id).ok
     assert env.broker.backlog(SUB) == 0
 
@@ -102,14 +102,14 @@ def test_skipping_a_waiting_ordered_head_delivers_the_next(env: Env) -> None:
     head, follower = env.pull()
     env.nack(head.ack_id)  # the key rewinds: both wait, the poison first
     env.nack(follower.ack_id)
-    env.broker.skip_messages(SUB, [poison])
+    env.broker.publishing.skip(SUB, [poison])
     assert pull_all(env) == ["next"]
 
 
 def test_skip_reaches_messages_beyond_the_window(env: Env) -> None:
     env.subscribe()
     ids = env.publish(*(f"m{i}" for i in range(10)))  # on SQLite, most are cold
-    assert env.broker.skip_messages(SUB, [ids[8]]) == {ids[8]: SkipOutcome.SKIPPED}
+    assert env.broker.publishing.skip(SUB, [ids[8]]) == {ids[8]: SkipOutcome.SKIPPED}
     assert drain(env) == [f"m{i}" for i in range(10) if i != 8]
 
 
@@ -143,7 +143,7 @@ def test_retention_table(time: float, size: int, valid: bool) -> None:
 def test_set_topic_policies_refuses_invalid_retention(env: Env) -> None:
     with pytest.raises(InvalidArgument, match="set both limits"):
         set_policies(env, retention=RetentionPolicy(60, 0))
-    assert env.broker.get_topic_policies(TOPIC) == TopicPolicies()
+    assert env.broker.topics.policies(TOPIC) == TopicPolicies()
 
 
 def test_retention_replays_acknowledged_messages_within_its_time(env: Env) -> None:
@@ -152,12 +152,12 @@ def test_retention_replays_acknowledged_messages_within_its_time(env: Env) -> No
     env.publish("a", "b")
     assert drain(env) == ["a", "b"]
     env.advance(HOUR / 2)
-    outcome = env.broker.seek(SUB, time=0)
+    outcome = env.broker.snapshots.seek(SUB, time=0)
     assert drain(env) == ["a", "b"]
     assert outcome.replayable_from == env.clock.now() - HOUR / 2
     assert not outcome.complete  # time 0 is older than anything retained: says so
     env.advance(HOUR / 2)
-    outcome = env.broker.seek(SUB, time=0)
+    outcome = env.broker.snapshots.seek(SUB, time=0)
     assert drain(env) == []
     assert outcome.replayable_from is None
 
@@ -167,9 +167,9 @@ def test_retention_by_size_drops_the_oldest_first(env: Env) -> None:
     set_policies(env, retention=RetentionPolicy(-1, 25))
     env.publish("aaaaaaaaaa", "bbbbbbbbbb", "cccccccccc")  # 10 bytes each
     drain(env)
-    env.broker.seek(SUB, time=0)
+    env.broker.snapshots.seek(SUB, time=0)
     assert drain(env) == ["bbbbbbbbbb", "cccccccccc"]
-    counters = env.broker.topic_policy_counters(TOPIC)
+    counters = env.broker.topics.policy_counters(TOPIC)
     assert (counters.retained_messages, counters.retained_bytes) == (2, 20)
 
 
@@ -178,7 +178,7 @@ def test_retention_keeps_what_a_topic_published_before_its_subscription(env: Env
     env.publish("early")
     env.subscribe()  # created later: its backlog starts empty, as on the service
     assert pull_all(env) == []
-    env.broker.seek(SUB, time=0)
+    env.broker.snapshots.seek(SUB, time=0)
     assert pull_all(env) == ["early"]
 
 
@@ -188,28 +188,28 @@ def test_retention_and_retain_acked_messages_keep_a_message_while_either_does(en
     env.publish("a")
     drain(env)
     env.advance(1.5 * HOUR)  # past the topic's retention, within the subscription's
-    env.broker.seek(SUB, time=0)
+    env.broker.snapshots.seek(SUB, time=0)
     assert drain(env) == ["a"]
 
 
 def test_the_retention_cursor_is_never_seen_as_a_subscription(env: Env) -> None:
     env.subscribe()
     set_policies(env, retention=RetentionPolicy(-1, -1))
-    assert env.broker.list_topic_subscriptions(TOPIC, 0, "").items == (SUB,)
-    assert [s.config.name for s in env.broker.list_subscriptions("projects/p1", 0, "").items] == [
+    assert env.broker.topics.list_subscriptions(TOPIC, 0, "").items == (SUB,)
+    assert [s.config.name for s in env.broker.subscriptions.list("projects/p1", 0, "").items] == [
         SUB
     ]
     set_policies(env, retention=RetentionPolicy(0, 0))  # disabled: the cursor goes
-    assert env.broker.topic_policy_counters(TOPIC).retained_messages == 0
+    assert env.broker.topics.policy_counters(TOPIC).retained_messages == 0
 
 
 def test_retention_filters_what_it_replays_by_the_subscription_filter(env: Env) -> None:
     set_policies(env, retention=RetentionPolicy(-1, -1))
-    env.broker.publish(
+    env.broker.publishing.publish(
         TOPIC, [NewMessage(b"red", {"colour": "red"}), NewMessage(b"blue", {"colour": "blue"})]
     )
     env.subscribe(filter='attributes.colour = "red"')
-    env.broker.seek(SUB, time=0)
+    env.broker.snapshots.seek(SUB, time=0)
     assert pull_all(env) == ["red"]
 
 
@@ -238,7 +238,7 @@ def test_exception_quota_refuses_publishes_while_a_subscription_is_over(env: Env
         env.publish("c")
     drain(env)
     env.publish("c")  # within the quota again
-    assert env.broker.topic_policy_counters(TOPIC).refused_publishes == 1
+    assert env.broker.topics.policy_counters(TOPIC).refused_publishes == 1
 
 
 def test_age_quota_counts_from_the_oldest_unacknowledged_message(env: Env) -> None:
@@ -260,8 +260,8 @@ def test_hold_quota_asks_the_door_to_hold(env: Env) -> None:
     with pytest.raises(BacklogQuotaHeld) as held:
         env.publish("c")
     assert held.value.hold_timeout == 5
-    env.broker.note_held_publish(TOPIC, admitted=False)
-    counters = env.broker.topic_policy_counters(TOPIC)
+    env.broker.publishing.note_held(TOPIC, admitted=False)
+    counters = env.broker.topics.policy_counters(TOPIC)
     assert (counters.held_publishes, counters.held_then_refused) == (1, 1)
 
 
@@ -277,8 +277,8 @@ def test_eviction_acknowledges_the_oldest_of_the_laggard_only(env: Env) -> None:
     # a (the oldest, leased) was evicted: its ack id is gone; b is within the limit.
     assert env.ack(leased.ack_id).failures == {leased.ack_id: INVALID}
     assert drain(env) == ["b", "c", "d", "e"]
-    assert env.broker.subscription_policy_counters(SUB).evicted == 1
-    assert env.broker.subscription_policy_counters(OTHER).evicted == 0
+    assert env.broker.subscriptions.policy_counters(SUB).evicted == 1
+    assert env.broker.subscriptions.policy_counters(OTHER).evicted == 0
 
 
 def test_eviction_keeps_the_newest_within_the_limit(env: Env) -> None:
@@ -321,7 +321,7 @@ def test_subscription_ttl_wins_over_the_topic_ttl(env: Env) -> None:
     env.subscribe()
     env.subscribe(OTHER)
     set_policies(env, message_ttl=100)
-    env.broker.set_subscription_policies(SUB, SubscriptionPolicies(message_ttl=10))
+    env.broker.subscriptions.set_policies(SUB, SubscriptionPolicies(message_ttl=10))
     env.publish("a")
     env.advance(10)
     assert pull_all(env) == []
@@ -330,7 +330,7 @@ def test_subscription_ttl_wins_over_the_topic_ttl(env: Env) -> None:
 
 def test_ttl_acknowledged_messages_are_retained_when_the_subscription_retains(env: Env) -> None:
     env.subscribe(retain_acked_messages=True)
-    env.broker.set_subscription_policies(SUB, SubscriptionPolicies(message_ttl=10))
+    env.broker.subscriptions.set_policies(SUB, SubscriptionPolicies(message_ttl=10))
     env.publish("a")
     env.advance(10)
     assert [m.data for m in env.broker.retained_acked(SUB)] == [b"a"]
@@ -341,7 +341,7 @@ def test_ttl_reaches_messages_beyond_the_window(env: Env) -> None:
     env.publish(*(f"old{i}" for i in range(10)))
     env.advance(5)
     env.publish("new")
-    env.broker.set_subscription_policies(SUB, SubscriptionPolicies(message_ttl=5))
+    env.broker.subscriptions.set_policies(SUB, SubscriptionPolicies(message_ttl=5))
     assert drain(env) == ["new"]
     assert env.broker.counters(SUB)["expired_by_ttl"] == 10
 
@@ -350,14 +350,14 @@ def test_ttl_reaches_messages_beyond_the_window(env: Env) -> None:
 def test_invalid_ttls_are_refused(env: Env, ttl: float) -> None:
     env.subscribe()
     with pytest.raises(InvalidArgument, match="message_ttl"):
-        env.broker.set_subscription_policies(SUB, SubscriptionPolicies(message_ttl=ttl))
+        env.broker.subscriptions.set_policies(SUB, SubscriptionPolicies(message_ttl=ttl))
 
 
 # ========================================================== delayed delivery
 
 
 def delayed(env: Env, text: str, key: str = "", **attributes: str) -> str:
-    [message_id] = env.broker.publish(
+    [message_id] = env.broker.publishing.publish(
         TOPIC, [NewMessage(text.encode(), dict(attributes), ordering_key=key)]
     )
     return message_id
@@ -369,7 +369,7 @@ def test_deliver_after_holds_a_message_back_on_every_subscription(env: Env) -> N
     delayed(env, "later", **{DELIVER_AFTER_ATTRIBUTE: "30s"})
     env.publish("now")
     assert drain(env) == ["now"]
-    assert env.broker.subscription_policy_counters(SUB).delayed_pending == 1
+    assert env.broker.subscriptions.policy_counters(SUB).delayed_pending == 1
     due = env.clock.now() + 30
     env.advance(10)  # past the acked lease's (stale) wake-up
     assert env.broker.next_wakeup() == due  # the server's ticker wakes for it
@@ -413,7 +413,7 @@ def test_malformed_delays_are_refused_and_nothing_is_stored(
 ) -> None:
     env.subscribe()
     with pytest.raises(InvalidArgument, match=match):
-        env.broker.publish(TOPIC, [NewMessage(b"fine"), NewMessage(b"bad", attributes)])
+        env.broker.publishing.publish(TOPIC, [NewMessage(b"fine"), NewMessage(b"bad", attributes)])
     assert env.broker.backlog(SUB) == 0
 
 
@@ -430,10 +430,10 @@ def test_a_delayed_ordered_head_holds_its_key_only(env: Env) -> None:
 def test_skipping_a_delayed_message_cancels_it(env: Env) -> None:
     env.subscribe()
     message_id = delayed(env, "cancelled", **{DELIVER_AFTER_ATTRIBUTE: "60s"})
-    assert env.broker.skip_messages(SUB, [message_id]) == {message_id: SkipOutcome.SKIPPED}
+    assert env.broker.publishing.skip(SUB, [message_id]) == {message_id: SkipOutcome.SKIPPED}
     env.advance(60)
     assert pull_all(env) == []
-    assert env.broker.subscription_policy_counters(SUB).delayed_pending == 0
+    assert env.broker.subscriptions.policy_counters(SUB).delayed_pending == 0
 
 
 # ================================================================== counters
@@ -442,7 +442,7 @@ def test_skipping_a_delayed_message_cancels_it(env: Env) -> None:
 def test_policy_counters_describe_the_backlog(env: Env) -> None:
     env.subscribe()
     env.publish("ab", "cde")
-    counters = env.broker.subscription_policy_counters(SUB)
+    counters = env.broker.subscriptions.policy_counters(SUB)
     assert (counters.backlog_messages, counters.backlog_bytes) == (2, 5)
     assert counters.oldest_unacked_publish_time == env.clock.now()
 
@@ -454,9 +454,9 @@ def test_policies_of_a_topic_and_subscription_read_back(env: Env) -> None:
         backlog_quota=BacklogQuota(limit_bytes=1000, limit_age=60, action=QuotaAction.EVICTION),
         message_ttl=120,
     )
-    assert env.broker.set_topic_policies(TOPIC, policies) == policies
-    assert env.broker.get_topic_policies(TOPIC) == policies
-    assert env.broker.get_subscription_policies(SUB) == SubscriptionPolicies()
-    env.broker.create_topic(TopicConfig("projects/p1/topics/plain"))
-    assert env.broker.get_topic_policies("projects/p1/topics/plain") == TopicPolicies()
-    env.broker.create_subscription(SubscriptionConfig(OTHER, TOPIC))
+    assert env.broker.topics.set_policies(TOPIC, policies) == policies
+    assert env.broker.topics.policies(TOPIC) == policies
+    assert env.broker.subscriptions.policies(SUB) == SubscriptionPolicies()
+    env.broker.topics.create(TopicConfig("projects/p1/topics/plain"))
+    assert env.broker.topics.policies("projects/p1/topics/plain") == TopicPolicies()
+    env.broker.subscriptions.create(SubscriptionConfig(OTHER, TOPIC))

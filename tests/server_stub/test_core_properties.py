@@ -109,15 +109,15 @@ class BrokerMachine(RuleBasedStateMachine):
     ) -> None:
         self.clock = FakeClock()
         self.broker = Broker(self.clock, store=self.new_store())
-        self.broker.create_topic(TopicConfig(TOPIC))
-        self.broker.create_topic(TopicConfig(DLT))
+        self.broker.topics.create(TopicConfig(TOPIC))
+        self.broker.topics.create(TopicConfig(DLT))
         self.exactly_once = exactly_once
         self.ordering = ordering
         self.dead_letter = dead_letter is not None
         self.max_attempts = dead_letter  # forwarded (settled here) after this many failures
         self.dead_lettered = 0
         self.ack_deadline = ack_deadline
-        self.broker.create_subscription(
+        self.broker.subscriptions.create(
             SubscriptionConfig(
                 SUB,
                 TOPIC,
@@ -139,7 +139,7 @@ class BrokerMachine(RuleBasedStateMachine):
         self.expired_by_ttl = 0
         self.evicted = 0
         self.skipped = 0
-        self.broker.set_topic_policies(
+        self.broker.topics.set_policies(
             TOPIC,
             TopicPolicies(
                 message_ttl=ttl,
@@ -309,7 +309,7 @@ class BrokerMachine(RuleBasedStateMachine):
     def publish(self, key: str, sizes: list[int]) -> None:
         if not sizes:
             return
-        ids = self.broker.publish(
+        ids = self.broker.publishing.publish(
             TOPIC, [NewMessage(b"x" * size, ordering_key=key) for size in sizes]
         )
         self.evict()  # the quota was checked before the new messages were stored
@@ -324,7 +324,7 @@ class BrokerMachine(RuleBasedStateMachine):
 
     @rule(max_messages=st.integers(1, 5))
     def pull(self, max_messages: int) -> None:
-        deliveries = self.broker.pull(SUB, max_messages)
+        deliveries = self.broker.leasing.pull(SUB, max_messages)
         assert len(deliveries) <= max_messages
         self.expire()
         self.delivered(deliveries, self.ack_deadline, None)
@@ -338,7 +338,7 @@ class BrokerMachine(RuleBasedStateMachine):
     def open_stream(self, max_messages: int, max_bytes: int, deadline: int) -> None:
         if len(self.streams) >= 3:
             return
-        stream_id = self.broker.open_stream(
+        stream_id = self.broker.leasing.open_stream(
             SUB,
             stream_ack_deadline=deadline,
             max_outstanding_messages=max_messages,
@@ -350,7 +350,7 @@ class BrokerMachine(RuleBasedStateMachine):
     @rule(which=st.integers(0, 10), max_messages=st.integers(1, 5))
     def stream_pull(self, which: int, max_messages: int) -> None:
         stream_id = sorted(self.streams)[which % len(self.streams)]
-        deliveries = self.broker.stream_pull(stream_id, max_messages)
+        deliveries = self.broker.leasing.stream_pull(stream_id, max_messages)
         assert len(deliveries) <= max_messages
         self.expire()
         self.delivered(deliveries, self.streams[stream_id].deadline, stream_id)
@@ -360,7 +360,7 @@ class BrokerMachine(RuleBasedStateMachine):
     @rule(which=st.integers(0, 10))
     def close_stream(self, which: int) -> None:
         stream_id = sorted(self.streams)[which % len(self.streams)]
-        self.broker.close_stream(stream_id)
+        self.broker.leasing.close_stream(stream_id)
         del self.streams[stream_id]
         for msg in self.messages.values():
             if msg.stream == stream_id:
@@ -370,7 +370,7 @@ class BrokerMachine(RuleBasedStateMachine):
     @rule(indices=st.lists(st.integers(0, 1000), min_size=1, max_size=4))
     def ack(self, indices: list[int]) -> None:
         ack_ids = self.pick(indices)
-        reply = self.broker.acknowledge(SUB, ack_ids)
+        reply = self.broker.acks.acknowledge(SUB, ack_ids)
         self.expire()
         self.check_reply(ack_ids, reply, self.apply_ack(ack_ids))
         self.check_streams()
@@ -382,7 +382,7 @@ class BrokerMachine(RuleBasedStateMachine):
     )
     def modack(self, indices: list[int], seconds: int) -> None:
         ack_ids = self.pick(indices)
-        reply = self.broker.modify_ack_deadline(SUB, ack_ids, seconds)
+        reply = self.broker.acks.modify_ack_deadline(SUB, ack_ids, seconds)
         self.expire()
         self.check_reply(ack_ids, reply, self.apply_modack(ack_ids, seconds))
         self.check_streams()
@@ -391,9 +391,9 @@ class BrokerMachine(RuleBasedStateMachine):
     def malformed_ack(self, indices: list[int], nack: bool) -> None:
         ack_ids = [*(self.pick(indices) if self.issued else []), "not-an-ack-id"]
         call = (
-            (lambda: self.broker.modify_ack_deadline(SUB, ack_ids, 0))
+            (lambda: self.broker.acks.modify_ack_deadline(SUB, ack_ids, 0))
             if nack
-            else (lambda: self.broker.acknowledge(SUB, ack_ids))
+            else (lambda: self.broker.acks.acknowledge(SUB, ack_ids))
         )
         if not self.exactly_once:
             with pytest.raises(InvalidArgument):
@@ -411,7 +411,7 @@ class BrokerMachine(RuleBasedStateMachine):
         chosen = list(dict.fromkeys(ids[i % len(ids)] for i in indices))
         if unknown:
             chosen.append("999999")
-        outcomes = self.broker.skip_messages(SUB, chosen)
+        outcomes = self.broker.publishing.skip(SUB, chosen)
         self.expire()
         expected: dict[str, SkipOutcome] = {}
         for message_id in chosen:
@@ -440,10 +440,10 @@ class BrokerMachine(RuleBasedStateMachine):
         """After every lease and backoff is over, everything unacked is delivered and acked."""
         self.clock.advance(1300)  # > longest lease (30 s) + longest backoff (600 s)
         self.expire()
-        while deliveries := self.broker.pull(SUB, 1000):
+        while deliveries := self.broker.leasing.pull(SUB, 1000):
             self.delivered(deliveries, self.ack_deadline, None)
             ack_ids = [d.ack_id for d in deliveries]
-            reply = self.broker.acknowledge(SUB, ack_ids)
+            reply = self.broker.acks.acknowledge(SUB, ack_ids)
             self.check_reply(ack_ids, reply, self.apply_ack(ack_ids))
         assert self.broker.backlog(SUB) == 0
         assert all(m.state == ACKED for m in self.messages.values())

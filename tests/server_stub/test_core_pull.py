@@ -35,7 +35,9 @@ def test_publish_returns_unique_ids_in_request_order(env: Env) -> None:
 
 def test_pull_returns_the_message_as_published(env: Env) -> None:
     env.subscribe(enable_message_ordering=True)
-    env.broker.publish(TOPIC, [NewMessage(b"payload", attributes={"k": "v"}, ordering_key="key")])
+    env.broker.publishing.publish(
+        TOPIC, [NewMessage(b"payload", attributes={"k": "v"}, ordering_key="key")]
+    )
     [d] = env.pull()
     assert d.message.data == b"payload"
     assert d.message.attributes == {"k": "v"}
@@ -62,8 +64,8 @@ def test_every_subscription_gets_every_message(env: Env) -> None:
 
 def test_pull_respects_max_messages_and_the_1000_cap(env: Env) -> None:
     env.subscribe()
-    env.broker.publish(TOPIC, [NewMessage(b"x")] * 1000)
-    env.broker.publish(TOPIC, [NewMessage(b"x")] * 500)
+    env.broker.publishing.publish(TOPIC, [NewMessage(b"x")] * 1000)
+    env.broker.publishing.publish(TOPIC, [NewMessage(b"x")] * 500)
     assert len(env.pull(3)) == 3
     assert len(env.pull(5000)) == 1000
     assert len(env.pull(5000)) == 497
@@ -76,26 +78,26 @@ MIB = 2**20
 def test_pull_response_stays_under_3_mib_of_message_data(env: Env) -> None:
     # Clients other than the official ones keep gRPC's 4 MiB receive limit.
     env.subscribe()
-    env.broker.publish(TOPIC, [NewMessage(b"x" * MIB)] * 7)
+    env.broker.publishing.publish(TOPIC, [NewMessage(b"x" * MIB)] * 7)
     sizes = [len(env.pull(100)) for _ in range(3)]
     assert sizes == [3, 3, 1]  # 3 x 1 MiB = the 3 MiB budget exactly
 
 
 def test_pull_always_returns_one_message_even_over_the_budget(env: Env) -> None:
     env.subscribe()
-    env.broker.publish(TOPIC, [NewMessage(b"x" * (5 * MIB))])
-    env.broker.publish(TOPIC, [NewMessage(b"small")])
+    env.broker.publishing.publish(TOPIC, [NewMessage(b"x" * (5 * MIB))])
+    env.broker.publishing.publish(TOPIC, [NewMessage(b"small")])
     assert [len(d.message.data) for d in env.pull(10)] == [5 * MIB]
     assert data(env.pull(10)) == ["small"]
 
 
 def test_pull_byte_budget_keeps_the_order(env: Env) -> None:
     env.subscribe(enable_message_ordering=True)
-    env.broker.publish(TOPIC, [NewMessage(b"a" * 10, ordering_key="k")] * 2)
-    env.broker.publish(TOPIC, [NewMessage(b"b", ordering_key="k")])
-    first = env.broker.pull(SUB, 10, max_bytes=23)
+    env.broker.publishing.publish(TOPIC, [NewMessage(b"a" * 10, ordering_key="k")] * 2)
+    env.broker.publishing.publish(TOPIC, [NewMessage(b"b", ordering_key="k")])
+    first = env.broker.leasing.pull(SUB, 10, max_bytes=23)
     assert [len(d.message.data) for d in first] == [10, 10]  # 11 + 11 bytes with the key; + 2 > 23
-    assert data(env.broker.pull(SUB, 10, max_bytes=23)) == ["b"]
+    assert data(env.broker.leasing.pull(SUB, 10, max_bytes=23)) == ["b"]
 
 
 def test_pull_on_empty_subscription_returns_nothing(env: Env) -> None:
@@ -105,11 +107,11 @@ def test_pull_on_empty_subscription_returns_nothing(env: Env) -> None:
 
 def test_detached_subscription_cannot_be_pulled(env: Env) -> None:
     env.subscribe()
-    env.broker.detach_subscription(SUB)
+    env.broker.subscriptions.detach(SUB)
     with pytest.raises(FailedPrecondition):
         env.pull()
     with pytest.raises(FailedPrecondition):
-        env.broker.open_stream(SUB, stream_ack_deadline=10)
+        env.broker.leasing.open_stream(SUB, stream_ack_deadline=10)
 
 
 # ---------------------------------------------------------------------- leases
@@ -175,21 +177,21 @@ def test_modack_can_shorten_the_lease(env: Env) -> None:
 
 def test_unary_pull_uses_the_subscription_ack_deadline(env: Env) -> None:
     env.subscribe(ack_deadline_seconds=30)
-    stream = env.broker.open_stream(SUB, stream_ack_deadline=100)
+    stream = env.broker.leasing.open_stream(SUB, stream_ack_deadline=100)
     env.publish("a")
     assert len(env.pull()) == 1
     env.advance(29)
     assert env.pull() == []
-    assert env.broker.stream_pull(stream) == []
+    assert env.broker.leasing.stream_pull(stream) == []
     env.advance(1)
     assert data(env.pull()) == ["a"]
 
 
 def test_stream_pull_uses_the_stream_ack_deadline(env: Env) -> None:
     env.subscribe(ack_deadline_seconds=30)
-    stream = env.broker.open_stream(SUB, stream_ack_deadline=15)
+    stream = env.broker.leasing.open_stream(SUB, stream_ack_deadline=15)
     env.publish("a")
-    assert len(env.broker.stream_pull(stream)) == 1
+    assert len(env.broker.leasing.stream_pull(stream)) == 1
     env.advance(14)
     assert env.pull() == []
     env.advance(1)
@@ -198,10 +200,10 @@ def test_stream_pull_uses_the_stream_ack_deadline(env: Env) -> None:
 
 def test_stream_ack_deadline_can_be_changed_for_later_deliveries(env: Env) -> None:
     env.subscribe(ack_deadline_seconds=30)
-    stream = env.broker.open_stream(SUB, stream_ack_deadline=15)
-    env.broker.set_stream_ack_deadline(stream, 100)
+    stream = env.broker.leasing.open_stream(SUB, stream_ack_deadline=15)
+    env.broker.leasing.set_stream_ack_deadline(stream, 100)
     env.publish("a")
-    assert len(env.broker.stream_pull(stream)) == 1
+    assert len(env.broker.leasing.stream_pull(stream)) == 1
     env.advance(99)
     assert env.pull() == []
     env.advance(1)
@@ -236,7 +238,7 @@ def test_ack_ids_of_a_deleted_and_recreated_subscription_are_malformed(env: Env)
     env.subscribe()
     env.publish("a")
     [d] = env.pull()
-    env.broker.delete_subscription(SUB)
+    env.broker.subscriptions.delete(SUB)
     env.subscribe()
     with pytest.raises(InvalidArgument):
         env.ack(d.ack_id)
@@ -309,7 +311,7 @@ def test_delivery_attempt_is_0_without_dead_letter_policy(env: Env) -> None:
 
 
 def test_delivery_attempt_counts_nacks_and_expiries_with_dead_letter_policy(env: Env) -> None:
-    env.broker.create_topic(TopicConfig(DLT))
+    env.broker.topics.create(TopicConfig(DLT))
     env.subscribe(ack_deadline_seconds=10, dead_letter_policy=DeadLetterPolicy(DLT, 10))
     env.publish("a")
     [d] = env.pull()
@@ -327,13 +329,13 @@ def test_delivery_attempt_counts_nacks_and_expiries_with_dead_letter_policy(env:
 
 
 def test_delivery_attempt_follows_a_dead_letter_policy_added_later(env: Env) -> None:
-    env.broker.create_topic(TopicConfig(DLT))
+    env.broker.topics.create(TopicConfig(DLT))
     env.subscribe()
     env.publish("a")
     [d] = env.pull()
     assert d.delivery_attempt == 0
     env.nack(d.ack_id)
-    env.broker.update_subscription(
+    env.broker.subscriptions.update(
         SubscriptionConfig(SUB, TOPIC, dead_letter_policy=DeadLetterPolicy(DLT)),
         ["dead_letter_policy"],
     )
@@ -451,13 +453,13 @@ def test_ack_and_nack_notify_but_extension_does_not(env: Env) -> None:
 
 def test_history_records_deliveries_acks_and_modacks_per_message(env: Env) -> None:
     env.subscribe(enable_exactly_once_delivery=True, ack_deadline_seconds=10)
-    stream = env.broker.open_stream(SUB, stream_ack_deadline=20)
+    stream = env.broker.leasing.open_stream(SUB, stream_ack_deadline=20)
     [message_id] = env.publish("a")
     [first] = env.pull()
     start = env.clock.now()
     env.modack(30, first.ack_id)
     env.nack(first.ack_id)
-    [second] = env.broker.stream_pull(stream)
+    [second] = env.broker.leasing.stream_pull(stream)
     env.advance(1)
     assert env.ack(first.ack_id).failures == {first.ack_id: INVALID}
     assert env.ack(second.ack_id).ok
@@ -493,11 +495,11 @@ def test_history_records_stale_acks_on_non_exactly_once(env: Env) -> None:
 
 def test_history_can_be_disabled(env: Env) -> None:
     broker = Broker(env.clock, record_history=False)
-    broker.create_topic(TopicConfig(TOPIC))
-    broker.create_subscription(SubscriptionConfig(SUB, TOPIC))
-    [message_id] = broker.publish(TOPIC, [NewMessage(b"a")])
-    [d] = broker.pull(SUB, 1)
-    broker.acknowledge(SUB, [d.ack_id])
+    broker.topics.create(TopicConfig(TOPIC))
+    broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC))
+    [message_id] = broker.publishing.publish(TOPIC, [NewMessage(b"a")])
+    [d] = broker.leasing.pull(SUB, 1)
+    broker.acks.acknowledge(SUB, [d.ack_id])
     assert broker.history.of(SUB, message_id).deliveries == []
 
 
@@ -508,7 +510,7 @@ def test_injected_transient_failure_is_reported_once_then_the_ack_succeeds(env: 
     env.subscribe(enable_exactly_once_delivery=True)
     [message_id] = env.publish("a")
     [d] = env.pull()
-    env.broker.inject_ack_failure(SUB, message_id, "TRANSIENT_FAILURE_OTHER")
+    env.broker.acks.inject_failure(SUB, message_id, "TRANSIENT_FAILURE_OTHER")
     reply = env.ack(d.ack_id)
     assert reply.failures == {d.ack_id: "TRANSIENT_FAILURE_OTHER"}
     assert reply.confirmed == ()
@@ -523,7 +525,7 @@ def test_injected_failure_leaves_other_ids_of_the_request_applied(env: Env) -> N
     env.subscribe(enable_exactly_once_delivery=True)
     a_id, _ = env.publish("a", "b")
     a, b = env.pull()
-    env.broker.inject_ack_failure(SUB, a_id, "PERMANENT_FAILURE_OTHER")
+    env.broker.acks.inject_failure(SUB, a_id, "PERMANENT_FAILURE_OTHER")
     reply = env.ack(a.ack_id, b.ack_id)
     assert reply.failures == {a.ack_id: "PERMANENT_FAILURE_OTHER"}
     assert reply.confirmed == (b.ack_id,)
@@ -534,7 +536,9 @@ def test_injected_modack_failure_is_not_applied(env: Env) -> None:
     env.subscribe(enable_exactly_once_delivery=True, ack_deadline_seconds=10)
     [message_id] = env.publish("a")
     [d] = env.pull()
-    env.broker.inject_ack_failure(SUB, message_id, "TRANSIENT_FAILURE_OTHER", operations=["modack"])
+    env.broker.acks.inject_failure(
+        SUB, message_id, "TRANSIENT_FAILURE_OTHER", operations=["modack"]
+    )
     assert env.modack(600, d.ack_id).failures == {d.ack_id: "TRANSIENT_FAILURE_OTHER"}
     assert env.nack(d.ack_id).ok  # the fault was used up: this one applies
     assert data(env.pull()) == ["a"]
@@ -544,7 +548,7 @@ def test_injected_failure_for_acks_only_leaves_modacks_alone(env: Env) -> None:
     env.subscribe(enable_exactly_once_delivery=True, ack_deadline_seconds=10)
     [message_id] = env.publish("a")
     [d] = env.pull()
-    env.broker.inject_ack_failure(SUB, message_id, "TRANSIENT_FAILURE_OTHER", operations=["ack"])
+    env.broker.acks.inject_failure(SUB, message_id, "TRANSIENT_FAILURE_OTHER", operations=["ack"])
     assert env.modack(30, d.ack_id).ok
     assert not env.ack(d.ack_id).ok
     assert env.ack(d.ack_id).ok
@@ -554,7 +558,7 @@ def test_injected_permanent_failure_forever(env: Env) -> None:
     env.subscribe(enable_exactly_once_delivery=True)
     [message_id] = env.publish("a")
     [d] = env.pull()
-    env.broker.inject_ack_failure(SUB, message_id, "PERMANENT_FAILURE_OTHER", times=-1)
+    env.broker.acks.inject_failure(SUB, message_id, "PERMANENT_FAILURE_OTHER", times=-1)
     for _ in range(5):
         assert env.ack(d.ack_id).failures == {d.ack_id: "PERMANENT_FAILURE_OTHER"}
     assert env.broker.backlog(SUB) == 1
@@ -564,7 +568,7 @@ def test_injected_failure_times_counts_requests(env: Env) -> None:
     env.subscribe(enable_exactly_once_delivery=True)
     [message_id] = env.publish("a")
     [d] = env.pull()
-    env.broker.inject_ack_failure(SUB, message_id, "TRANSIENT_FAILURE_OTHER", times=3)
+    env.broker.acks.inject_failure(SUB, message_id, "TRANSIENT_FAILURE_OTHER", times=3)
     results = [env.ack(d.ack_id).ok for _ in range(4)]
     assert results == [False, False, False, True]
 

@@ -117,7 +117,7 @@ def test_retention_update_applies_to_the_existing_backlog(env: Env) -> None:
     env.subscribe()
     env.publish("a")
     env.advance(HOUR)
-    env.broker.update_subscription(
+    env.broker.subscriptions.update(
         SubscriptionConfig(SUB, TOPIC, message_retention_duration=30 * MINUTE),
         ["message_retention_duration"],
     )
@@ -164,22 +164,22 @@ def test_next_wakeup_includes_the_retention_deadline(env: Env) -> None:
 
 def test_a_longer_topic_retention_keeps_the_backlog_longer(env: Env) -> None:
     topic = f"{PROJECT}/topics/long"
-    env.broker.create_topic(TopicConfig(topic, message_retention_duration=DAY))
-    env.broker.create_subscription(
+    env.broker.topics.create(TopicConfig(topic, message_retention_duration=DAY))
+    env.broker.subscriptions.create(
         SubscriptionConfig(SUB, topic, message_retention_duration=10 * MINUTE)
     )
-    view = env.broker.get_subscription(SUB)
+    view = env.broker.subscriptions.get(SUB)
     assert view.topic_message_retention_duration == DAY
-    env.broker.publish(topic, [NewMessage(b"a")])
+    env.broker.publishing.publish(topic, [NewMessage(b"a")])
     env.advance(DAY - 1)
     assert len(env.pull()) == 1
 
 
 def test_a_shorter_topic_retention_does_not_shorten_the_subscriptions(env: Env) -> None:
     topic = f"{PROJECT}/topics/short"
-    env.broker.create_topic(TopicConfig(topic, message_retention_duration=10 * MINUTE))
-    env.broker.create_subscription(SubscriptionConfig(SUB, topic))
-    env.broker.publish(topic, [NewMessage(b"a")])
+    env.broker.topics.create(TopicConfig(topic, message_retention_duration=10 * MINUTE))
+    env.broker.subscriptions.create(SubscriptionConfig(SUB, topic))
+    env.broker.publishing.publish(topic, [NewMessage(b"a")])
     env.advance(DAY)
     assert len(env.pull()) == 1
     env.advance(7 * DAY)
@@ -188,19 +188,19 @@ def test_a_shorter_topic_retention_does_not_shorten_the_subscriptions(env: Env) 
 
 def test_topic_retention_update_and_deletion_reach_the_subscriptions(env: Env) -> None:
     env.subscribe(message_retention_duration=10 * MINUTE)
-    env.broker.update_topic(
+    env.broker.topics.update(
         TopicConfig(TOPIC, message_retention_duration=HOUR), ["message_retention_duration"]
     )
     env.publish("a")
     env.advance(30 * MINUTE)
     assert env.broker.backlog(SUB) == 1  # kept by the topic's hour
-    env.broker.delete_topic(TOPIC)  # now only the subscription's 10 minutes count
+    env.broker.topics.delete(TOPIC)  # now only the subscription's 10 minutes count
     env.advance(0)
     assert env.broker.backlog(SUB) == 0
 
 
 def _topic_retention(env: Env, seconds: float | None) -> None:
-    env.broker.update_topic(
+    env.broker.topics.update(
         TopicConfig(TOPIC, message_retention_duration=seconds), ["message_retention_duration"]
     )
 
@@ -216,7 +216,7 @@ def test_topic_retention_lets_a_seek_replay_acked_messages(env: Env) -> None:
     env.ack(*[d.ack_id for d in env.pull()])
     assert env.broker.backlog(SUB) == 0
     env.advance(HOUR)
-    outcome = env.broker.seek(SUB, time=start)
+    outcome = env.broker.snapshots.seek(SUB, time=start)
     assert outcome.complete
     assert data(env.pull()) == ["a", "b"]
 
@@ -231,7 +231,7 @@ def test_topic_retention_replays_messages_published_before_the_subscription(env:
     env.subscribe()
     env.publish("after")
     assert data(env.pull()) == ["after"]  # a new subscription starts from its creation
-    env.broker.seek(SUB, time=start)
+    env.broker.snapshots.seek(SUB, time=start)
     assert data(env.pull()) == ["before", "after"]
 
 
@@ -245,7 +245,7 @@ def test_topic_retention_replay_ends_with_the_retention(env: Env) -> None:
     env.publish("young")
     env.ack(*[d.ack_id for d in env.pull()])
     env.advance(30 * MINUTE)  # "old" is an hour old: out of the topic's retention
-    outcome = env.broker.seek(SUB, time=start)
+    outcome = env.broker.snapshots.seek(SUB, time=start)
     assert not outcome.complete  # the time is older than anything left to replay
     assert data(env.pull()) == ["young"]
 
@@ -254,12 +254,12 @@ def test_topic_retention_replay_keeps_to_the_subscriptions_filter(env: Env) -> N
     _topic_retention(env, DAY)
     env.subscribe(filter='attributes.kind = "keep"')
     start = env.clock.now()
-    env.broker.publish(
+    env.broker.publishing.publish(
         TOPIC,
         [NewMessage(b"kept", attributes={"kind": "keep"}), NewMessage(b"other")],
     )
     env.ack(*[d.ack_id for d in env.pull()])
-    env.broker.seek(SUB, time=start)
+    env.broker.snapshots.seek(SUB, time=start)
     assert data(env.pull()) == ["kept"]
 
 
@@ -270,29 +270,29 @@ def test_removing_topic_retention_ends_the_replay_of_acked_messages(env: Env) ->
     env.publish("a")
     env.ack(*[d.ack_id for d in env.pull()])
     _topic_retention(env, None)
-    env.broker.seek(SUB, time=start)
+    env.broker.snapshots.seek(SUB, time=start)
     assert env.pull() == []
 
 
 def test_topic_retention_keeps_what_the_policys_size_limit_would_drop(env: Env) -> None:
     # The two retentions combine by union (docs/policies.md): a 1-byte Pulsar size limit
     # drops nothing the topic's own message_retention_duration still keeps.
-    env.broker.set_topic_policies(TOPIC, TopicPolicies(retention=RetentionPolicy(HOUR, 1)))
+    env.broker.topics.set_policies(TOPIC, TopicPolicies(retention=RetentionPolicy(HOUR, 1)))
     _topic_retention(env, DAY)
     env.subscribe()
     start = env.clock.now()
     env.publish("a", "b", "c")
     env.ack(*[d.ack_id for d in env.pull()])
     env.advance(2 * HOUR)  # past the policy's hour, inside the topic's day
-    env.broker.seek(SUB, time=start)
+    env.broker.snapshots.seek(SUB, time=start)
     assert data(env.pull()) == ["a", "b", "c"]
 
 
 def test_the_topic_retention_cursor_is_not_a_subscription_anyone_sees(env: Env) -> None:
     _topic_retention(env, DAY)
     env.subscribe()
-    assert env.broker.list_topic_subscriptions(TOPIC, 0, "").items == (SUB,)
-    listed = env.broker.list_subscriptions(PROJECT, 0, "").items
+    assert env.broker.topics.list_subscriptions(TOPIC, 0, "").items == (SUB,)
+    listed = env.broker.subscriptions.list(PROJECT, 0, "").items
     assert [s.config.name for s in listed] == [SUB]
 
 
@@ -330,7 +330,7 @@ def test_retain_acked_keeps_acked_messages_with_their_publish_time(env: Env) -> 
 
 
 def test_retained_acked_messages_follow_topic_retention(env: Env) -> None:
-    env.broker.update_topic(
+    env.broker.topics.update(
         TopicConfig(TOPIC, message_retention_duration=DAY), ["message_retention_duration"]
     )
     env.subscribe(retain_acked_messages=True, message_retention_duration=HOUR)
@@ -348,7 +348,7 @@ def test_turning_retain_acked_off_forgets_them(env: Env) -> None:
     env.publish("a")
     [d] = env.pull()
     env.ack(d.ack_id)
-    env.broker.update_subscription(
+    env.broker.subscriptions.update(
         SubscriptionConfig(SUB, TOPIC, retain_acked_messages=False), ["retain_acked_messages"]
     )
     assert env.broker.retained_acked(SUB) == []
@@ -374,51 +374,51 @@ def sub_config(ttl: float | None, name: str = SUB) -> SubscriptionConfig:
 
 
 def test_an_idle_subscription_is_deleted_after_its_ttl(env: Env) -> None:
-    env.broker.create_subscription(sub_config(DAY))
+    env.broker.subscriptions.create(sub_config(DAY))
     env.advance(DAY - 1)
-    assert env.broker.subscription_exists(SUB)
+    assert env.broker.subscriptions.exists(SUB)
     env.advance(1)
-    assert not env.broker.subscription_exists(SUB)
+    assert not env.broker.subscriptions.exists(SUB)
     with pytest.raises(NotFound):
         env.pull()
-    assert env.broker.list_topic_subscriptions(TOPIC, 0, "").items == ()
-    env.broker.create_subscription(sub_config(DAY))  # the name is free again
+    assert env.broker.topics.list_subscriptions(TOPIC, 0, "").items == ()
+    env.broker.subscriptions.create(sub_config(DAY))  # the name is free again
 
 
 def test_default_expiration_is_31_days(env: Env) -> None:
     env.subscribe()
     env.advance(31 * DAY - 1)
-    assert env.broker.subscription_exists(SUB)
+    assert env.broker.subscriptions.exists(SUB)
     env.advance(1)
-    assert not env.broker.subscription_exists(SUB)
+    assert not env.broker.subscriptions.exists(SUB)
 
 
 def test_a_ttl_of_none_never_expires(env: Env) -> None:
-    env.broker.create_subscription(sub_config(None))
+    env.broker.subscriptions.create(sub_config(None))
     env.advance(3650 * DAY)
-    assert env.broker.subscription_exists(SUB)
+    assert env.broker.subscriptions.exists(SUB)
     assert env.broker.next_wakeup() is None
 
 
 def test_publishing_is_not_activity(env: Env) -> None:
-    env.broker.create_subscription(sub_config(DAY))
+    env.broker.subscriptions.create(sub_config(DAY))
     for _ in range(4):
         env.advance(6 * HOUR)
         env.publish("a")
-    assert not env.broker.subscription_exists(SUB)
+    assert not env.broker.subscriptions.exists(SUB)
 
 
 def test_get_subscription_is_not_activity(env: Env) -> None:
-    env.broker.create_subscription(sub_config(DAY))
+    env.broker.subscriptions.create(sub_config(DAY))
     env.advance(DAY - 1)
-    env.broker.get_subscription(SUB)
+    env.broker.subscriptions.get(SUB)
     env.advance(1)
-    assert not env.broker.subscription_exists(SUB)
+    assert not env.broker.subscriptions.exists(SUB)
 
 
 @pytest.mark.parametrize("operation", ["pull", "empty pull", "ack", "modack", "nack", "update"])
 def test_operations_on_the_subscription_are_activity(env: Env, operation: str) -> None:
-    env.broker.create_subscription(sub_config(DAY))
+    env.broker.subscriptions.create(sub_config(DAY))
     env.publish("a")
     [d] = env.pull()
     env.advance(DAY - 1)
@@ -434,43 +434,43 @@ def test_operations_on_the_subscription_are_activity(env: Env, operation: str) -
     elif operation == "nack":
         env.nack(d.ack_id)
     else:
-        env.broker.update_subscription(
+        env.broker.subscriptions.update(
             SubscriptionConfig(SUB, TOPIC, labels={"k": "v"}), ["labels"]
         )
     env.advance(DAY - 1)
-    assert env.broker.subscription_exists(SUB)
+    assert env.broker.subscriptions.exists(SUB)
     env.advance(1)
-    assert not env.broker.subscription_exists(SUB)
+    assert not env.broker.subscriptions.exists(SUB)
 
 
 def test_an_open_stream_keeps_the_subscription_alive(env: Env) -> None:
-    env.broker.create_subscription(sub_config(DAY))
-    stream = env.broker.open_stream(SUB, stream_ack_deadline=10)
+    env.broker.subscriptions.create(sub_config(DAY))
+    stream = env.broker.leasing.open_stream(SUB, stream_ack_deadline=10)
     for _ in range(10):
         env.advance(DAY)
-    assert env.broker.subscription_exists(SUB)
-    env.broker.close_stream(stream)  # active until now
+    assert env.broker.subscriptions.exists(SUB)
+    env.broker.leasing.close_stream(stream)  # active until now
     env.advance(DAY - 1)
-    assert env.broker.subscription_exists(SUB)
+    assert env.broker.subscriptions.exists(SUB)
     env.advance(1)
-    assert not env.broker.subscription_exists(SUB)
+    assert not env.broker.subscriptions.exists(SUB)
 
 
 def test_next_wakeup_includes_the_expiration(env: Env) -> None:
-    env.broker.create_subscription(sub_config(DAY))
+    env.broker.subscriptions.create(sub_config(DAY))
     assert env.broker.next_wakeup() == env.clock.now() + DAY
 
 
 def test_ttl_update_applies_from_the_last_activity(env: Env) -> None:
-    env.broker.create_subscription(sub_config(None))
+    env.broker.subscriptions.create(sub_config(None))
     env.advance(5 * DAY)
-    env.broker.update_subscription(sub_config(2 * DAY), ["expiration_policy"])
+    env.broker.subscriptions.update(sub_config(2 * DAY), ["expiration_policy"])
     env.advance(2 * DAY - 1)
-    assert env.broker.subscription_exists(SUB)
+    assert env.broker.subscriptions.exists(SUB)
     env.advance(1)
-    assert not env.broker.subscription_exists(SUB)
+    assert not env.broker.subscriptions.exists(SUB)
 
 
 def test_subscription_state_is_active(env: Env) -> None:
     env.subscribe()
-    assert env.broker.get_subscription(SUB).state_active
+    assert env.broker.subscriptions.get(SUB).state_active

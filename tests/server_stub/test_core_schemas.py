@@ -54,7 +54,7 @@ def avro_binary(record: dict[str, object], schema: dict[str, object] = PERSON) -
 
 
 def create(env: Env, kind: str = "AVRO", definition: str = AVRO_DEFINITION) -> SchemaRevision:
-    return env.broker.create_schema(PROJECT, "people", kind, definition)
+    return env.broker.schemas.create(PROJECT, "people", kind, definition)
 
 
 # ------------------------------------------------------------------ Avro
@@ -147,22 +147,22 @@ def test_create_get_list_and_refusals() -> None:
     assert created.type == "AVRO"
     assert len(created.revision_id) == 8
     assert created.revision_create_time == env.clock.now()
-    assert env.broker.get_schema(NAME) == created
-    page = env.broker.list_schemas(PROJECT, 0, "")
+    assert env.broker.schemas.get(NAME) == created
+    page = env.broker.schemas.list_schemas(PROJECT, 0, "")
     assert page.items == (created,)
     with pytest.raises(AlreadyExists, match="Schema already exists"):
         create(env)
     with pytest.raises(InvalidArgument, match="AVRO or PROTOCOL_BUFFER"):
-        env.broker.create_schema(PROJECT, "other", "TYPE_UNSPECIFIED", AVRO_DEFINITION)
+        env.broker.schemas.create(PROJECT, "other", "TYPE_UNSPECIFIED", AVRO_DEFINITION)
     with pytest.raises(InvalidArgument, match="Invalid schema definition"):
-        env.broker.create_schema(PROJECT, "other", "AVRO", "{")
+        env.broker.schemas.create(PROJECT, "other", "AVRO", "{")
     with pytest.raises(InvalidArgument, match="Invalid resource name"):
-        env.broker.create_schema(PROJECT, "x", "AVRO", AVRO_DEFINITION)
+        env.broker.schemas.create(PROJECT, "x", "AVRO", AVRO_DEFINITION)
     with pytest.raises(InvalidArgument, match="schema_id is required"):
-        env.broker.create_schema(PROJECT, "", "AVRO", AVRO_DEFINITION)
+        env.broker.schemas.create(PROJECT, "", "AVRO", AVRO_DEFINITION)
     with pytest.raises(NotFound, match="Schema does not exist"):
-        env.broker.get_schema(f"{PROJECT}/schemas/other")
-    assert [s.name for s in env.broker.list_schemas(PROJECT, 0, "").items] == [NAME]
+        env.broker.schemas.get(f"{PROJECT}/schemas/other")
+    assert [s.name for s in env.broker.schemas.list_schemas(PROJECT, 0, "").items] == [NAME]
 
 
 def test_revisions_commit_rollback_delete() -> None:
@@ -170,85 +170,85 @@ def test_revisions_commit_rollback_delete() -> None:
     first = create(env)
     env.advance(1)
     widened = dict(PERSON, fields=[*PERSON["fields"], {"name": "x", "type": "int", "default": 0}])  # type: ignore[list-item]
-    second = env.broker.commit_schema(NAME, "AVRO", json.dumps(widened))
+    second = env.broker.schemas.commit(NAME, "AVRO", json.dumps(widened))
     assert second.revision_id != first.revision_id
-    assert env.broker.get_schema(NAME) == second
-    assert env.broker.get_schema(f"{NAME}@{first.revision_id}") == first
+    assert env.broker.schemas.get(NAME) == second
+    assert env.broker.schemas.get(f"{NAME}@{first.revision_id}") == first
     env.advance(1)
-    third = env.broker.rollback_schema(NAME, first.revision_id)
+    third = env.broker.schemas.rollback(NAME, first.revision_id)
     assert third.definition == first.definition
     assert third.revision_id not in (first.revision_id, second.revision_id)
-    revisions = env.broker.list_schema_revisions(NAME, 0, "").items
+    revisions = env.broker.schemas.list_revisions(NAME, 0, "").items
     assert [r.revision_id for r in revisions] == [
         first.revision_id,
         second.revision_id,
         third.revision_id,
     ]
-    page = env.broker.list_schema_revisions(NAME, 2, "")
-    rest = env.broker.list_schema_revisions(NAME, 2, page.next_page_token)
+    page = env.broker.schemas.list_revisions(NAME, 2, "")
+    rest = env.broker.schemas.list_revisions(NAME, 2, page.next_page_token)
     assert [*page.items, *rest.items] == list(revisions)
-    assert env.broker.delete_schema_revision(f"{NAME}@{second.revision_id}") == second
-    assert env.broker.delete_schema_revision(NAME, first.revision_id) == first
+    assert env.broker.schemas.delete_revision(f"{NAME}@{second.revision_id}") == second
+    assert env.broker.schemas.delete_revision(NAME, first.revision_id) == first
     with pytest.raises(InvalidArgument, match="Cannot delete last revision"):
-        env.broker.delete_schema_revision(NAME, third.revision_id)
+        env.broker.schemas.delete_revision(NAME, third.revision_id)
     with pytest.raises(NotFound, match="does not exist"):
-        env.broker.rollback_schema(NAME, second.revision_id)
+        env.broker.schemas.rollback(NAME, second.revision_id)
     with pytest.raises(InvalidArgument, match="of type AVRO"):
-        env.broker.commit_schema(NAME, "PROTOCOL_BUFFER", PROTO_DEFINITION)
-    env.broker.delete_schema(NAME)
+        env.broker.schemas.commit(NAME, "PROTOCOL_BUFFER", PROTO_DEFINITION)
+    env.broker.schemas.delete(NAME)
     with pytest.raises(NotFound):
-        env.broker.get_schema(NAME)
+        env.broker.schemas.get(NAME)
 
 
 def test_a_schema_has_at_most_twenty_revisions() -> None:
     env = Env()
     create(env)
     for _ in range(MAX_REVISIONS - 1):
-        env.broker.commit_schema(NAME, "AVRO", AVRO_DEFINITION)
+        env.broker.schemas.commit(NAME, "AVRO", AVRO_DEFINITION)
     with pytest.raises(Exception, match="20 revisions"):
-        env.broker.commit_schema(NAME, "AVRO", AVRO_DEFINITION)
-    assert len(env.broker.list_schema_revisions(NAME, 0, "").items) == MAX_REVISIONS
+        env.broker.schemas.commit(NAME, "AVRO", AVRO_DEFINITION)
+    assert len(env.broker.schemas.list_revisions(NAME, 0, "").items) == MAX_REVISIONS
 
 
 def test_messages_match_the_newest_revision_of_the_range() -> None:
     env = Env()
     old = create(env)
     renamed = dict(PERSON, fields=[{"name": "title", "type": "string"}])
-    new = env.broker.commit_schema(NAME, "AVRO", json.dumps(renamed))
+    new = env.broker.schemas.commit(NAME, "AVRO", json.dumps(renamed))
     old_style, new_style = b'{"name": "Ada", "age": 36}', b'{"title": "Countess"}'
-    assert env.broker.check_schema_message(NAME, new_style, "JSON") == new
-    assert env.broker.check_schema_message(NAME, old_style, "JSON") == old
+    assert env.broker.schemas.check_message(NAME, new_style, "JSON") == new
+    assert env.broker.schemas.check_message(NAME, old_style, "JSON") == old
     with pytest.raises(SchemaError):
-        env.broker.check_schema_message(NAME, old_style, "JSON", new.revision_id)
+        env.broker.schemas.check_message(NAME, old_style, "JSON", new.revision_id)
     with pytest.raises(SchemaError):
-        env.broker.check_schema_message(NAME, new_style, "JSON", "", old.revision_id)
+        env.broker.schemas.check_message(NAME, new_style, "JSON", "", old.revision_id)
     with pytest.raises(NotFound, match="First revision could not be found"):
-        env.broker.schema_revision_range(NAME, "deadbeef", "")
+        env.broker.schemas.revision_range(NAME, "deadbeef", "")
     with pytest.raises(InvalidArgument, match="newer than"):
-        env.broker.schema_revision_range(NAME, new.revision_id, old.revision_id)
+        env.broker.schemas.revision_range(NAME, new.revision_id, old.revision_id)
 
 
 def test_schemas_survive_a_restart_of_a_durable_store(tmp_path: Path) -> None:
     clock = FakeClock()
     store = SqliteStore(tmp_path)
     broker = Broker(clock, store=store)
-    first = broker.create_schema(PROJECT, "people", "PROTOCOL_BUFFER", PROTO_DEFINITION)
-    second = broker.commit_schema(NAME, "PROTOCOL_BUFFER", PROTO_DEFINITION)
-    broker.create_schema(PROJECT, "gone", "AVRO", AVRO_DEFINITION)
-    broker.delete_schema(f"{PROJECT}/schemas/gone")
+    first = broker.schemas.create(PROJECT, "people", "PROTOCOL_BUFFER", PROTO_DEFINITION)
+    second = broker.schemas.commit(NAME, "PROTOCOL_BUFFER", PROTO_DEFINITION)
+    broker.schemas.create(PROJECT, "gone", "AVRO", AVRO_DEFINITION)
+    broker.schemas.delete(f"{PROJECT}/schemas/gone")
     store.commit()
     store.close()
     store = SqliteStore(tmp_path)
     try:
         again = Broker(clock, store=store)
-        assert [r.revision_id for r in again.list_schema_revisions(NAME, 0, "").items] == [
+        assert [r.revision_id for r in again.schemas.list_revisions(NAME, 0, "").items] == [
             first.revision_id,
             second.revision_id,
         ]
-        assert again.get_schema(NAME) == second
-        assert [s.name for s in again.list_schemas(PROJECT, 0, "").items] == [NAME]
+        assert again.schemas.get(NAME) == second
+        assert [s.name for s in again.schemas.list_schemas(PROJECT, 0, "").items] == [NAME]
         # Compiled again on first use.
-        assert again.check_schema_message(NAME, b'{"name": "Ada"}', "JSON") == second
+        assert again.schemas.check_message(NAME, b'{"name": "Ada"}', "JSON") == second
     finally:
         store.close()
 

@@ -93,7 +93,7 @@ def test_acks_nacks_modacks_and_failures_are_counted() -> None:
 
 def test_dead_letters_and_policy_acks_are_counted() -> None:
     env = Env()
-    env.broker.create_topic(TopicConfig(DLT))
+    env.broker.topics.create(TopicConfig(DLT))
     env.subscribe(dead_letter_policy=DeadLetterPolicy(DLT, 5))
     filtered = env.subscribe(f"{PROJECT}/subscriptions/filtered", filter='attributes.kind = "x"')
     env.publish("poison")
@@ -110,8 +110,10 @@ def test_dead_letters_and_policy_acks_are_counted() -> None:
 
 def test_publish_requests_and_bytes_are_counted_per_topic() -> None:
     env = Env()
-    env.broker.publish(TOPIC, [NewMessage(b"abc"), NewMessage(b"de", {"k": "v"})], 123)
-    env.broker.publish(TOPIC, [NewMessage(b"abc")])  # no request size given: message sizes
+    env.broker.publishing.publish(TOPIC, [NewMessage(b"abc"), NewMessage(b"de", {"k": "v"})], 123)
+    env.broker.publishing.publish(
+        TOPIC, [NewMessage(b"abc")]
+    )  # no request size given: message sizes
     [topic] = [t for t in env.broker.stats().topics if t.name == TOPIC]
     assert (topic.publish_requests, topic.published_messages, topic.published_bytes) == (
         2,
@@ -124,20 +126,20 @@ def test_open_streams_by_flow_control_status() -> None:
     env = Env()
     env.subscribe()
     env.publish("a", "b")
-    full = env.broker.open_stream(SUB, stream_ack_deadline=60, max_outstanding_messages=1)
-    env.broker.open_stream(SUB, stream_ack_deadline=60)
+    full = env.broker.leasing.open_stream(SUB, stream_ack_deadline=60, max_outstanding_messages=1)
+    env.broker.leasing.open_stream(SUB, stream_ack_deadline=60)
     assert stats_of(env).streams == {"ok": 2}
-    assert len(env.broker.stream_pull(full)) == 1
+    assert len(env.broker.leasing.stream_pull(full)) == 1
     flow: StreamFlow = env.flow(full)
     assert flow.outstanding_messages == 1
     assert stats_of(env).streams == {"ok": 1, "suspended_max_outstanding_messages_exceeded": 1}
-    env.broker.close_stream(full)
+    env.broker.leasing.close_stream(full)
     assert stats_of(env).streams == {"ok": 1}
 
 
 def test_retention_cursors_are_not_subscriptions() -> None:
     env = Env()
-    env.broker.set_topic_policies(TOPIC, TopicPolicies(retention=RetentionPolicy(3600, -1)))
+    env.broker.topics.set_policies(TOPIC, TopicPolicies(retention=RetentionPolicy(3600, -1)))
     env.publish("kept")
     env.clock.advance(5)
     assert env.broker.stats().subscriptions == ()
@@ -147,8 +149,8 @@ def test_retention_cursors_are_not_subscriptions() -> None:
 
 def test_a_subscription_on_a_deleted_topic_keeps_reporting() -> None:
     env = Env()
-    env.broker.create_subscription(SubscriptionConfig(SUB, TOPIC))
+    env.broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC))
     env.publish("x")
-    env.broker.delete_topic(TOPIC)
+    env.broker.topics.delete(TOPIC)
     stats = stats_of(env)
     assert (stats.topic, stats.undelivered_messages) == ("_deleted-topic_", 1)

@@ -24,12 +24,12 @@ from .core_support import DLT, INVALID, PROJECT, SUB, TOPIC, Env, data
 @pytest.fixture
 def env() -> Env:
     env = Env()
-    env.broker.create_topic(TopicConfig(DLT))
+    env.broker.topics.create(TopicConfig(DLT))
     return env
 
 
 def update(env: Env, paths: Sequence[str], **fields: object) -> SubscriptionView:
-    return env.broker.update_subscription(SubscriptionConfig(SUB, TOPIC, **fields), paths)  # type: ignore[arg-type]
+    return env.broker.subscriptions.update(SubscriptionConfig(SUB, TOPIC, **fields), paths)  # type: ignore[arg-type]
 
 
 def redelivery_wait(env: Env, ack_id: str) -> tuple[int, str]:
@@ -50,7 +50,7 @@ def test_labels_are_replaced(env: Env) -> None:
     env.subscribe(labels={"a": "1", "b": "2"})
     view = update(env, ["labels"], labels={"c": "3"})
     assert view.config.labels == {"c": "3"}
-    assert env.broker.get_subscription(SUB).config.labels == {"c": "3"}
+    assert env.broker.subscriptions.get(SUB).config.labels == {"c": "3"}
 
 
 def test_ack_deadline_applies_to_later_deliveries(env: Env) -> None:
@@ -78,7 +78,7 @@ def test_ack_deadline_out_of_range_changes_nothing(env: Env) -> None:
     env.subscribe(ack_deadline_seconds=30, labels={"a": "1"})
     with pytest.raises(InvalidArgument, match="ack_deadline_seconds"):
         update(env, ["labels", "ack_deadline_seconds"], labels={}, ack_deadline_seconds=601)
-    config = env.broker.get_subscription(SUB).config
+    config = env.broker.subscriptions.get(SUB).config
     assert (config.ack_deadline_seconds, config.labels) == (30, {"a": "1"})
 
 
@@ -113,7 +113,7 @@ def test_dead_letter_policy_is_set_changed_and_removed(env: Env) -> None:
     )
     assert view.config.dead_letter_policy == DeadLetterPolicy(DLT, 20)  # the topic stays
     other = f"{PROJECT}/topics/other-dlt"
-    env.broker.create_topic(TopicConfig(other))
+    env.broker.topics.create(TopicConfig(other))
     view = update(
         env, ["dead_letter_policy.dead_letter_topic"], dead_letter_policy=DeadLetterPolicy(other)
     )
@@ -127,7 +127,7 @@ def test_dead_letter_topic_must_exist(env: Env) -> None:
     missing = f"{PROJECT}/topics/missing"
     with pytest.raises(NotFound):
         update(env, ["dead_letter_policy"], dead_letter_policy=DeadLetterPolicy(missing))
-    assert env.broker.get_subscription(SUB).config.dead_letter_policy is None
+    assert env.broker.subscriptions.get(SUB).config.dead_letter_policy is None
 
 
 def test_dead_letter_sub_path_without_a_policy_needs_a_topic(env: Env) -> None:
@@ -170,7 +170,7 @@ def test_retry_policy_bounds_are_validated(env: Env) -> None:
         update(env, ["retry_policy.minimum_backoff"], retry_policy=RetryPolicy(30.0, 0.0))
     with pytest.raises(InvalidArgument, match="out of bounds"):
         update(env, ["retry_policy"], retry_policy=RetryPolicy(10.0, 700.0))
-    assert env.broker.get_subscription(SUB).config.retry_policy == RetryPolicy(10.0, 20.0)
+    assert env.broker.subscriptions.get(SUB).config.retry_policy == RetryPolicy(10.0, 20.0)
 
 
 def test_exactly_once_can_be_turned_on_and_off(env: Env) -> None:
@@ -180,12 +180,12 @@ def test_exactly_once_can_be_turned_on_and_off(env: Env) -> None:
     env.nack(first.ack_id)
     [second] = env.pull()
     update(env, ["enable_exactly_once_delivery"], enable_exactly_once_delivery=True)
-    assert env.broker.subscription_properties(SUB) == (True, False)
+    assert env.broker.subscriptions.properties(SUB) == (True, False)
     reply = env.ack(first.ack_id)  # superseded: now a per-id failure
     assert reply.exactly_once
     assert reply.failures == {first.ack_id: INVALID}
     update(env, ["enable_exactly_once_delivery"], enable_exactly_once_delivery=False)
-    assert env.broker.subscription_properties(SUB) == (False, False)
+    assert env.broker.subscriptions.properties(SUB) == (False, False)
     assert env.ack(first.ack_id).ok  # best effort again: settles the message
     assert env.broker.backlog(SUB) == 0
     assert second.ack_id != first.ack_id
@@ -199,7 +199,7 @@ def test_opaque_fields_go_through_the_adapters_merge(env: Env) -> None:
         calls.append((old, new, list(paths)))
         return b"merged"
 
-    view = env.broker.update_subscription(
+    view = env.broker.subscriptions.update(
         SubscriptionConfig(SUB, TOPIC, extras=b"new"), ["push_config"], merge
     )
     assert calls == [(b"old", b"new", ["push_config"])]
@@ -244,7 +244,7 @@ def test_immutable_fields_are_refused_and_nothing_changes(
         InvalidArgument, match=f"the {path} field in the Subscription is not mutable"
     ):
         update(env, ["labels", path], labels={"b": "2"}, **fields)
-    config = env.broker.get_subscription(SUB).config
+    config = env.broker.subscriptions.get(SUB).config
     assert config.labels == {"a": "1"}
     assert not config.enable_message_ordering
     assert config.filter == ""
@@ -275,7 +275,7 @@ def test_update_of_a_missing_subscription_is_not_found(env: Env) -> None:
 
 
 def test_topic_labels_retention_and_kms_are_updatable(env: Env) -> None:
-    view = env.broker.update_topic(
+    view = env.broker.topics.update(
         TopicConfig(
             TOPIC, labels={"t": "1"}, message_retention_duration=3600.0, kms_key_name="key"
         ),
@@ -284,12 +284,12 @@ def test_topic_labels_retention_and_kms_are_updatable(env: Env) -> None:
     assert view.config.labels == {"t": "1"}
     assert view.config.message_retention_duration == 3600.0
     assert view.config.kms_key_name == "key"
-    view = env.broker.update_topic(TopicConfig(TOPIC), ["message_retention_duration"])
+    view = env.broker.topics.update(TopicConfig(TOPIC), ["message_retention_duration"])
     assert view.config.message_retention_duration is None  # unset: subscriptions govern
 
 
 def test_topic_opaque_fields_go_through_the_adapters_merge(env: Env) -> None:
-    view = env.broker.update_topic(
+    view = env.broker.topics.update(
         TopicConfig(TOPIC, extras=b"new"),
         ["schema_settings"],
         lambda old, new, paths: old + new + ",".join(paths).encode(),
@@ -300,17 +300,17 @@ def test_topic_opaque_fields_go_through_the_adapters_merge(env: Env) -> None:
 @pytest.mark.parametrize(("path", "reason"), [("name", "not mutable"), ("nope", "not a known")])
 def test_topic_bad_paths_are_refused(env: Env, path: str, reason: str) -> None:
     with pytest.raises(InvalidArgument, match=reason):
-        env.broker.update_topic(TopicConfig(TOPIC), [path])
+        env.broker.topics.update(TopicConfig(TOPIC), [path])
     with pytest.raises(InvalidArgument, match="update_mask"):
-        env.broker.update_topic(TopicConfig(TOPIC), [])
+        env.broker.topics.update(TopicConfig(TOPIC), [])
 
 
 def test_topic_retention_update_shows_on_its_subscriptions(env: Env) -> None:
     env.subscribe()
-    env.broker.update_topic(
+    env.broker.topics.update(
         TopicConfig(TOPIC, message_retention_duration=86400.0), ["message_retention_duration"]
     )
-    assert env.broker.get_subscription(SUB).topic_message_retention_duration == 86400.0
+    assert env.broker.subscriptions.get(SUB).topic_message_retention_duration == 86400.0
 
 
 # ------------------------------------------------------------ retry policy

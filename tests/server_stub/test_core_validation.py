@@ -62,15 +62,15 @@ INVALID_IDS = [
 @pytest.mark.parametrize("topic_id", VALID_IDS)
 def test_valid_resource_names_are_accepted(env: Env, topic_id: str) -> None:
     name = f"{PROJECT}/topics/{topic_id}"
-    env.broker.create_topic(TopicConfig(name))
-    assert env.broker.get_topic(name).config.name == name
+    env.broker.topics.create(TopicConfig(name))
+    assert env.broker.topics.get(name).config.name == name
 
 
 @pytest.mark.parametrize("topic_id", INVALID_IDS)
 def test_invalid_topic_ids_are_rejected_with_the_real_text(env: Env, topic_id: str) -> None:
     name = f"{PROJECT}/topics/{topic_id}"
     with pytest.raises(InvalidArgument) as raised:
-        env.broker.create_topic(TopicConfig(name))
+        env.broker.topics.create(TopicConfig(name))
     assert raised.value.message.startswith(f"Invalid resource name given (name={name}).")
 
 
@@ -95,13 +95,13 @@ def test_invalid_subscription_ids_are_rejected(env: Env, sub_id: str) -> None:
 )
 def test_malformed_topic_paths_are_rejected(env: Env, name: str) -> None:
     with pytest.raises(InvalidArgument, match=r"Invalid resource name given \(name="):
-        env.broker.get_topic(name)
+        env.broker.topics.get(name)
 
 
 def test_subscription_without_name_gets_a_server_assigned_valid_name(env: Env) -> None:
-    view = env.broker.create_subscription(SubscriptionConfig("", TOPIC))
+    view = env.broker.subscriptions.create(SubscriptionConfig("", TOPIC))
     assert view.config.name.startswith(f"{PROJECT}/subscriptions/")
-    assert env.broker.get_subscription(view.config.name).config.topic == TOPIC
+    assert env.broker.subscriptions.get(view.config.name).config.topic == TOPIC
 
 
 # ------------------------------------------------------------- existence rules
@@ -109,12 +109,12 @@ def test_subscription_without_name_gets_a_server_assigned_valid_name(env: Env) -
 
 def test_subscription_to_missing_topic_is_not_found(env: Env) -> None:
     with pytest.raises(NotFound):
-        env.broker.create_subscription(SubscriptionConfig(SUB, f"{PROJECT}/topics/missing"))
+        env.broker.subscriptions.create(SubscriptionConfig(SUB, f"{PROJECT}/topics/missing"))
 
 
 def test_duplicate_topic_already_exists(env: Env) -> None:
     with pytest.raises(AlreadyExists):
-        env.broker.create_topic(TopicConfig(TOPIC))
+        env.broker.topics.create(TopicConfig(TOPIC))
 
 
 def test_duplicate_subscription_already_exists(env: Env) -> None:
@@ -125,19 +125,19 @@ def test_duplicate_subscription_already_exists(env: Env) -> None:
 
 def test_missing_topic_and_subscription_are_not_found(env: Env) -> None:
     with pytest.raises(NotFound):
-        env.broker.get_topic(f"{PROJECT}/topics/missing")
+        env.broker.topics.get(f"{PROJECT}/topics/missing")
     with pytest.raises(NotFound):
-        env.broker.get_subscription(f"{PROJECT}/subscriptions/missing")
+        env.broker.subscriptions.get(f"{PROJECT}/subscriptions/missing")
     with pytest.raises(NotFound):
-        env.broker.publish(f"{PROJECT}/topics/missing", [NewMessage(b"x")])
+        env.broker.publishing.publish(f"{PROJECT}/topics/missing", [NewMessage(b"x")])
     with pytest.raises(NotFound):
-        env.broker.pull(f"{PROJECT}/subscriptions/missing", 1)
+        env.broker.leasing.pull(f"{PROJECT}/subscriptions/missing", 1)
 
 
 def test_dead_letter_topic_must_exist(env: Env) -> None:
     with pytest.raises(NotFound):
         env.subscribe(dead_letter_policy=DeadLetterPolicy(DLT))
-    env.broker.create_topic(TopicConfig(DLT))
+    env.broker.topics.create(TopicConfig(DLT))
     env.subscribe(dead_letter_policy=DeadLetterPolicy(DLT))
 
 
@@ -153,22 +153,22 @@ def test_ack_deadline_outside_10_to_600_is_rejected(env: Env, seconds: int) -> N
 @pytest.mark.parametrize("seconds", [10, 600])
 def test_ack_deadline_bounds_are_inclusive(env: Env, seconds: int) -> None:
     env.subscribe(ack_deadline_seconds=seconds)
-    assert env.broker.get_subscription(SUB).config.ack_deadline_seconds == seconds
+    assert env.broker.subscriptions.get(SUB).config.ack_deadline_seconds == seconds
 
 
 def test_unset_ack_deadline_defaults_to_10(env: Env) -> None:
     env.subscribe()
-    assert env.broker.get_subscription(SUB).config.ack_deadline_seconds == 10
+    assert env.broker.subscriptions.get(SUB).config.ack_deadline_seconds == 10
 
 
 def test_unset_ack_deadline_defaults_to_60_on_exactly_once(env: Env) -> None:
     env.subscribe(enable_exactly_once_delivery=True)
-    assert env.broker.get_subscription(SUB).config.ack_deadline_seconds == 60
+    assert env.broker.subscriptions.get(SUB).config.ack_deadline_seconds == 60
 
 
 def test_explicit_ack_deadline_is_kept_on_exactly_once(env: Env) -> None:
     env.subscribe(enable_exactly_once_delivery=True, ack_deadline_seconds=20)
-    assert env.broker.get_subscription(SUB).config.ack_deadline_seconds == 20
+    assert env.broker.subscriptions.get(SUB).config.ack_deadline_seconds == 20
 
 
 # -------------------------------------------------------------------- modack
@@ -206,18 +206,18 @@ def test_subscription_retention_outside_10min_to_31d_is_rejected(env: Env, secon
 @pytest.mark.parametrize("seconds", [600.0, 31 * DAY])
 def test_subscription_retention_bounds_are_inclusive(env: Env, seconds: float) -> None:
     env.subscribe(message_retention_duration=seconds, expiration_policy=ExpirationPolicy(None))
-    assert env.broker.get_subscription(SUB).config.message_retention_duration == seconds
+    assert env.broker.subscriptions.get(SUB).config.message_retention_duration == seconds
 
 
 def test_unset_subscription_retention_defaults_to_7_days(env: Env) -> None:
     env.subscribe()
-    assert env.broker.get_subscription(SUB).config.message_retention_duration == 7 * DAY
+    assert env.broker.subscriptions.get(SUB).config.message_retention_duration == 7 * DAY
 
 
 @pytest.mark.parametrize("seconds", [599.0, 31 * DAY + 1])
 def test_topic_retention_outside_10min_to_31d_is_rejected(env: Env, seconds: float) -> None:
     with pytest.raises(InvalidArgument, match="message_retention_duration"):
-        env.broker.create_topic(
+        env.broker.topics.create(
             TopicConfig(f"{PROJECT}/topics/other", message_retention_duration=seconds)
         )
 
@@ -225,13 +225,13 @@ def test_topic_retention_outside_10min_to_31d_is_rejected(env: Env, seconds: flo
 @pytest.mark.parametrize("seconds", [600.0, 31 * DAY])
 def test_topic_retention_bounds_are_inclusive(env: Env, seconds: float) -> None:
     name = f"{PROJECT}/topics/other"
-    env.broker.create_topic(TopicConfig(name, message_retention_duration=seconds))
-    assert env.broker.get_topic(name).config.message_retention_duration == seconds
+    env.broker.topics.create(TopicConfig(name, message_retention_duration=seconds))
+    assert env.broker.topics.get(name).config.message_retention_duration == seconds
 
 
 def test_topic_retention_update_is_validated(env: Env) -> None:
     with pytest.raises(InvalidArgument):
-        env.broker.update_topic(
+        env.broker.topics.update(
             TopicConfig(TOPIC, message_retention_duration=60.0), ["message_retention_duration"]
         )
 
@@ -245,23 +245,23 @@ def test_topic_retention_update_is_validated(env: Env) -> None:
 def test_max_delivery_attempts_outside_5_to_100_is_out_of_range(
     env: Env, attempts: int, word: str
 ) -> None:
-    env.broker.create_topic(TopicConfig(DLT))
+    env.broker.topics.create(TopicConfig(DLT))
     with pytest.raises(OutOfRange, match=f"max_delivery_attempts is {word}"):
         env.subscribe(dead_letter_policy=DeadLetterPolicy(DLT, attempts))
 
 
 @pytest.mark.parametrize("attempts", [5, 100])
 def test_max_delivery_attempts_bounds_are_inclusive(env: Env, attempts: int) -> None:
-    env.broker.create_topic(TopicConfig(DLT))
+    env.broker.topics.create(TopicConfig(DLT))
     env.subscribe(dead_letter_policy=DeadLetterPolicy(DLT, attempts))
-    policy = env.broker.get_subscription(SUB).config.dead_letter_policy
+    policy = env.broker.subscriptions.get(SUB).config.dead_letter_policy
     assert policy == DeadLetterPolicy(DLT, attempts)
 
 
 def test_max_delivery_attempts_zero_means_5(env: Env) -> None:
-    env.broker.create_topic(TopicConfig(DLT))
+    env.broker.topics.create(TopicConfig(DLT))
     env.subscribe(dead_letter_policy=DeadLetterPolicy(DLT, 0))
-    policy = env.broker.get_subscription(SUB).config.dead_letter_policy
+    policy = env.broker.subscriptions.get(SUB).config.dead_letter_policy
     assert policy is not None
     assert policy.max_delivery_attempts == 5
 
@@ -310,9 +310,9 @@ def test_expiration_ttl_must_be_longer_than_retention(env: Env, ttl: float) -> N
 
 def test_expiration_defaults_to_31_days_and_none_never_expires(env: Env) -> None:
     env.subscribe()
-    assert env.broker.get_subscription(SUB).config.expiration_policy == ExpirationPolicy(31 * DAY)
+    assert env.broker.subscriptions.get(SUB).config.expiration_policy == ExpirationPolicy(31 * DAY)
     env.subscribe(f"{PROJECT}/subscriptions/forever", expiration_policy=ExpirationPolicy(None))
-    view = env.broker.get_subscription(f"{PROJECT}/subscriptions/forever")
+    view = env.broker.subscriptions.get(f"{PROJECT}/subscriptions/forever")
     assert view.config.expiration_policy == ExpirationPolicy(None)
 
 
@@ -335,7 +335,7 @@ def test_filter_of_256_bytes_is_accepted(env: Env) -> None:
 
 
 def _publish(env: Env, messages: list[NewMessage], request_bytes: int = 0) -> list[str]:
-    return env.broker.publish(TOPIC, messages, request_bytes)
+    return env.broker.publishing.publish(TOPIC, messages, request_bytes)
 
 
 def test_publish_rejects_an_empty_message_and_publishes_nothing(env: Env) -> None:
@@ -427,15 +427,15 @@ def test_pull_max_messages_must_be_positive(env: Env, max_messages: int) -> None
 def test_stream_ack_deadline_outside_10_to_600_is_rejected(env: Env, seconds: int) -> None:
     env.subscribe()
     with pytest.raises(InvalidArgument, match="stream_ack_deadline_seconds"):
-        env.broker.open_stream(SUB, stream_ack_deadline=seconds)
-    stream = env.broker.open_stream(SUB, stream_ack_deadline=10)
+        env.broker.leasing.open_stream(SUB, stream_ack_deadline=seconds)
+    stream = env.broker.leasing.open_stream(SUB, stream_ack_deadline=10)
     with pytest.raises(InvalidArgument, match="stream_ack_deadline_seconds"):
-        env.broker.set_stream_ack_deadline(stream, seconds)
+        env.broker.leasing.set_stream_ack_deadline(stream, seconds)
 
 
 def test_open_stream_on_missing_subscription_is_not_found(env: Env) -> None:
     with pytest.raises(NotFound):
-        env.broker.open_stream(f"{PROJECT}/subscriptions/missing", stream_ack_deadline=10)
+        env.broker.leasing.open_stream(f"{PROJECT}/subscriptions/missing", stream_ack_deadline=10)
 
 
 @pytest.mark.parametrize("exactly_once", [False, True])
@@ -451,7 +451,7 @@ def test_empty_ack_id_list_is_rejected(env: Env, exactly_once: bool) -> None:
 
 
 def test_unenforced_properties_round_trip_unchanged(env: Env) -> None:
-    env.broker.create_topic(TopicConfig(DLT))
+    env.broker.topics.create(TopicConfig(DLT))
     config = SubscriptionConfig(
         SUB,
         TOPIC,
@@ -467,9 +467,9 @@ def test_unenforced_properties_round_trip_unchanged(env: Env) -> None:
         enable_exactly_once_delivery=True,
         extras=b"\x0a\x03opaque push config",
     )
-    env.broker.create_subscription(config)
-    assert env.broker.get_subscription(SUB).config == config
-    [listed] = env.broker.list_subscriptions(PROJECT, 0, "").items
+    env.broker.subscriptions.create(config)
+    assert env.broker.subscriptions.get(SUB).config == config
+    [listed] = env.broker.subscriptions.list(PROJECT, 0, "").items
     assert listed.config == config
 
 
@@ -481,23 +481,23 @@ def test_topic_labels_kms_and_extras_round_trip(env: Env) -> None:
         kms_key_name="projects/p1/locations/x/keyRings/r/cryptoKeys/k",
         extras=b"\x01\x02",
     )
-    env.broker.create_topic(config)
-    assert env.broker.get_topic(config.name).config == config
+    env.broker.topics.create(config)
+    assert env.broker.topics.get(config.name).config == config
 
 
 def test_update_subscription_validates_and_keeps_immutable_fields(env: Env) -> None:
     env.subscribe(enable_message_ordering=True, filter="attributes:x")
     with pytest.raises(InvalidArgument, match="not mutable"):
-        env.broker.update_subscription(SubscriptionConfig(SUB, TOPIC), ["enable_message_ordering"])
+        env.broker.subscriptions.update(SubscriptionConfig(SUB, TOPIC), ["enable_message_ordering"])
     with pytest.raises(InvalidArgument, match="not mutable"):
-        env.broker.update_subscription(SubscriptionConfig(SUB, TOPIC), ["filter"])
+        env.broker.subscriptions.update(SubscriptionConfig(SUB, TOPIC), ["filter"])
     with pytest.raises(InvalidArgument, match="update_mask"):
-        env.broker.update_subscription(SubscriptionConfig(SUB, TOPIC), [])
+        env.broker.subscriptions.update(SubscriptionConfig(SUB, TOPIC), [])
     with pytest.raises(InvalidArgument, match="ack_deadline_seconds"):
-        env.broker.update_subscription(
+        env.broker.subscriptions.update(
             SubscriptionConfig(SUB, TOPIC, ack_deadline_seconds=5), ["ack_deadline_seconds"]
         )
-    view = env.broker.update_subscription(
+    view = env.broker.subscriptions.update(
         SubscriptionConfig(SUB, TOPIC, ack_deadline_seconds=30, labels={"x": "y"}),
         ["ack_deadline_seconds", "labels"],
     )
@@ -513,17 +513,17 @@ def test_update_subscription_validates_and_keeps_immutable_fields(env: Env) -> N
 def test_deleting_a_topic_marks_its_subscriptions_deleted_topic(env: Env) -> None:
     env.subscribe()
     env.publish("kept")
-    env.broker.delete_topic(TOPIC)
-    assert env.broker.get_subscription(SUB).config.topic == DELETED_TOPIC
+    env.broker.topics.delete(TOPIC)
+    assert env.broker.subscriptions.get(SUB).config.topic == DELETED_TOPIC
     with pytest.raises(NotFound):
-        env.broker.get_topic(TOPIC)
+        env.broker.topics.get(TOPIC)
     with pytest.raises(NotFound):
         env.publish("lost")
     # The backlog stays deliverable.
     assert [d.message.data for d in env.pull()] == [b"kept"]
     # A new topic of the same name does not adopt the old subscriptions.
-    env.broker.create_topic(TopicConfig(TOPIC))
-    assert env.broker.list_topic_subscriptions(TOPIC, 0, "").items == ()
+    env.broker.topics.create(TopicConfig(TOPIC))
+    assert env.broker.topics.list_subscriptions(TOPIC, 0, "").items == ()
     env.publish("new")
     assert env.broker.backlog(SUB) == 1
 
@@ -547,14 +547,14 @@ def _all_pages(
 def test_list_topics_paginates_in_name_order_within_the_project(env: Env) -> None:
     names = [f"{PROJECT}/topics/t-{i}" for i in range(5)]
     for name in reversed(names):
-        env.broker.create_topic(TopicConfig(name))
-    env.broker.create_topic(TopicConfig("projects/p2/topics/t-other"))
+        env.broker.topics.create(TopicConfig(name))
+    env.broker.topics.create(TopicConfig("projects/p2/topics/t-other"))
     expected = sorted([*names, TOPIC])
-    pages, tokens = _all_pages(lambda size, token: env.broker.list_topics(PROJECT, size, token), 2)
+    pages, tokens = _all_pages(lambda size, token: env.broker.topics.list(PROJECT, size, token), 2)
     assert pages == [expected[0:2], expected[2:4], expected[4:6]]
     assert all(tokens[:-1])
     assert tokens[-1] == ""
-    whole = env.broker.list_topics(PROJECT, 0, "")
+    whole = env.broker.topics.list(PROJECT, 0, "")
     assert [t.config.name for t in whole.items] == expected
     assert whole.next_page_token == ""
 
@@ -563,44 +563,44 @@ def test_list_subscriptions_and_topic_subscriptions_paginate(env: Env) -> None:
     names = [f"{PROJECT}/subscriptions/s-{i}" for i in range(5)]
     for name in names:
         env.subscribe(name)
-    env.broker.create_topic(TopicConfig("projects/p2/topics/other"))
-    env.broker.create_subscription(
+    env.broker.topics.create(TopicConfig("projects/p2/topics/other"))
+    env.broker.subscriptions.create(
         SubscriptionConfig("projects/p2/subscriptions/s-x", "projects/p2/topics/other")
     )
     pages, _ = _all_pages(
-        lambda size, token: env.broker.list_subscriptions(PROJECT, size, token), 3
+        lambda size, token: env.broker.subscriptions.list(PROJECT, size, token), 3
     )
     assert pages == [names[0:3], names[3:5]]
     pages, _ = _all_pages(
-        lambda size, token: env.broker.list_topic_subscriptions(TOPIC, size, token), 2
+        lambda size, token: env.broker.topics.list_subscriptions(TOPIC, size, token), 2
     )
     assert pages == [names[0:2], names[2:4], names[4:5]]
 
 
 def test_list_rejects_bad_page_size_token_and_project(env: Env) -> None:
     with pytest.raises(InvalidArgument):
-        env.broker.list_topics(PROJECT, -1, "")
+        env.broker.topics.list(PROJECT, -1, "")
     with pytest.raises(InvalidArgument):
-        env.broker.list_topics(PROJECT, 1, "%%%not-base64")
+        env.broker.topics.list(PROJECT, 1, "%%%not-base64")
     with pytest.raises(InvalidArgument):
-        env.broker.list_topics("projects", 1, "")
+        env.broker.topics.list("projects", 1, "")
 
 
 def test_delete_subscription_removes_it_from_its_topic(env: Env) -> None:
     env.subscribe()
-    env.broker.delete_subscription(SUB)
-    assert env.broker.list_topic_subscriptions(TOPIC, 0, "").items == ()
+    env.broker.subscriptions.delete(SUB)
+    assert env.broker.topics.list_subscriptions(TOPIC, 0, "").items == ()
     with pytest.raises(NotFound):
-        env.broker.get_subscription(SUB)
+        env.broker.subscriptions.get(SUB)
     with pytest.raises(NotFound):
-        env.broker.delete_subscription(SUB)
+        env.broker.subscriptions.delete(SUB)
 
 
 def test_31_day_retention_without_an_expiration_policy_is_accepted(env: Env) -> None:
     # The ttl > retention rule applies to a policy the caller sets, not to the 31-day
     # default (wire-contract §7).
     env.subscribe(message_retention_duration=31 * DAY)
-    view = env.broker.get_subscription(SUB)
+    view = env.broker.subscriptions.get(SUB)
     assert view.config.message_retention_duration == 31 * DAY
     assert view.config.expiration_policy == ExpirationPolicy(31 * DAY)
 
@@ -614,17 +614,17 @@ def test_31_day_retention_with_an_explicit_31_day_policy_is_refused(env: Env) ->
 
 def test_updating_retention_to_31_days_keeps_the_default_policy_valid(env: Env) -> None:
     env.subscribe()
-    env.broker.update_subscription(
+    env.broker.subscriptions.update(
         SubscriptionConfig(SUB, TOPIC, message_retention_duration=31 * DAY),
         ["message_retention_duration"],
     )
-    assert env.broker.get_subscription(SUB).config.message_retention_duration == 31 * DAY
+    assert env.broker.subscriptions.get(SUB).config.message_retention_duration == 31 * DAY
 
 
 def test_updating_retention_past_an_explicit_policy_is_refused(env: Env) -> None:
     env.subscribe(message_retention_duration=DAY, expiration_policy=ExpirationPolicy(3 * DAY))
     with pytest.raises(InvalidArgument, match="must be longer than"):
-        env.broker.update_subscription(
+        env.broker.subscriptions.update(
             SubscriptionConfig(SUB, TOPIC, message_retention_duration=4 * DAY),
             ["message_retention_duration"],
         )

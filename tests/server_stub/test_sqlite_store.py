@@ -50,126 +50,128 @@ class Server:
         self.broker = Broker(self.clock, store=self.store)
 
     def publish(self, *datas: str, key: str = "") -> list[str]:
-        return self.broker.publish(TOPIC, [NewMessage(d.encode(), ordering_key=key) for d in datas])
+        return self.broker.publishing.publish(
+            TOPIC, [NewMessage(d.encode(), ordering_key=key) for d in datas]
+        )
 
     def data(self, sub: str = SUB, n: int = 100) -> list[str]:
-        return [d.message.data.decode() for d in self.broker.pull(sub, n)]
+        return [d.message.data.decode() for d in self.broker.leasing.pull(sub, n)]
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     s = Server(tmp_path / "data")
-    s.broker.create_topic(TopicConfig(TOPIC))
+    s.broker.topics.create(TopicConfig(TOPIC))
     yield s
     s.store.close()
 
 
 def test_acks_and_messages_survive_and_leases_do_not(server: Server) -> None:
-    server.broker.create_subscription(
+    server.broker.subscriptions.create(
         SubscriptionConfig(SUB, TOPIC, enable_exactly_once_delivery=True)
     )
     server.publish(*"abcdef")
-    deliveries = server.broker.pull(SUB, 4)
-    assert server.broker.acknowledge(SUB, [deliveries[0].ack_id, deliveries[1].ack_id]).ok
+    deliveries = server.broker.leasing.pull(SUB, 4)
+    assert server.broker.acks.acknowledge(SUB, [deliveries[0].ack_id, deliveries[1].ack_id]).ok
     server.restart()
     # Acked: gone for good. Leased (c, d): deliverable again at once, under new ack ids.
-    again = server.broker.pull(SUB, 10)
+    again = server.broker.leasing.pull(SUB, 10)
     assert [d.message.data for d in again] == [b"c", b"d", b"e", b"f"]
-    reply = server.broker.acknowledge(SUB, [deliveries[2].ack_id, again[0].ack_id])
+    reply = server.broker.acks.acknowledge(SUB, [deliveries[2].ack_id, again[0].ack_id])
     assert reply.failures == {deliveries[2].ack_id: INVALID}  # issued before the restart
     assert server.publish("g") == ["7"]  # message ids continue, never reused
 
 
 def test_uncommitted_changes_are_gone_after_a_crash(server: Server) -> None:
-    server.broker.create_subscription(SubscriptionConfig(SUB, TOPIC))
+    server.broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC))
     server.publish("kept")
     server.store.commit()
     server.publish("lost")
-    [first, _] = server.broker.pull(SUB, 2)
-    server.broker.acknowledge(SUB, [first.ack_id])  # never committed: as if never answered
+    [first, _] = server.broker.leasing.pull(SUB, 2)
+    server.broker.acks.acknowledge(SUB, [first.ack_id])  # never committed: as if never answered
     server.restart(commit=False)
     assert server.data() == ["kept"]
 
 
 def test_delivery_attempts_and_dead_letters_survive(server: Server) -> None:
-    server.broker.create_topic(TopicConfig(DLT))
-    server.broker.create_subscription(
+    server.broker.topics.create(TopicConfig(DLT))
+    server.broker.subscriptions.create(
         SubscriptionConfig(SUB, TOPIC, dead_letter_policy=DeadLetterPolicy(DLT, 5))
     )
     server.publish("poison")
     for _ in range(3):
-        [delivery] = server.broker.pull(SUB, 1)
-        server.broker.modify_ack_deadline(SUB, [delivery.ack_id], 0)
+        [delivery] = server.broker.leasing.pull(SUB, 1)
+        server.broker.acks.modify_ack_deadline(SUB, [delivery.ack_id], 0)
     server.restart()
-    [delivery] = server.broker.pull(SUB, 1)
+    [delivery] = server.broker.leasing.pull(SUB, 1)
     assert delivery.delivery_attempt == 4
 
 
 def test_retained_messages_snapshots_and_seek_survive(server: Server) -> None:
-    server.broker.create_subscription(SubscriptionConfig(SUB, TOPIC, retain_acked_messages=True))
+    server.broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC, retain_acked_messages=True))
     server.publish("a", "b")
-    for delivery in server.broker.pull(SUB, 10):
-        server.broker.acknowledge(SUB, [delivery.ack_id])
-    server.broker.create_snapshot(SNAP, SUB)  # empty backlog; the topic log pins c
+    for delivery in server.broker.leasing.pull(SUB, 10):
+        server.broker.acks.acknowledge(SUB, [delivery.ack_id])
+    server.broker.snapshots.create(SNAP, SUB)  # empty backlog; the topic log pins c
     server.publish("c")
     server.restart()
     assert [m.data for m in server.broker.retained_acked(SUB)] == [b"a", b"b"]
-    server.broker.seek(SUB, time=0)
+    server.broker.snapshots.seek(SUB, time=0)
     assert server.data() == ["a", "b", "c"]
     server.restart()
     assert server.data() == ["a", "b", "c"]  # the seek's state was stored
-    server.broker.seek(SUB, snapshot=SNAP)
+    server.broker.snapshots.seek(SUB, snapshot=SNAP)
     server.restart()
     assert server.data() == ["c"]
 
 
 def test_detached_and_expiring_subscriptions_keep_their_state(server: Server) -> None:
     other = "projects/p1/subscriptions/sub-b"
-    server.broker.create_subscription(
+    server.broker.subscriptions.create(
         SubscriptionConfig(
             SUB, TOPIC, message_retention_duration=DAY, expiration_policy=ExpirationPolicy(2 * DAY)
         )
     )
-    server.broker.create_subscription(SubscriptionConfig(other, TOPIC))
-    server.broker.detach_subscription(other)
+    server.broker.subscriptions.create(SubscriptionConfig(other, TOPIC))
+    server.broker.subscriptions.detach(other)
     server.clock.advance(DAY)
-    server.broker.pull(SUB, 1)  # activity: the expiry clock restarts here
+    server.broker.leasing.pull(SUB, 1)  # activity: the expiry clock restarts here
     server.restart()
-    assert server.broker.get_subscription(other).config.detached
+    assert server.broker.subscriptions.get(other).config.detached
     server.clock.advance(2 * DAY - 1)
     server.broker.tick()
-    assert server.broker.subscription_exists(SUB)
+    assert server.broker.subscriptions.exists(SUB)
     server.clock.advance(1)
     server.broker.tick()
-    assert not server.broker.subscription_exists(SUB)
+    assert not server.broker.subscriptions.exists(SUB)
 
 
 def test_ordered_keys_resume_in_order_from_the_store(server: Server) -> None:
-    server.broker.create_subscription(SubscriptionConfig(SUB, TOPIC, enable_message_ordering=True))
+    server.broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC, enable_message_ordering=True))
     for i in range(10):
         server.publish(f"k{i}", key="k")
         server.publish(f"j{i}", key="j")
     server.restart()
     seen: list[str] = []
-    while deliveries := server.broker.pull(SUB, 100):
+    while deliveries := server.broker.leasing.pull(SUB, 100):
         seen += [d.message.data.decode() for d in deliveries]
-        server.broker.acknowledge(SUB, [d.ack_id for d in deliveries])
+        server.broker.acks.acknowledge(SUB, [d.ack_id for d in deliveries])
     assert [s for s in seen if s[0] == "k"] == [f"k{i}" for i in range(10)]
     assert [s for s in seen if s[0] == "j"] == [f"j{i}" for i in range(10)]
 
 
 def test_the_window_bounds_what_the_broker_holds(tmp_path: Path) -> None:
     server = Server(tmp_path / "data", window=100)
-    server.broker.create_topic(TopicConfig(TOPIC))
-    server.broker.create_subscription(SubscriptionConfig(SUB, TOPIC))
+    server.broker.topics.create(TopicConfig(TOPIC))
+    server.broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC))
     for _ in range(5):
-        server.broker.publish(TOPIC, [NewMessage(b"x")] * 1_000)
+        server.broker.publishing.publish(TOPIC, [NewMessage(b"x")] * 1_000)
     delivery = server.broker.delivery_state(SUB)
     assert delivery.backlog() == 5_000
     assert len(delivery.window()) == 100
     for _ in range(10):
-        pulled = server.broker.pull(SUB, 50)
-        server.broker.acknowledge(SUB, [d.ack_id for d in pulled])
+        pulled = server.broker.leasing.pull(SUB, 50)
+        server.broker.acks.acknowledge(SUB, [d.ack_id for d in pulled])
         assert len(delivery.window()) <= 2 * 100 + 50
     assert delivery.backlog() == 4_500
     server.store.close()
@@ -177,24 +179,24 @@ def test_the_window_bounds_what_the_broker_holds(tmp_path: Path) -> None:
 
 def test_garbage_collection_keeps_what_something_refers_to(server: Server) -> None:
     other = "projects/p1/subscriptions/sub-b"
-    server.broker.create_subscription(SubscriptionConfig(SUB, TOPIC))
-    server.broker.create_subscription(SubscriptionConfig(other, TOPIC))
+    server.broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC))
+    server.broker.subscriptions.create(SubscriptionConfig(other, TOPIC))
     server.publish("a", "b")
-    for delivery in server.broker.pull(SUB, 10):
-        server.broker.acknowledge(SUB, [delivery.ack_id])
+    for delivery in server.broker.leasing.pull(SUB, 10):
+        server.broker.acks.acknowledge(SUB, [delivery.ack_id])
     server.broker.tick()
     assert server.store.statistics()["messages"] == 2  # sub-b still has them
-    for delivery in server.broker.pull(other, 10):
-        server.broker.acknowledge(other, [delivery.ack_id])
-    server.broker.create_snapshot(SNAP, SUB)
+    for delivery in server.broker.leasing.pull(other, 10):
+        server.broker.acks.acknowledge(other, [delivery.ack_id])
+    server.broker.snapshots.create(SNAP, SUB)
     server.publish("c")  # pinned by the snapshot's topic log, then delivered and acked
     for sub in (SUB, other):
-        for delivery in server.broker.pull(sub, 10):
-            server.broker.acknowledge(sub, [delivery.ack_id])
+        for delivery in server.broker.leasing.pull(sub, 10):
+            server.broker.acks.acknowledge(sub, [delivery.ack_id])
     server.broker.tick()
     assert server.store.statistics()["messages"] == 1
     assert [m.data for _, m in server.store.topic_log(TOPIC, 0)] == [b"c"]
-    server.broker.delete_snapshot(SNAP)
+    server.broker.snapshots.delete(SNAP)
     server.broker.tick()
     assert server.store.statistics()["messages"] == 0
 
@@ -230,10 +232,10 @@ def test_someone_elses_sqlite_database_is_refused_and_left_alone(tmp_path: Path)
 def test_a_corrupt_store_is_refused(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path)
     broker = Broker(FakeClock(), store=store)
-    broker.create_topic(TopicConfig(TOPIC))
-    broker.create_subscription(SubscriptionConfig(SUB, TOPIC))
+    broker.topics.create(TopicConfig(TOPIC))
+    broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC))
     for _ in range(2):
-        broker.publish(TOPIC, [NewMessage(os.urandom(200)) for _ in range(1_000)])
+        broker.publishing.publish(TOPIC, [NewMessage(os.urandom(200)) for _ in range(1_000)])
     store.close()
     path = tmp_path / DATABASE_FILE
     data = bytearray(path.read_bytes())
@@ -279,18 +281,22 @@ def test_an_unpulled_retention_cursor_still_expires_its_cold_rows_after_a_restar
     its oldest row must still schedule the retention, or expired messages — and the
     topic's garbage behind them — would stay on disk for ever."""
     hour = 3600.0
-    server.broker.update_topic(
+    server.broker.topics.update(
         TopicConfig(TOPIC, message_retention_duration=hour), ["message_retention_duration"]
     )
-    server.broker.create_subscription(SubscriptionConfig(SUB, TOPIC))
+    server.broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC))
     server.publish(*"abcde")
-    assert server.broker.acknowledge(SUB, [d.ack_id for d in server.broker.pull(SUB, 10)]).ok
+    assert server.broker.acks.acknowledge(
+        SUB, [d.ack_id for d in server.broker.leasing.pull(SUB, 10)]
+    ).ok
     server.restart()
     for _ in range(3):
         server.clock.advance(hour)
         server.publish("later")
-        assert server.broker.acknowledge(SUB, [d.ack_id for d in server.broker.pull(SUB, 10)]).ok
+        assert server.broker.acks.acknowledge(
+            SUB, [d.ack_id for d in server.broker.leasing.pull(SUB, 10)]
+        ).ok
         server.broker.tick()
         server.store.commit()
-    assert server.broker.topic_policy_counters(TOPIC).retained_messages == 1
+    assert server.broker.topics.policy_counters(TOPIC).retained_messages == 1
     assert server.store.statistics()["messages"] == 1

@@ -29,8 +29,8 @@ from eoclient._clock import Clock, SystemClock
 from eoclient._tasks import cancel_and_wait
 from eoclient.server_stub.access.security import DoorSecurity, exposure_warnings
 from eoclient.server_stub.core import Broker
-from eoclient.server_stub.core.dispatch import DEFAULT_MAX_LEASES
 from eoclient.server_stub.core.history import MessageHistory
+from eoclient.server_stub.core.leasing import DEFAULT_MAX_LEASES
 from eoclient.server_stub.doors.grpc.door import GrpcDoor
 from eoclient.server_stub.doors.grpc.streams import StreamRegistry
 from eoclient.server_stub.doors.rest.door import RestDoor
@@ -206,7 +206,7 @@ class ReferenceServer:
         times: int = 1,
         operations: Iterable[str] = ("ack", "modack"),
     ) -> None:
-        self.broker.inject_ack_failure(
+        self.broker.acks.inject_failure(
             subscription, message_id, reason, times=times, operations=operations
         )
 

@@ -49,7 +49,7 @@ async def publish_held(
             remaining = deadline - loop.time()
             await asyncio.sleep(max(0.0, min(HOLD_RETRY_SECONDS, remaining)))
             try:
-                ids = broker.publish(topic, messages, request_bytes)
+                ids = broker.publishing.publish(topic, messages, request_bytes)
             except BacklogQuotaHeld as again:
                 if remaining <= HOLD_RETRY_SECONDS:
                     raise ResourceExhausted(
@@ -60,4 +60,4 @@ async def publish_held(
             admitted = True
             return ids
     finally:
-        broker.note_held_publish(topic, admitted=admitted)
+        broker.publishing.note_held(topic, admitted=admitted)

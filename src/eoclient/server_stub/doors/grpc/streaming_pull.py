@@ -93,7 +93,7 @@ def _open_stream(services: Services, first: pubsub_pb2.StreamingPullRequest) -> 
             "(between 10 and 600)."
         )
     _check_modify_lists(first)
-    return services.broker.open_stream(
+    return services.broker.leasing.open_stream(
         first.subscription,
         stream_ack_deadline=first.stream_ack_deadline_seconds,
         max_outstanding_messages=first.max_outstanding_messages,
@@ -139,10 +139,10 @@ class _StreamSession:
 
     def close(self) -> None:
         self.streams.close(self.handle)
-        self.broker.close_stream(self.stream_id)
+        self.broker.leasing.close_stream(self.stream_id)
 
     def _properties(self) -> pubsub_pb2.StreamingPullResponse.SubscriptionProperties:
-        exactly_once, ordering = self.broker.subscription_properties(self.handle.subscription)
+        exactly_once, ordering = self.broker.subscriptions.properties(self.handle.subscription)
         return pubsub_pb2.StreamingPullResponse.SubscriptionProperties(
             exactly_once_delivery_enabled=exactly_once, message_ordering_enabled=ordering
         )
@@ -168,7 +168,9 @@ class _StreamSession:
         for index, seconds in enumerate(request.modify_deadline_seconds):
             request_checks.check_modack_seconds(f"modify_deadline_seconds[{index}]", seconds)
         if not first and request.stream_ack_deadline_seconds:
-            self.broker.set_stream_ack_deadline(self.stream_id, request.stream_ack_deadline_seconds)
+            self.broker.leasing.set_stream_ack_deadline(
+                self.stream_id, request.stream_ack_deadline_seconds
+            )
         name = self.handle.subscription
         response = pubsub_pb2.StreamingPullResponse()
         confirm = False
@@ -305,10 +307,10 @@ class _StreamSession:
         Everything leased here is sent: the byte budget only decides where one response
         ends and the next begins (a message larger than the budget goes alone).
         """
-        deliveries = self.broker.stream_pull(self.stream_id, MAX_MESSAGES_PER_RESPONSE)
+        deliveries = self.broker.leasing.stream_pull(self.stream_id, MAX_MESSAGES_PER_RESPONSE)
         if not deliveries:
             return False
-        exactly_once, ordering = self.broker.subscription_properties(self.handle.subscription)
+        exactly_once, ordering = self.broker.subscriptions.properties(self.handle.subscription)
         properties = wire_encoding.encode_properties(exactly_once, ordering)
         batch: list[bytes] = []
         size = 0

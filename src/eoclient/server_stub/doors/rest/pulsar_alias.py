@@ -95,11 +95,11 @@ async def answer(
         return _pulsar_error(HTTP_STATUS.get(error.code, 403), error.message, cors)
     broker = services.broker
     try:
-        broker.get_topic(topic)
+        broker.topics.get(topic)
     except RpcError:  # NOT_FOUND, or a name that cannot exist
         return _pulsar_error(404, f"Topic {pulsar_topic} not found", cors)
     try:
-        attached = broker.get_subscription(subscription).config.topic == topic
+        attached = broker.subscriptions.get(subscription).config.topic == topic
     except RpcError:
         attached = False
     if not attached:

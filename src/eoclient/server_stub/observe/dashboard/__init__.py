@@ -91,7 +91,7 @@ class Dashboard:
             if self._visible(t.name, grant)
         ]
         subscriptions = [
-            (s, broker.get_subscription(s.name), history.rates(s.name), history.samples(s.name))
+            (s, broker.subscriptions.get(s.name), history.rates(s.name), history.samples(s.name))
             for s in sorted(stats.subscriptions, key=lambda s: s.name)
             if self._visible(s.name, grant)
         ]
@@ -101,11 +101,11 @@ class Dashboard:
         if not self._visible(name, grant):
             raise PermissionDenied(f"The token may not use project {_project(name)!r}.")
         broker = self.services.broker
-        view = broker.get_subscription(name)  # NotFound for an unknown name
+        view = broker.subscriptions.get(name)  # NotFound for an unknown name
         stats = next((s for s in broker.stats().subscriptions if s.name == name), None)
         if stats is None:  # an internal subscription (a topic's retention cursor)
             raise NotFound(f"Resource not found (resource={name}).")
-        snapshots = broker.list_topic_snapshots(view.config.topic, 1000, "").items
+        snapshots = broker.snapshots.list_for_topic(view.config.topic, 1000, "").items
         return pages.subscription_page(
             stats,
             view,
