@@ -139,7 +139,7 @@ class ReferenceServer:
     async def _start_rest(self, host: str, port: int) -> int:
         # gRPC (HTTP/2) and HTTP/1.1 cannot share grpc.aio's port: REST gets its own.
         policy = self.security.browser.with_host(host)
-        runner = RestDoor(self.services, policy, self.metrics, self.dashboard).runner()
+        runner = RestDoor(self.services, policy, (self.metrics, self.dashboard)).runner()
         await runner.setup()
         self._rest = runner
         site = web.TCPSite(runner, host, port, ssl_context=self.security.rest_ssl_context())

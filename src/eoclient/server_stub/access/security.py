@@ -36,12 +36,12 @@ from pathlib import Path
 
 import grpc
 
-from eoclient.server_stub.access.tokens import TokenTable
-from eoclient.server_stub.doors.grpc.streams import (
+from eoclient.server_stub.access.limits import (
     DEFAULT_MAX_STREAMS,
     DEFAULT_MAX_STREAMS_PER_CONNECTION,
     StreamLimits,
 )
+from eoclient.server_stub.access.tokens import TokenTable
 
 # Methods and request headers allowed cross-origin callers may use (CORS preflight
 # answers): the REST door's HTTP methods, and the headers its clients send.

@@ -19,6 +19,8 @@ that meets a bug is logged and answered 500 INTERNAL, still as JSON.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Protocol
 
 from aiohttp import web
 from google.protobuf.message import Message
@@ -42,15 +44,24 @@ from eoclient.server_stub.doors.rest.errors import (
 )
 from eoclient.server_stub.doors.rest.parsing import MAX_BODY_BYTES
 from eoclient.server_stub.doors.rest.routes import route
-from eoclient.server_stub.observe import dashboard
-from eoclient.server_stub.observe.dashboard import Dashboard
-from eoclient.server_stub.observe.metrics import METRICS_PATH, ServerMetrics
 from eoclient.server_stub.services.errors import INTERNAL_ERROR_MESSAGE
 from eoclient.server_stub.services.table import Services
 
-__all__ = ["HTTP_STATUS", "MAX_BODY_BYTES", "RestDoor"]
+__all__ = ["HTTP_STATUS", "MAX_BODY_BYTES", "Page", "RestDoor"]
 
 logger = logging.getLogger("eoclient.server_stub.doors.rest.door")
+
+
+class Page(Protocol):
+    """What else the door serves besides the API (the metrics, the dashboard): each page
+    is reached after the browser policy and the bearer token were checked, and says
+    itself which paths are its own."""
+
+    def matches(self, path: str) -> bool: ...
+
+    async def response(
+        self, request: web.Request, grant: Grant | None, cors: dict[str, str]
+    ) -> web.Response: ...
 
 
 class RestDoor:
@@ -60,13 +71,11 @@ class RestDoor:
         self,
         services: Services,
         policy: BrowserPolicy | None = None,
-        metrics: ServerMetrics | None = None,
-        dashboard: Dashboard | None = None,
+        pages: Sequence[Page] = (),
     ) -> None:
         self.services = services
         self.policy = policy or BrowserPolicy()
-        self.metrics = metrics  # served at /metrics (metrics.py), behind the same checks
-        self.dashboard = dashboard  # served at / and /dashboard/ (dashboard/), likewise
+        self.pages = tuple(pages)  # behind the same checks as the API
 
     def runner(self) -> web.AppRunner:
         # aiohttp must not undo Content-Encoding itself (``parsing.read_body`` does,
@@ -91,10 +100,9 @@ class RestDoor:
             system, query = system_parameters.split_query(list(request.query.items()))
             token = f"Bearer {system.access_token}" if system.access_token else None
             grant = self.services.authenticate(request.headers.get("Authorization") or token)
-            if request.path == METRICS_PATH and self.metrics is not None:
-                return self.metrics.response(request, grant, cors)
-            if self.dashboard is not None and dashboard.matches(request.path):
-                return await self.dashboard.response(request, grant)
+            for page in self.pages:
+                if page.matches(request.path):
+                    return await page.response(request, grant, cors)
             if pulsar_alias.matches(request.path):  # issue 12: Pulsar's shapes, not Google's
                 return await pulsar_alias.answer(self.services, request, cors, grant)
             response = await self._answer(request, query, grant)

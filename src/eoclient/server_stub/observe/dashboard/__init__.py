@@ -41,10 +41,6 @@ MAX_ACTION_BYTES = 64 * 1024  # a form's JSON; skip lists of thousands of ids st
 HTML = "text/html; charset=utf-8"
 
 
-def matches(path: str) -> bool:
-    return path == "/" or path.startswith("/dashboard/")
-
-
 def _project(name: str) -> str:
     return name.split("/")[1] if name.count("/") >= 3 else ""
 
@@ -65,7 +61,14 @@ class Dashboard:
     def sample(self) -> None:
         self.history.record(self.clock.now(), self.services.broker.stats())
 
-    async def response(self, request: web.Request, grant: Grant | None) -> web.Response:
+    def matches(self, path: str) -> bool:
+        return path == "/" or path.startswith("/dashboard/")
+
+    async def response(
+        self, request: web.Request, grant: Grant | None, cors: dict[str, str]
+    ) -> web.Response:
+        """The REST door's answer to the dashboard's paths (after its browser and token
+        checks; its pages are the server's own origin, so ``cors`` adds nothing)."""
         token = request.query.get("access_token")
         if request.method == "GET" and request.path == "/":
             return web.Response(text=self._overview(grant, token), content_type="text/html")
