@@ -37,7 +37,7 @@ from eoclient.server_stub.doors.rest.door import RestDoor
 from eoclient.server_stub.group_commit import GroupCommit
 from eoclient.server_stub.observe.dashboard import Dashboard
 from eoclient.server_stub.observe.metrics import ServerMetrics
-from eoclient.server_stub.push import PushDispatcher
+from eoclient.server_stub.push import PushSender
 from eoclient.server_stub.services.faults import InjectedStatus, RpcFaults
 from eoclient.server_stub.services.table import Services
 
@@ -60,7 +60,7 @@ class ReferenceServer:
         self.group_commit = GroupCommit(broker.store)
         self.services = Services(broker, self.faults, self.group_commit, self.security.tokens)
         # Push subscriptions are delivered by the server itself (``push/``).
-        self.push = PushDispatcher(broker, clock)
+        self.push = PushSender(broker, clock)
         broker.set_listener(self._notify)
         self.metrics = ServerMetrics(broker)  # /metrics on the REST door (observe/metrics.py)
         self.dashboard = Dashboard(self.services, clock)  # / on the REST door (observe/dashboard/)

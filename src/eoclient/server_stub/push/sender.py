@@ -82,7 +82,7 @@ class _Worker:
     deliveries: dict[str, Delivery] = field(default_factory=dict)
 
 
-class PushDispatcher:
+class PushSender:
     """Pushes the messages of every push subscription of one broker."""
 
     def __init__(self, broker: Broker, clock: Clock, settings: PushSettings | None = None) -> None:

@@ -14,7 +14,7 @@ runs them before it hands a request here), so a page on another site can neither
 nor drive its actions. With ``--auth-token-file`` open it as ``/?access_token=TOKEN``; the
 pages pass the token on, and a token limited to some projects sees only those.
 
-The history behind the charts and rates (``history.py``, pure) is sampled by
+The history behind the charts and rates (``stats_history.py``, pure) is sampled by
 ``sample_forever`` on the server's clock, a task the server starts and stops.
 """
 
@@ -33,7 +33,7 @@ from eoclient.errors import InvalidArgument, NotFound, PermissionDenied
 from eoclient.server_stub.access.tokens import Grant
 from eoclient.server_stub.doors.rest.errors import HttpProblem
 from eoclient.server_stub.observe.dashboard import pages
-from eoclient.server_stub.observe.dashboard.history import SAMPLE_SECONDS, History
+from eoclient.server_stub.observe.dashboard.stats_history import SAMPLE_SECONDS, StatsHistory
 from eoclient.server_stub.services.table import Services
 
 PEEK_MESSAGES = 20
@@ -49,7 +49,7 @@ class Dashboard:
     def __init__(self, services: Services, clock: Clock) -> None:
         self.services = services
         self.clock = clock
-        self.history = History()
+        self.history = StatsHistory()
 
     async def sample_forever(self) -> None:
         # Real seconds, like the server's ticker; the samples carry the server's clock

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from eoclient.server_stub.core.stats import BrokerStats, SubscriptionStats, TopicStats
-from eoclient.server_stub.observe.dashboard.history import RATE_WINDOW, History, Rates
+from eoclient.server_stub.observe.dashboard.stats_history import RATE_WINDOW, Rates, StatsHistory
 
 SUB = "projects/p/subscriptions/s"
 TOPIC = "projects/p/topics/t"
@@ -53,7 +53,7 @@ def stats(backlog: int = 0, delivered: int = 0, acked: int = 0, published: int =
 
 
 def test_one_sample_has_no_rate() -> None:
-    history = History()
+    history = StatsHistory()
     history.record(100.0, stats(backlog=5))
     assert [s.backlog for s in history.samples(SUB)] == [5]
     assert history.rates(SUB) == Rates()
@@ -72,7 +72,7 @@ def test_one_sample_has_no_rate() -> None:
 def test_rates_over_the_last_minute(
     points: list[tuple[float, int]], expected_acked_rate: float
 ) -> None:
-    history = History()
+    history = StatsHistory()
     for at, acked in points:
         history.record(at, stats(acked=acked, delivered=acked * 2, published=acked))
     assert history.rates(SUB).acked == pytest.approx(expected_acked_rate)
@@ -82,14 +82,14 @@ def test_rates_over_the_last_minute(
 
 
 def test_the_ring_is_bounded_and_keeps_the_newest() -> None:
-    history = History(samples=3)
+    history = StatsHistory(samples=3)
     for at in range(5):
         history.record(float(at), stats(backlog=at))
     assert [s.backlog for s in history.samples(SUB)] == [2, 3, 4]
 
 
 def test_a_deleted_subscription_is_forgotten_and_a_new_one_starts_over() -> None:
-    history = History()
+    history = StatsHistory()
     history.record(0.0, stats(acked=100))
     history.record(10.0, BrokerStats((), ()))
     assert history.samples(SUB) == []

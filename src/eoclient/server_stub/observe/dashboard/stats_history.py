@@ -1,6 +1,6 @@
 """What the dashboard's charts and rates show: samples of the broker's stats over time.
 
-Pure: ``History.record(now, stats)`` takes one ``BrokerStats`` reading (``Broker.stats()``,
+Pure: ``StatsHistory.record(now, stats)`` takes one ``BrokerStats`` reading (``Broker.stats()``,
 read only) and keeps, per subscription, a bounded ring of samples — backlog, oldest
 unacknowledged age, and the cumulative delivered / acked counts — and per topic the
 cumulative published count. Rates are the difference between the newest sample and the
@@ -45,7 +45,7 @@ class Rates:
     acked: float = 0.0
 
 
-class History:
+class StatsHistory:
     def __init__(self, samples: int = SAMPLES) -> None:
         self._size = samples
         self._subscriptions: dict[str, deque[Sample]] = {}
