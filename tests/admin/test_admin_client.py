@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import Wire
+from support.wire import Wire
 
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient._transport import Endpoint, PubSubTransport, create_channel

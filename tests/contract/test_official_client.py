@@ -17,11 +17,11 @@ from concurrent import futures as cf
 from typing import Any
 
 import pytest
-from conftest import unique
 from google.api_core import exceptions as api_exceptions
 from google.cloud import pubsub_v1
 from google.cloud.pubsub_v1.subscriber.exceptions import AcknowledgeError, AcknowledgeStatus
 from google.cloud.pubsub_v1.subscriber.message import Message
+from support.wire import unique
 
 from eoclient.server_stub.server import ReferenceServer
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import Wire
+from support.wire import Wire
 
 from eoclient._proto import pubsub_pb2 as pb
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from conftest import unique
+from support.wire import unique
 
 from eoclient.server_stub.server import run_server
 

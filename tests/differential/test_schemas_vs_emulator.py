@@ -15,8 +15,8 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import Wire, unique
 from google.protobuf import empty_pb2
+from support.wire import Wire, unique
 
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient._proto import schema_pb2 as sp

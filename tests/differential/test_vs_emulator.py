@@ -17,8 +17,8 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import Wire, unique
 from google.rpc import code_pb2
+from support.wire import Wire, unique
 
 from eoclient._proto import pubsub_pb2 as pb
 

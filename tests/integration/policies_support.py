@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from conftest import Wire
 from google.protobuf import json_format, message_factory
+from support.wire import Wire
 
 from eoclient._proto import broker_policies_pb2 as bp
 from eoclient._proto import pubsub_pb2 as pb

@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 import grpc
 import pytest
-from conftest import stop_process_group
+from support.processes import stop_process_group
 
 from eoclient._proto import iam_policy_pb2
 from eoclient._proto import pubsub_pb2 as pb

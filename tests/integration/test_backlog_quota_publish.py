@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import grpc
 import pytest
-from conftest import Wire
+from support.wire import Wire
 
 from eoclient import PublisherClient, PublishRetrySettings
 from eoclient._proto import pubsub_pb2 as pb

@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 import grpc
 import pytest
-from conftest import PROJECT, Wire, unique
+from support.wire import PROJECT, Wire, unique
 
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient.server_stub.server import ReferenceServer

@@ -8,7 +8,7 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import PROJECT, Wire, unique
+from support.wire import PROJECT, Wire, unique
 
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient.server_stub.server import ReferenceServer

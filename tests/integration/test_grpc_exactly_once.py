@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from conftest import Wire
 from google.rpc import code_pb2
+from support.wire import Wire
 
 from eoclient._clock import FakeClock
 from eoclient._proto import pubsub_pb2 as pb

@@ -9,9 +9,9 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import PROJECT, Wire, unique
 from google.api_core import exceptions as api_exceptions
 from google.cloud import pubsub_v1
+from support.wire import PROJECT, Wire, unique
 
 from eoclient._clock import FakeClock
 from eoclient._proto import pubsub_pb2 as pb

@@ -8,7 +8,7 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import Wire
+from support.wire import Wire
 
 from eoclient._clock import FakeClock
 from eoclient._proto import pubsub_pb2 as pb

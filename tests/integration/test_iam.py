@@ -12,12 +12,12 @@ from typing import Any, TypeVar
 import aiohttp
 import grpc
 import pytest
-from conftest import unique
 from google.api_core import exceptions as api_exceptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import pubsub_v1
 from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
 from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
+from support.wire import unique
 
 from eoclient.server_stub.server import ReferenceServer, run_server
 

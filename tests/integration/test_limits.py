@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import grpc
 import pytest
-from conftest import Wire
+from support.wire import Wire
 
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient.server_stub.access.limits import StreamLimits

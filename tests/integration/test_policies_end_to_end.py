@@ -13,9 +13,9 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import Wire
 from google.api_core import exceptions as api_exceptions
 from google.cloud import pubsub_v1
+from support.wire import Wire
 
 from eoclient import AcknowledgeStatus, Message, PublisherClient, SubscriberClient
 from eoclient._clock import FakeClock

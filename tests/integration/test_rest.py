@@ -26,7 +26,8 @@ from typing import Any
 import aiohttp
 import grpc
 import pytest
-from conftest import Wire, stop_process_group, unique
+from support.processes import stop_process_group
+from support.wire import Wire, unique
 
 from eoclient._clock import FakeClock
 from eoclient._proto import pubsub_pb2 as pb

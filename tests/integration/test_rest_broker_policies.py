@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from conftest import Wire
+from support.wire import Wire
 
 from eoclient._clock import FakeClock
 from eoclient._proto import pulsar_message_id_pb2

@@ -13,11 +13,11 @@ from typing import Any, TypeVar
 
 import aiohttp
 import pytest
-from conftest import unique
 from google.api_core import exceptions as api_exceptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import pubsub_v1
 from google.protobuf import field_mask_pb2, timestamp_pb2
+from support.wire import unique
 
 from eoclient.errors import InvalidArgument
 from eoclient.server_stub.doors.rest.system_parameters import parse_fields, select, split_query

@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 import aiohttp
 import grpc
 import pytest
-from conftest import unique
 from google.api_core import exceptions as api_exceptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import pubsub_v1
@@ -23,6 +22,7 @@ from google.pubsub_v1.services.publisher.transports import PublisherGrpcTranspor
 from google.pubsub_v1.services.schema_service.transports import SchemaServiceGrpcTransport
 from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
 from google.pubsub_v1.types import Encoding, Schema
+from support.wire import unique
 
 from eoclient.server_stub.server import ReferenceServer, run_server
 
