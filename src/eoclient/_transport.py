@@ -122,7 +122,7 @@ def create_channel(endpoint: Endpoint) -> grpc.aio.Channel:
         credentials, _ = google.auth.default(scopes=_SCOPES)
     # gRPC calls the plugin on a thread of its own and the plugin refreshes an expired
     # token there (google.auth.transport.grpc.AuthMetadataPlugin): a refresh, a blocking
-    # HTTP request, never stalls the event loop (tests/integration/test_secure_sdk.py).
+    # HTTP request, never stalls the event loop (tests/server_stub/access/test_secure_sdk.py).
     plugin = google.auth.transport.grpc.AuthMetadataPlugin(  # type: ignore[no-untyped-call, unused-ignore]
         credentials, google.auth.transport.requests.Request()
     )
