@@ -42,7 +42,8 @@ SERVE_START_TIMEOUT = 20.0
 
 
 def _emulator_jar() -> Path | None:
-    """The emulator jar, found the way wire-contract §4.1 says (dpkg), or at its usual path."""
+    """The emulator jar, found as docs/protocol.md#where-the-emulator-differs says (dpkg),
+    or at its usual path."""
     candidates: list[str] = []
     if shutil.which("dpkg"):
         listing = subprocess.run(
@@ -111,7 +112,7 @@ def served() -> Iterator[str]:
             yield found.group(1)
         finally:
             stop_process_group(process)
-            # A clean SIGTERM shutdown is part of the program's contract (issue 2 §6).
+            # A clean SIGTERM shutdown is part of the program's contract.
             assert process.returncode == 0, log.read_text(errors="replace")
 
 

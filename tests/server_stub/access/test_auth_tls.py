@@ -1,4 +1,4 @@
-"""Issue 13, item 3 (server side): TLS and bearer tokens on both doors.
+"""TLS and bearer tokens on both doors.
 
 A server with a certificate from a private CA and a token file; clients trust that CA
 and send ``authorization: Bearer <token>``. Missing or unknown tokens are

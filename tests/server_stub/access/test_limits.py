@@ -1,4 +1,4 @@
-"""Issue 13, item 4: resource limits of the doors, each with a clear error.
+"""Resource limits of the doors, each with a clear error.
 
 Open StreamingPulls per connection and in all (RESOURCE_EXHAUSTED naming the limit),
 and the request sizes: 32 MiB a gRPC message, 10 MB a PublishRequest, 32 MiB a REST body.

@@ -1,4 +1,4 @@
-"""Issue 13, item 2: the local REST door is safe from web pages.
+"""The local REST door is safe from web pages.
 
 What a page on another site can make a browser send — a form POST (``text/plain``,
 urlencoded, multipart), a no-cors ``fetch`` (an ``Origin`` header, no Content-Type), a

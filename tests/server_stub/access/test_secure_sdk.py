@@ -1,4 +1,4 @@
-"""Issue 13, item 3 (SDK side): eoclient's secure path, end to end.
+"""TLS and bearer tokens on the SDK side: eoclient's secure path, end to end.
 
 The reference server serves TLS with a certificate of a private CA and takes bearer
 tokens; the SDK's clients connect with ``eoclient.Endpoint.tls`` (that CA, credentials

@@ -1,5 +1,5 @@
-"""Broker core: dead-letter policy (wire-contract §1.2 DeadLetterPolicy, §1.5 "Dead-letter
-forwarding") and how it meets ordering, exactly-once, retry backoff, retention and updates."""
+"""Broker core: dead-letter policy (docs/protocol.md#dead-letters) and how it meets
+ordering, exactly-once, retry backoff, retention and updates."""
 
 from __future__ import annotations
 
@@ -200,7 +200,8 @@ def test_exactly_once_ack_of_a_dead_lettered_message_is_invalid(env: Env) -> Non
 
 
 def test_ordered_subscription_dead_letters_and_the_rest_of_the_key_proceeds(env: Env) -> None:
-    # The emulator answers this case with a NullPointerException (wire-contract §4.1).
+    # The emulator answers this case with a NullPointerException
+    # (docs/protocol.md#where-the-emulator-differs).
     env.subscribe(enable_message_ordering=True, dead_letter_policy=DeadLetterPolicy(DLT, 5))
     env.publish("k1", "k2", "k3", key="k")
     env.publish("other", key="j")

@@ -1,4 +1,4 @@
-"""Broker core: the exactly-once ack-id rules (wire-contract §2.1, §2.2, §2.4)."""
+"""Broker core: the exactly-once ack-id rules (docs/protocol.md#ack-id-state-machine)."""
 
 from __future__ import annotations
 

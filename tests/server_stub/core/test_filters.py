@@ -1,5 +1,6 @@
-"""Broker core: the subscription filter language (wire-contract §3) — parsing, errors with
-their column, and what a filter does to delivery (auto-ack, never dead-lettered)."""
+"""Broker core: the subscription filter language (docs/protocol.md#filter-language) —
+parsing, errors with their column, and what a filter does to delivery (auto-ack, never
+dead-lettered)."""
 
 from __future__ import annotations
 

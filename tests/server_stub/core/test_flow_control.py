@@ -1,4 +1,4 @@
-"""Broker core: StreamingPull server-side flow control (wire-contract §1.2 fields 7, 8).
+"""Broker core: StreamingPull server-side flow control (docs/protocol.md#server-side-flow-control).
 
 Proto text: the server stops sending while ``max_outstanding_messages`` (or
 ``max_outstanding_bytes`` or more) are outstanding, and resumes once below; <= 0 is

@@ -1,4 +1,5 @@
-"""Broker core: ordering keys, alone and with exactly-once (wire-contract §1.5, §2.1 item 8)."""
+"""Broker core: ordering keys, alone and with exactly-once (docs/protocol.md#ordering-keys,
+docs/protocol.md#exactly-once-semantics)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Broker core: the Pulsar-style policies (core/policies.py, wire-contract §5), on a fake
-clock — skip by id, retention by time and size, backlog quotas, message TTL, delayed
-delivery — each on both stores (conftest.py), with the durable one restarted after."""
+"""Broker core: the Pulsar-style policies (core/policies.py,
+docs/protocol.md#broker-policy-extension), on a fake clock — skip by id, retention by time
+and size, backlog quotas, message TTL, delayed delivery — each on both stores (conftest.py),
+with the durable one restarted after."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """Broker core: Hypothesis stateful properties over random publish/pull/ack/modack/time/streams.
 
 A small model runs next to the broker. It knows, per message, whether it is waiting,
-outstanding (under which ack id, until when, on which stream) or acknowledged, and
-applies the rules of wire-contract §2.4 and §1.5 "Ordering" to predict every
-exactly-once ack/modack result. Checked after every step or delivery:
+outstanding (under which ack id, until when, on which stream) or acknowledged, and applies
+the rules of docs/protocol.md#ack-id-state-machine and docs/protocol.md#ordering-keys to
+predict every exactly-once ack/modack result. Checked after every step or delivery:
 
 1. a message whose ack succeeded (on exactly-once: not in ``failures``) is never
    delivered again;

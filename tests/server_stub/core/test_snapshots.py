@@ -1,5 +1,5 @@
 """Broker core: snapshots, seek (to a time, to a snapshot) and detached subscriptions, on
-the fake clock (wire-contract §1.2: Snapshot, CreateSnapshotRequest, SeekRequest)."""
+the fake clock (docs/protocol.md#seek-and-snapshots)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Broker core: resource names and the validation of properties and requests (tier 1).
 
-Rules: wire-contract §1.2 (bounds and defaults) and §1.5 (codes and texts).
+Rules: docs/protocol.md#subscription-properties-and-defaults (bounds and defaults) and
+docs/protocol.md#validation-and-error-texts (codes and texts).
 """
 
 from __future__ import annotations
@@ -598,7 +599,7 @@ def test_delete_subscription_removes_it_from_its_topic(env: Env) -> None:
 
 def test_31_day_retention_without_an_expiration_policy_is_accepted(env: Env) -> None:
     # The ttl > retention rule applies to a policy the caller sets, not to the 31-day
-    # default (wire-contract §7).
+    # default (docs/protocol.md#retention-and-expiration).
     env.subscribe(message_retention_duration=31 * DAY)
     view = env.broker.subscriptions.get(SUB)
     assert view.config.message_retention_duration == 31 * DAY

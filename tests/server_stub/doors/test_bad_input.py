@@ -1,4 +1,4 @@
-"""Issue 13, item 1: bad input never breaks state — one regression test per finding.
+"""Bad input never breaks state — one regression test per finding.
 
 Each bad input is sent through the doors (raw gRPC, raw HTTP); the answer must be a
 documented 4xx-class status naming the problem, and afterwards every read of the project

@@ -1,4 +1,4 @@
-"""Issue 14, item 2: push delivery to a real local HTTP receiver (aiohttp on 127.0.0.1,
+"""Push delivery to a real local HTTP receiver (aiohttp on 127.0.0.1,
 port 0): the wrapped and unwrapped formats, attributes, ack on 2xx, redelivery after a
 failure (retry policy or push backoff), a receiver that fails, hangs and recovers, dead
 letters, ordering keys, exactly-once refused, OIDC claims, ModifyPushConfig between push

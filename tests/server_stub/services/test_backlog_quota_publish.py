@@ -1,7 +1,7 @@
-"""Backlog quotas meeting publishers (issue 12 §3): a PRODUCER_REQUEST_HOLD quota holds
-Publish until space frees or its hold times out into RESOURCE_EXHAUSTED, and eoclient's
-PublisherClient retries RESOURCE_EXHAUSTED within its retry settings, surfacing the
-server's text when they run out.
+"""Backlog quotas meeting publishers (docs/protocol.md#backlog-quotas): a
+PRODUCER_REQUEST_HOLD quota holds Publish until space frees or its hold times out into
+RESOURCE_EXHAUSTED, and eoclient's PublisherClient retries RESOURCE_EXHAUSTED within its
+retry settings, surfacing the server's text when they run out.
 
 Hold timeouts are short (a fraction of a second); nothing here asserts how long anything
 took: a held publish is shown to be held by a bounded "still waiting" check, and released

@@ -1,4 +1,4 @@
-"""eoclient.broker.v1.BrokerPolicies over raw gRPC (issue 12): skip by message id,
+"""eoclient.broker.v1.BrokerPolicies over raw gRPC: skip by message id,
 topic and subscription policies, counters and seek outcomes, and their effects seen
 through google.pubsub.v1 (Pull, Acknowledge, Publish) on the in-process reference
 server, on a FakeClock the tests advance.

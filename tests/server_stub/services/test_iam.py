@@ -1,4 +1,4 @@
-"""Issue 14, item 4: IAM policy methods through both doors, with google-cloud-pubsub's own
+"""IAM policy methods through both doors, with google-cloud-pubsub's own
 clients (gRPC and REST) — the flow of its system tests ``test_managing_topic_iam_policy``
 and ``test_managing_subscription_iam_policy`` — and plain HTTP/JSON as curl sends it."""
 

@@ -1,4 +1,4 @@
-"""Policies with real clients (issue 12 tests): eviction and TTL under a live exactly-once
+"""Broker policies with real clients: eviction and TTL under a live exactly-once
 stream of eoclient's SubscriberClient (no SUCCESS is ever reported for a message the
 broker acknowledged itself), delayed delivery published by the official
 google-cloud-pubsub client, and policies surviving a restart of a durable server.

@@ -1,4 +1,4 @@
-"""Issue 14, item 3: SchemaService and topics bound to a schema, through both doors, with
+"""SchemaService and topics bound to a schema, through both doors, with
 google-cloud-pubsub's own SchemaServiceClient / PublisherClient (gRPC and REST) and plain
 HTTP/JSON: Avro and Protocol Buffer schemas, revisions, validation, Publish refused for a
 message that does not match, and the ``googclient_schema*`` attributes delivered."""

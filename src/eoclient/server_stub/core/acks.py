@@ -1,6 +1,7 @@
 """Acknowledge and ModifyAckDeadline: the exactly-once rules, and injected ack failures.
 
-Exactly-once rules (wire-contract §2.1, §2.4), all enforced in ``acknowledge`` and
+Exactly-once rules (docs/protocol.md#exactly-once-semantics, docs/protocol.md#ack-id-state-machine),
+all enforced in ``acknowledge`` and
 ``modify_ack_deadline`` through ``SubscriptionDelivery.resolve``: a new ack id per
 delivery; only the latest delivery's id is valid; an id is invalid once its deadline
 passed (even before any redelivery), once the message was acked, nacked or redelivered;

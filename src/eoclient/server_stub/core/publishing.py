@@ -28,7 +28,7 @@ from eoclient.server_stub.core.policies import BacklogQuotaHeld, QuotaAction, Sk
 from eoclient.server_stub.core.resources import Resources, TopicState
 from eoclient.server_stub.core.store import SeqMessage, Store
 
-# Attributes the real service adds to a dead-lettered message (wire-contract §1.5,
+# Attributes the real service adds to a dead-lettered message (docs/protocol.md#dead-letters,
 # confirmed by the emulator's output).
 DEAD_LETTER_DELIVERY_COUNT = "CloudPubSubDeadLetterSourceDeliveryCount"
 DEAD_LETTER_SUBSCRIPTION = "CloudPubSubDeadLetterSourceSubscription"
@@ -206,7 +206,8 @@ class Publishing:
         """Publish ``message`` to the subscription's dead-letter topic, as the service does.
 
         A new message (new id, new publish time) with the same data, attributes and
-        ordering key plus the four CloudPubSubDeadLetter* attributes (wire-contract §1.5).
+        ordering key plus the four CloudPubSubDeadLetter* attributes
+        (docs/protocol.md#dead-letters).
         Returns False, and the source keeps redelivering the message, when there is no
         dead-letter topic to publish to: it was deleted after the policy was set (the
         real service cannot forward either then, and dead lettering is "best effort" per

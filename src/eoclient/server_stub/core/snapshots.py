@@ -1,4 +1,4 @@
-"""Snapshots and seek (wire-contract §1.2).
+"""Snapshots and seek (docs/protocol.md#seek-and-snapshots).
 
 A snapshot records the subscription's unacknowledged messages at creation and the topic's
 position (the last seq published); what the topic publishes afterwards stays in the

@@ -1,7 +1,8 @@
 """Subscriptions: create, read, update (field masks), list, delete, detach, and their
 Pulsar-style policies.
 
-Subscription settings (wire-contract §1.2, §1.5, §3) are validated here, with the real
+Subscription settings (docs/protocol.md#subscription-properties-and-defaults) are validated here,
+with the real
 service's defaults filled in, and handed to the subscription's delivery state through the
 registry (``Resources.apply_policies``):
 
@@ -59,7 +60,7 @@ def _subscription_value(field_name: str, value: Any, config: SubscriptionConfig)
     return value
 
 
-# Ordering and the filter are immutable after creation (wire-contract §1.2, §3).
+# Ordering and the filter are immutable after creation (docs/protocol.md#update-masks).
 SUBSCRIPTION_MASK = MaskRules(
     resource="Subscription",
     mutable=frozenset(
@@ -192,12 +193,13 @@ class Subscriptions:
     def _validated(
         self, config: SubscriptionConfig, *, explicit_expiration: bool
     ) -> SubscriptionConfig:
-        """Validate ranges and apply the real service's defaults (wire-contract §1.2).
+        """Validate ranges and apply the real service's defaults
+        (docs/protocol.md#subscription-properties-and-defaults).
 
         "expiration_policy.ttl must be longer than message_retention_duration" applies to
         a policy the caller sets (``explicit_expiration``), not to the filled-in 31-day
         default: a subscription with 31-day retention and no policy is valid
-        (wire-contract §7).
+        (docs/protocol.md#retention-and-expiration).
         """
         if config.ack_deadline_seconds == 0:
             config = replace(config, ack_deadline_seconds=_default_ack_deadline(config))

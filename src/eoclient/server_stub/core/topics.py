@@ -106,7 +106,8 @@ class Topics:
         del resources.topics[name]
         self._store.delete_topic(name)
         # Subscriptions outlive their topic; their topic field reads "_deleted-topic_"
-        # (wire-contract §1.2) and their backlog stays deliverable.
+        # (docs/protocol.md#subscription-properties-and-defaults) and their backlog stays
+        # deliverable.
         for subscription_name in topic.subscriptions:
             subscription = resources.subscriptions[subscription_name]
             subscription.config = replace(subscription.config, topic=DELETED_TOPIC)

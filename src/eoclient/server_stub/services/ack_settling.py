@@ -6,7 +6,8 @@ stream.
 * Ids that cannot be the service's (``request_checks.plausible_ack_id``: not printable
   ASCII, or too long) never reach the core: on an exactly-once subscription each fails
   with PERMANENT_FAILURE_INVALID_ACK_ID (the ErrorInfo value the service gives ids it
-  cannot resolve, wire-contract §2.2); otherwise it is ignored and reported in
+  cannot resolve, docs/protocol.md#exactly-once-error-details); otherwise it is ignored and
+  reported in
   ``Settled.rejected``.
 * Without exactly-once the core refuses a whole request naming an id this server never
   issued (INVALID_ARGUMENT, like the emulator); the other ids of that request are then

@@ -26,7 +26,7 @@ from eoclient.server_stub.services.translate import seconds_of_timestamp
 SERVICE = "eoclient.broker.v1.BrokerPolicies"
 # One SkipMessages names at most this many ids: Pulsar persists at most 10,000
 # individually acknowledged ranges a cursor (managedLedgerMaxUnackedRangesToPersist,
-# wire-contract §5.1); more in one request is a mistake worth a clear error.
+# docs/protocol.md#skip-by-message-id); more in one request is a mistake worth a clear error.
 MAX_SKIP_IDS = 10_000
 
 

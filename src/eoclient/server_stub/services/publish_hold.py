@@ -1,4 +1,5 @@
-"""A Publish held by a backlog quota whose action is PRODUCER_REQUEST_HOLD (§5.3).
+"""A Publish held by a backlog quota whose action is PRODUCER_REQUEST_HOLD
+(docs/protocol.md#backlog-quotas).
 
 The broker core refuses such a Publish with ``BacklogQuotaHeld`` and stores nothing;
 waiting is the door's part (the core never awaits). Pulsar's broker holds the

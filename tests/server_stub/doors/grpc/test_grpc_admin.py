@@ -290,7 +290,7 @@ async def test_pull_waits_briefly_for_a_message(wire: Wire) -> None:
     assert [m.message.data for m in response.received_messages] == [b"late"]
 
 
-# Every google.pubsub.v1 method is implemented (ModifyPushConfig since issue 14:
+# Every google.pubsub.v1 method is implemented (ModifyPushConfig:
 # tests/server_stub/push/test_push.py).
 
 

@@ -1,9 +1,10 @@
 """Every exactly-once rule over the wire: unary Acknowledge / ModifyAckDeadline.
 
-The failure shape is the real service's (wire-contract §2.2): INVALID_ARGUMENT, the real
-message text, and a google.rpc.Status in ``grpc-status-details-bin`` whose code and
-message equal the call's and whose details[0] is ErrorInfo(EXACTLY_ONCE_ACKID_FAILURE,
-pubsub.googleapis.com, ack id → failure). The server runs on a FakeClock.
+The failure shape is the real service's (docs/protocol.md#exactly-once-error-details):
+INVALID_ARGUMENT, the real message text, and a google.rpc.Status in
+``grpc-status-details-bin`` whose code and message equal the call's and whose details[0] is
+ErrorInfo(EXACTLY_ONCE_ACKID_FAILURE, pubsub.googleapis.com, ack id → failure). The server
+runs on a FakeClock.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from eoclient._clock import FakeClock
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient.server_stub.server import ReferenceServer
 
-# The real service's texts (wire-contract §2.2).
+# The real service's texts (docs/protocol.md#exactly-once-error-details).
 INVALID_TEXT = (
     "Some acknowledgement ids in the request were invalid. This could be because the "
     "acknowledgement ids have expired or the acknowledgement ids were malformed."

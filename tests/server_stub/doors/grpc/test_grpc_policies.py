@@ -127,7 +127,8 @@ async def test_dead_letter_attributes_through_grpc(wire: Wire, clock: FakeClock)
 
 
 async def test_dead_letter_on_an_ordered_subscription(wire: Wire) -> None:
-    # Google's emulator fails this with a NullPointerException (wire-contract §4.1).
+    # Google's emulator fails this with a NullPointerException
+    # (docs/protocol.md#where-the-emulator-differs).
     topic, sub, dead_sub = await dead_letter_setup(wire, enable_message_ordering=True)
     await wire.publish(topic, b"k1", b"k2", ordering_key="k")
     for _ in range(5):

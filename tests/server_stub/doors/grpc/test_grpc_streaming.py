@@ -228,7 +228,7 @@ async def test_no_confirmations_without_exactly_once(
 
 
 async def test_malformed_ack_id_on_a_plain_stream_is_ignored(wire: Wire) -> None:
-    # Issue 13: a bad ack id fails alone; it never ends the stream nor drops the other acks
+    # A bad ack id fails alone; it never ends the stream nor drops the other acks
     # of its request (the proto's "aborted with INVALID_ARGUMENT" is not followed).
     topic, sub = await wire.subscription()
     stream = wire.stream(sub, protocol_version=1)
@@ -344,7 +344,7 @@ async def test_dropped_stream_ends_with_unavailable_and_leases_survive(
 async def test_a_dropped_stream_sends_the_confirmations_already_decided(
     wire: Wire, reference: ReferenceServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 13, item 6: the server drops a stream just after applying an ack (a drop
+    # The server drops a stream just after applying an ack (a drop
     # arriving between the ack and its confirmation). The confirmation must still reach
     # the client before the status: lost, the client would retry the ack by unary call,
     # find it settled, and have to report OTHER instead of SUCCESS.

@@ -1,8 +1,9 @@
 """The skipByMessageIds body formats (PIP-423) and the Pulsar id mapping, as tables.
 
-Every 400 text of Pulsar's ``SkipMessageIdsRequest.Deserializer`` (wire-contract §5.1)
-has a row; base64 ids are built with protobuf from our copy of Pulsar's
-``MessageIdData`` (field numbers as in PulsarApi.proto), plus the example of PIP-423.
+Every 400 text of Pulsar's ``SkipMessageIdsRequest.Deserializer``
+(docs/protocol.md#skip-by-message-id) has a row; base64 ids are built with protobuf from our
+copy of Pulsar's ``MessageIdData`` (field numbers as in PulsarApi.proto), plus the example
+of PIP-423.
 """
 
 from __future__ import annotations

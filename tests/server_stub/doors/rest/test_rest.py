@@ -1,7 +1,7 @@
 """The REST/JSON door with a plain HTTP client: one state, two doors.
 
 Every call here is a raw ``aiohttp.ClientSession`` request to ``reference.rest_url``
-(wire-contract §1.1 bindings, §1.4 proto3 JSON and Google's JSON error format); the
+(docs/protocol.md#rest-mapping: bindings, proto3 JSON and Google's JSON error format); the
 mixed tests talk gRPC (``Wire``) to the same server to prove both doors share one
 broker. The server runs on a FakeClock.
 """

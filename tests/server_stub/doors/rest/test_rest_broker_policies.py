@@ -1,4 +1,4 @@
-"""The policy extension on the REST door (issue 12): the Pub/Sub-shaped bindings of
+"""The policy extension on the REST door: the Pub/Sub-shaped bindings of
 eoclient.broker.v1.BrokerPolicies (proto3 JSON, Google's error format), and the
 Pulsar-shaped ``skipByMessageIds`` alias with its three body formats, Pulsar's 400 texts,
 404s and 204, behind the door's browser policy. Plain aiohttp requests to

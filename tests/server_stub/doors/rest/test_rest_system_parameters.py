@@ -1,4 +1,4 @@
-"""Issue 14, item 1: REST system parameters, and the official client in REST mode.
+"""REST system parameters, and the official client in REST mode.
 
 google-cloud-pubsub with ``transport="rest"`` sends ``$alt=json;enum-encoding=int`` on
 every call; it used to fail on its first call with 400 "Cannot bind query parameter".

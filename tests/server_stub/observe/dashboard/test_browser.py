@@ -1,6 +1,6 @@
 """The dashboard in a real headless browser (Debian's chromium through Selenium and
 chromedriver): create a topic and a subscription, publish, see the backlog, seek — the
-clicks a user makes — and check what each page shows (issue 15 item 4).
+clicks a user makes — and check what each page shows.
 
 ``./dev setup`` installs chromium and chromium-driver with apt where they are missing; the
 test skips, saying why, only where neither can be found. With

@@ -1,5 +1,5 @@
 """The dashboard over HTTP (aiohttp as the browser): pages, peek, actions, and the door's
-protections around it (issue 15 item 4). The real browser test is test_browser.py."""
+protections around it. The real browser test is test_browser.py."""
 
 from __future__ import annotations
 

@@ -84,7 +84,7 @@ def _decode(raw: bytes) -> pubsub_pb2.StreamingPullRequest:
 
 
 def _open_stream(services: Services, first: pubsub_pb2.StreamingPullRequest) -> int:
-    # The rules of the first request (wire-contract §1.2 StreamingPullRequest).
+    # The rules of the first request (docs/protocol.md#streamingpull-requests).
     if not first.subscription:
         raise InvalidArgument("The first StreamingPullRequest must set subscription.")
     if first.stream_ack_deadline_seconds == 0:
@@ -199,7 +199,7 @@ class _StreamSession:
             and not request.modify_deadline_ack_ids
         ):
             # A keep-alive ping under protocol_version >= 1 is answered so the client
-            # knows the stream is alive (client-anchors §1.9).
+            # knows the stream is alive (docs/protocol.md#initial-streamingpull-request).
             keepalive = pubsub_pb2.StreamingPullResponse()
             keepalive.subscription_properties.CopyFrom(self._properties())
             self.outbox.append(keepalive)
@@ -350,7 +350,8 @@ def _fill_modack_confirmation(
 def _confirmation_list(
     target: pubsub_pb2.StreamingPullResponse.AcknowledgeConfirmation, failure: str
 ) -> Any:
-    # Mapping from ErrorInfo values to confirmation lists (wire-contract §2.3).
+    # Mapping from ErrorInfo values to confirmation lists
+    # (docs/protocol.md#streamingpull-confirmations).
     if failure == "TRANSIENT_FAILURE_UNORDERED_ACK_ID":
         return target.unordered_ack_ids
     if failure.startswith("PERMANENT_"):

@@ -1,19 +1,19 @@
 """REST/JSON door of the reference server: the google.pubsub.v1 HTTP mapping on aiohttp.
 
-One state, two doors: every binding (wire-contract §1.1, ``rest_routes``) becomes the
-same request proto the gRPC door receives (JSON body parsed by ``rest_request``, the
+One state, two doors: every binding (docs/protocol.md#rest-mapping, ``routes``) becomes the
+same request proto the gRPC door receives (JSON body parsed by ``parsing``, the
 resource name from the path, query parameters on GET/DELETE), runs through the same
 transport-neutral ``Services.call`` (so injected faults, validation and
 exactly-once rules are the gRPC door's), and the response proto is answered as proto3
 JSON (camelCase, base64 bytes, ``"600s"`` durations, RFC 3339 timestamps, int64 as
 strings, default values omitted, as the emulator does).
 
-Every error is Google's JSON error format (``rest_errors``), whatever found it. Exactly-once
-ack failures keep their ErrorInfo details (the emulator's REST door drops them,
-wire-contract §1.4). A path no binding matches is a 404 error, a known path with another
-HTTP method a 405 (``Allow`` lists the methods), a malformed body a 400 that names the
-problem. StreamingPull has no REST binding. A request
-that meets a bug is logged and answered 500 INTERNAL, still as JSON.
+Every error is Google's JSON error format (``errors``), whatever found it. Exactly-once ack
+failures keep their ErrorInfo details (the emulator's REST door drops them,
+docs/protocol.md#where-the-emulator-differs). A path no binding matches is a 404 error, a
+known path with another HTTP method a 405 (``Allow`` lists the methods), a malformed body a
+400 that names the problem. StreamingPull has no REST binding. A request that meets a bug is
+logged and answered 500 INTERNAL, still as JSON.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class RestDoor:
             for page in self.pages:
                 if page.matches(request.path):
                     return await page.response(request, grant, cors)
-            if pulsar_alias.matches(request.path):  # issue 12: Pulsar's shapes, not Google's
+            if pulsar_alias.matches(request.path):  # Pulsar's shapes, not Google's
                 return await pulsar_alias.answer(self.services, request, cors, grant)
             response = await self._answer(request, query, grant)
             text = system.render(response)
@@ -144,7 +144,7 @@ class RestDoor:
         run the RPC."""
         binding, name = route(request.method, request.path)
         message = self.services.methods[binding.rpc].request()
-        if binding.body_field:  # issue 14: CreateSchema's body is one field
+        if binding.body_field:  # CreateSchema's body is one field of the request
             parsing.parse_body(
                 await parsing.read_body(request), getattr(message, binding.body_field)
             )

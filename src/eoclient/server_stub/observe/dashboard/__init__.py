@@ -1,4 +1,4 @@
-"""The reference server's web dashboard, at ``/`` on the REST door (issue 15).
+"""The reference server's web dashboard, at ``/`` on the REST door.
 
 Pages: ``/`` (topics and subscriptions, their properties, backlog, oldest unacked age,
 rates and a backlog chart) and ``/dashboard/subscription?name=...`` (the same in detail,
