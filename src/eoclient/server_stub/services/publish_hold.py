@@ -37,7 +37,7 @@ async def publish_held(
     the quota, or RESOURCE_EXHAUSTED after ``held.hold_timeout`` seconds.
 
     The refusal carries the quota's latest text and how long the publish waited. Every
-    held publish is counted on the topic (``note_held_publish``), admitted or not. The
+    held publish is counted on the topic (``publishing.note_held``), admitted or not. The
     hold is real time whatever the broker's clock: it is the door's wait, not the
     broker's. Another error on a retry (the topic deleted, the quota changed to
     PRODUCER_EXCEPTION) ends the hold with that error.
