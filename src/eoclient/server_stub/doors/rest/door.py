@@ -47,12 +47,12 @@ from eoclient.server_stub.doors.rest.routes import route
 from eoclient.server_stub.services.errors import INTERNAL_ERROR_MESSAGE
 from eoclient.server_stub.services.table import Services
 
-__all__ = ["HTTP_STATUS", "MAX_BODY_BYTES", "Page", "RestDoor"]
+__all__ = ["HTTP_STATUS", "MAX_BODY_BYTES", "MountedPage", "RestDoor"]
 
 logger = logging.getLogger("eoclient.server_stub.doors.rest.door")
 
 
-class Page(Protocol):
+class MountedPage(Protocol):
     """What else the door serves besides the API (the metrics, the dashboard): each page
     is reached after the browser policy and the bearer token were checked, and says
     itself which paths are its own."""
@@ -71,7 +71,7 @@ class RestDoor:
         self,
         services: Services,
         policy: BrowserPolicy | None = None,
-        pages: Sequence[Page] = (),
+        pages: Sequence[MountedPage] = (),
     ) -> None:
         self.services = services
         self.policy = policy or BrowserPolicy()
