@@ -30,18 +30,6 @@ KNOWN_CYCLES: tuple[frozenset[str], ...] = (
     # subscriber/acker.py <-> subscriber/unary.py (send_unary, hidden by a lazy import):
     # the subscriber's unary ack path is being redrawn.
     frozenset({"eoclient.subscriber.acker", "eoclient.subscriber.unary"}),
-    # admin/: schemas.py takes AsyncPager from client.py, which imports schemas.py; the
-    # shared pieces (pager, paths, request helper) are moving to a module both import.
-    frozenset(
-        {
-            "eoclient.admin.client",
-            "eoclient.admin.convert",
-            "eoclient.admin.iam",
-            "eoclient.admin.policy_calls",
-            "eoclient.admin.schemas",
-            "eoclient.admin.types",
-        }
-    ),
 )
 
 

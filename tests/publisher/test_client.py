@@ -1,6 +1,6 @@
 """PublisherClient against the in-process reference server (tier 3).
 
-Publish RPCs are counted by wrapping ``srv.broker.publish`` (the server has no RPC
+Publish RPCs are counted by wrapping ``srv.broker.publishing.publish`` (the server has no RPC
 counter); injected failures (``srv.faults``) are refused before the broker is reached,
 so the spy sees only the requests the server accepted, while the client's
 ``statistics().publish_rpcs`` counts every attempt.
