@@ -60,15 +60,17 @@ NODE_PACKAGE = "@google-cloud/pubsub@5"
 def expire_ack_ids(server: ReferenceServer, clock: FakeClock) -> list[str]:
     """``EXPIRED`` messages pulled (by the server's own Pull) and their leases run out."""
     broker = server.broker
-    broker.create_topic(TopicConfig(TOPIC))
-    broker.create_subscription(
+    broker.topics.create(TopicConfig(TOPIC))
+    broker.subscriptions.create(
         SubscriptionConfig(
             SUBSCRIPTION, TOPIC, enable_exactly_once_delivery=True, ack_deadline_seconds=10
         )
     )
     for _ in range(EXPIRED // 1000):
-        broker.publish(TOPIC, [NewMessage(b"x" * 10) for _ in range(1000)])
-    ack_ids = [d.ack_id for _ in range(EXPIRED // 1000) for d in broker.pull(SUBSCRIPTION, 1000)]
+        broker.publishing.publish(TOPIC, [NewMessage(b"x" * 10) for _ in range(1000)])
+    ack_ids = [
+        d.ack_id for _ in range(EXPIRED // 1000) for d in broker.leasing.pull(SUBSCRIPTION, 1000)
+    ]
     clock.advance(10)
     return ack_ids
 
@@ -129,8 +131,8 @@ async def test_google_cloud_pubsub_reads_an_ack_of_three_thousand_expired_ids(
     reference: ReferenceServer, clock: FakeClock, official: pubsub_v1.SubscriberClient
 ) -> None:
     expired = expire_ack_ids(reference, clock)
-    reference.broker.publish(TOPIC, [NewMessage(b"fresh") for _ in range(FRESH)])
-    fresh = [d.ack_id for d in reference.broker.pull(SUBSCRIPTION, FRESH)]
+    reference.broker.publishing.publish(TOPIC, [NewMessage(b"fresh") for _ in range(FRESH)])
+    fresh = [d.ack_id for d in reference.broker.leasing.pull(SUBSCRIPTION, FRESH)]
     ack_ids = expired + fresh
 
     def call(method: str, **fields: Any) -> tuple[api_exceptions.GoogleAPICallError, float]:
@@ -177,8 +179,8 @@ async def test_eoclient_says_it_reads_large_trailers_and_gets_every_failure(
     """eoclient's transport declares the 4 MiB of trailer its channels read: every failed
     id comes back listed, each INVALID_ACK_ID, and the applied ones SUCCESS."""
     expired = expire_ack_ids(reference, clock)
-    reference.broker.publish(TOPIC, [NewMessage(b"fresh") for _ in range(FRESH)])
-    fresh = [d.ack_id for d in reference.broker.pull(SUBSCRIPTION, FRESH)]
+    reference.broker.publishing.publish(TOPIC, [NewMessage(b"fresh") for _ in range(FRESH)])
+    fresh = [d.ack_id for d in reference.broker.leasing.pull(SUBSCRIPTION, FRESH)]
     transport = PubSubTransport(create_channel(Endpoint.resolve(reference.address)))
     try:
         with pytest.raises(RpcError) as caught:
@@ -201,8 +203,8 @@ async def test_eoclient_reads_a_cut_listing_safely(
     applied fresh ones, like the expired ones that were not — as OTHER, never a SUCCESS
     the server may not have given."""
     expired = expire_ack_ids(reference, clock)
-    reference.broker.publish(TOPIC, [NewMessage(b"fresh") for _ in range(FRESH)])
-    fresh = [d.ack_id for d in reference.broker.pull(SUBSCRIPTION, FRESH)]
+    reference.broker.publishing.publish(TOPIC, [NewMessage(b"fresh") for _ in range(FRESH)])
+    fresh = [d.ack_id for d in reference.broker.leasing.pull(SUBSCRIPTION, FRESH)]
     transport = PubSubTransport(create_channel(Endpoint.resolve(reference.address)))
     request = pubsub_pb2.AcknowledgeRequest(subscription=SUBSCRIPTION, ack_ids=expired + fresh)
     try:

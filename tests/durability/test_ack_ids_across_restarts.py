@@ -55,20 +55,22 @@ class Server:
         self.store.commit()
 
     def publish(self, *datas: str, key: str = "") -> None:
-        self.broker.publish(TOPIC, [NewMessage(d.encode(), ordering_key=key) for d in datas])
+        self.broker.publishing.publish(
+            TOPIC, [NewMessage(d.encode(), ordering_key=key) for d in datas]
+        )
 
     def pull(self, n: int = 100) -> list[Delivery]:
-        return self.broker.pull(SUB, n)
+        return self.broker.leasing.pull(SUB, n)
 
     def ack(self, *deliveries: Delivery) -> dict[str, str]:
-        return dict(self.broker.acknowledge(SUB, [d.ack_id for d in deliveries]).failures)
+        return dict(self.broker.acks.acknowledge(SUB, [d.ack_id for d in deliveries]).failures)
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     s = Server(tmp_path / "data")
-    s.broker.create_topic(TopicConfig(TOPIC))
-    s.broker.create_subscription(
+    s.broker.topics.create(TopicConfig(TOPIC))
+    s.broker.subscriptions.create(
         SubscriptionConfig(SUB, TOPIC, enable_exactly_once_delivery=True, ack_deadline_seconds=60)
     )
     yield s
@@ -100,7 +102,7 @@ def test_an_ack_committed_before_the_crash_answers_success_when_retried(server: 
     server.crash()
     assert server.ack(a) == {}  # the retry: SUCCESS again
     assert server.ack(a, b) == {}
-    assert server.broker.modify_ack_deadline(SUB, [a.ack_id], 30).ok  # changes nothing
+    assert server.broker.acks.modify_ack_deadline(SUB, [a.ack_id], 30).ok  # changes nothing
     server.clock.advance(3600)
     assert server.pull() == []  # neither is ever delivered again
     # Past the lease's deadline the id is as any expired one: invalid.
@@ -132,7 +134,7 @@ def test_an_expired_lease_from_before_the_crash_is_invalid(server: Server) -> No
 def test_only_the_latest_delivery_from_before_the_crash_resolves(server: Server) -> None:
     server.publish("a")
     [first] = server.pull()
-    assert server.broker.modify_ack_deadline(SUB, [first.ack_id], 0).ok  # nack
+    assert server.broker.acks.modify_ack_deadline(SUB, [first.ack_id], 0).ok  # nack
     [second] = server.pull()
     server.commit()
     server.crash()
@@ -145,8 +147,8 @@ def test_extensions_survive_and_a_lease_ended_before_the_crash_stays_ended(
 ) -> None:
     server.publish("a", "b")
     a, b = server.pull()
-    assert server.broker.modify_ack_deadline(SUB, [a.ack_id], 600).ok
-    assert server.broker.modify_ack_deadline(SUB, [b.ack_id], 0).ok
+    assert server.broker.acks.modify_ack_deadline(SUB, [a.ack_id], 600).ok
+    assert server.broker.acks.modify_ack_deadline(SUB, [b.ack_id], 0).ok
     server.commit()
     server.crash()
     server.clock.advance(300)  # a's first deadline (60 s) is long past, its extension not
@@ -175,7 +177,7 @@ def test_a_seek_after_the_restart_ends_every_earlier_id(server: Server) -> None:
     assert server.ack(a) == {}
     server.commit()
     server.crash()
-    server.broker.seek(SUB, time=0)
+    server.broker.snapshots.seek(SUB, time=0)
     assert server.ack(a, b) == {a.ack_id: INVALID, b.ack_id: INVALID}
     server.commit()
     server.crash()
@@ -185,8 +187,8 @@ def test_a_seek_after_the_restart_ends_every_earlier_id(server: Server) -> None:
 
 def test_ordering_keys_keep_their_leases_and_their_order(tmp_path: Path) -> None:
     server = Server(tmp_path / "data")
-    server.broker.create_topic(TopicConfig(TOPIC))
-    server.broker.create_subscription(
+    server.broker.topics.create(TopicConfig(TOPIC))
+    server.broker.subscriptions.create(
         SubscriptionConfig(
             SUB,
             TOPIC,
@@ -205,7 +207,7 @@ def test_ordering_keys_keep_their_leases_and_their_order(tmp_path: Path) -> None
         assert data([k2, k3]) == ["k2", "k3"]
         # k1 acked before k0: out of order
         assert server.ack(k1) == {k1.ack_id: "TRANSIENT_FAILURE_UNORDERED_ACK_ID"}
-        assert server.broker.modify_ack_deadline(SUB, [k0.ack_id], 0).ok  # nack: all again
+        assert server.broker.acks.modify_ack_deadline(SUB, [k0.ack_id], 0).ok  # nack: all again
         assert server.ack(k1, k2, k3) == {
             k1.ack_id: INVALID,
             k2.ack_id: INVALID,
@@ -223,9 +225,9 @@ def test_a_lease_that_ran_out_while_the_server_was_down_counts_as_an_attempt(
     tmp_path: Path,
 ) -> None:
     server = Server(tmp_path / "data")
-    server.broker.create_topic(TopicConfig(TOPIC))
-    server.broker.create_topic(TopicConfig(DLT))
-    server.broker.create_subscription(
+    server.broker.topics.create(TopicConfig(TOPIC))
+    server.broker.topics.create(TopicConfig(DLT))
+    server.broker.subscriptions.create(
         SubscriptionConfig(SUB, TOPIC, dead_letter_policy=DeadLetterPolicy(DLT, 5))
     )
     try:
@@ -276,9 +278,9 @@ def test_a_format_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
     # Written by this version, then turned back into format 1 by hand: the same rows.
     store = SqliteStore(directory)
     broker = Broker(FakeClock(), store=store)
-    broker.create_topic(TopicConfig(TOPIC))
-    broker.create_subscription(SubscriptionConfig(SUB, TOPIC))
-    broker.publish(TOPIC, [NewMessage(b"kept")])
+    broker.topics.create(TopicConfig(TOPIC))
+    broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC))
+    broker.publishing.publish(TOPIC, [NewMessage(b"kept")])
     store.close()
     path = directory / DATABASE_FILE
     with sqlite3.connect(path) as db:
@@ -303,9 +305,9 @@ def test_a_format_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
     store = SqliteStore(directory)
     try:
         broker = Broker(FakeClock(), store=store)
-        [delivery] = broker.pull(SUB, 10)
+        [delivery] = broker.leasing.pull(SUB, 10)
         assert delivery.message.data == b"kept"
-        assert broker.acknowledge(SUB, [delivery.ack_id]).ok
+        assert broker.acks.acknowledge(SUB, [delivery.ack_id]).ok
     finally:
         store.close()
     with sqlite3.connect(path) as db:
