@@ -1,4 +1,4 @@
-"""Settling thousands of expired ack ids in one call (issue 17 item 1).
+"""Settling thousands of expired ack ids in one call.
 
 An exactly-once Acknowledge / ModifyAckDeadline that the server rejects lists every
 failed id in the ErrorInfo of its ``grpc-status-details-bin`` trailer (wire-contract

@@ -19,12 +19,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from eoclient.subscriber.settings import MAX_ACK_DEADLINE
 
 __all__ = [
     "MIN_RENEWAL_MARGIN",
     "RENEWAL_MARGIN_FRACTION",
+    "Leasable",
     "LeaseActions",
     "LeaseStatistics",
     "LeaseTable",
@@ -47,6 +49,22 @@ RENEWAL_MARGIN_FRACTION = 0.1
 def renewal_margin(lease_seconds: float) -> float:
     """Seconds before the end of a ``lease_seconds`` long deadline to extend it."""
     return min(max(MIN_RENEWAL_MARGIN, RENEWAL_MARGIN_FRACTION * lease_seconds), lease_seconds / 2)
+
+
+class Leasable(Protocol):
+    """What :meth:`LeaseTable.add_many` reads of each thing it leases (a received message)."""
+
+    @property
+    def ack_id(self) -> str: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def ordering_key(self) -> str: ...
+
+
+L = TypeVar("L", bound=Leasable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +195,26 @@ class LeaseTable:
             lease_seconds=deadline,
         )
         self._leased_bytes += size
+
+    def add_many(self, items: Iterable[L], now: float, *, deadline: float) -> list[L]:
+        """:meth:`add` for each of ``items`` received together, each leased for ``deadline``
+        seconds from ``now``; returns those that were not leased already (an ack id seen
+        twice, in the table or among ``items``, is leased once: a duplicate delivery)."""
+        _check_deadline("add_many", deadline)
+        leases = self._leases
+        expires_at = now + deadline
+        added: list[L] = []
+        size_total = 0
+        for item in items:
+            ack_id = item.ack_id
+            if ack_id in leases:
+                continue
+            size = item.size
+            leases[ack_id] = _Lease(size, item.ordering_key, now, expires_at, deadline)
+            size_total += size
+            added.append(item)
+        self._leased_bytes += size_total
+        return added
 
     def remove(self, ack_id: str) -> bool:
         """Stop leasing (acked, nacked, or found invalid). Unknown ids are ignored.
