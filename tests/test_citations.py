@@ -46,8 +46,6 @@ NOT_YET_CONVERTED: tuple[str, ...] = (
     "src/eoclient/server_stub/core/stream_flow.py",
     # the lean helper
     "src/eoclient/cli/__init__.py",
-    # the subscriber helper
-    "src/eoclient/subscriber",
     # the sdk helper
     "src/eoclient/publisher",
     "src/eoclient/admin",

@@ -1,7 +1,7 @@
 """End to end against Google's Pub/Sub emulator (the ``emulator`` fixture, tests/conftest.py).
 
-The emulator sends no stream confirmations (wire-contract §2.3): on an exactly-once
-subscription results come from unary calls from the start, and the session's probe
+The emulator sends no stream confirmations (docs/protocol.md#streamingpull-confirmations): on an
+exactly-once subscription results come from unary calls from the start, and the session's probe
 (modacks also sent on the stream) times out.
 """
 

@@ -5,7 +5,8 @@ Two groups:
 * Cancellation at every await the session reaches: the fake blocks at one await point,
   the consumer (or ``aclose()``) is cancelled by ``asyncio.timeout(0.05)``, and then no
   task is left behind, the cancellation came out as itself, ``aclose()`` completes and is
-  idempotent, and the bookkeeping is consistent (style-anchors §6 rule 8).
+  idempotent, and the bookkeeping is consistent
+  (docs/architecture.md#client-logic-against-a-fake-transport).
 * Protocol details that a real server makes hard to pin down: the first request, the
   reconnect policy per status code, keep-alives, the exactly-once mode probe, and how
   ambiguous and partially failed acks are reported.

@@ -52,7 +52,8 @@ class SubscriberClient:
         self._transport: PubSubTransport | None = None
         self._closed = False
         self._clock = clock
-        # Stable across reconnects so the server can keep affinity (client-anchors §1.8).
+        # Stable across reconnects so the server can keep affinity
+        # (docs/protocol.md#initial-streamingpull-request).
         self.client_id = new_client_id()
         # Sessions not yet garbage: aclose() closes the ones still open before the channel.
         self._sessions: weakref.WeakSet[StreamingSession] = weakref.WeakSet()

@@ -93,7 +93,8 @@ class Dispatcher:
 
     def stream_ack_deadline(self) -> float:
         # The stream deadline covers messages until their receipt modack; like the
-        # official clients use 60 s, or max_extension when set (client-anchors §1.3).
+        # official clients use 60 s, or max_extension when set
+        # (docs/protocol.md#initial-streamingpull-request).
         if self.lease_settings.max_extension:
             return max(10.0, min(600.0, self.lease_settings.max_extension))
         return self.stream_settings.stream_ack_deadline
@@ -148,7 +149,7 @@ class Dispatcher:
             self._admit_all(arrived)
             return
         # Hand out only messages whose receipt modack succeeded: an invalid id means the
-        # lease is already lost (client-anchors §1.5).
+        # lease is already lost (docs/protocol.md#receipt-modacks).
         for message in arrived:
             if message.ordering_key:
                 self._awaiting_receipt.setdefault(message.ordering_key, deque()).append(message)

@@ -5,8 +5,8 @@ shell releases it (acked, nacked, or dropped). Messages that arrive while the li
 are reached are *held* in arrival order and handed out, first in first out, as
 outstanding ones are released; none is ever dropped (``FlowControl`` docstring).
 
-This replaces Python's load-based pause/resume (client-anchors §1.2): the stream keeps
-being read, so pings and confirmations still arrive, and the server-side limits
+This replaces Python's load-based pause/resume (docs/protocol.md#subscriber-flow-control): the
+stream keeps being read, so pings and confirmations still arrive, and the server-side limits
 (``max_outstanding_messages`` / ``max_outstanding_bytes``) keep the held set small.
 """
 

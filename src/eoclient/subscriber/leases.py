@@ -3,10 +3,10 @@
 For each ack id the table knows when the server's ack deadline for it ends: the
 time it was received plus ``stream_ack_deadline_seconds``, then the time of each
 modack sent for it plus that modack's ``ack_deadline_seconds`` (a modack sets the
-deadline relative to when it arrives; wire-contract §1.2). From that it says, at a
-given ``now``, which ids to extend and which to give up on; the shell sends the
+deadline relative to when it arrives; docs/protocol.md#ack-id-state-machine). From that it says, at
+a given ``now``, which ids to extend and which to give up on; the shell sends the
 modacks. Go extends every leased id on one ticker and Python every id on each
-jittered loop (client-anchors §1.4, §3.3); tracking per-id deadlines instead lets a
+jittered loop (docs/protocol.md#lease-extension-cadence); tracking per-id deadlines instead lets a
 message received mid-period be extended when *it* needs it, not when the oldest does.
 
 Complexity: ``due`` and ``next_wakeup`` scan the table, O(leased). They run once per
@@ -35,10 +35,11 @@ __all__ = [
 ]
 
 # How long before the server's deadline an extension is sent: the larger of
-#   * 5 s, Go's gracePeriod (client-anchors §3.3): the sender's batching tick (100 ms), one
-#     ModifyAckDeadline round trip, and a retry or an event-loop stall on a busy process; and
+#   * 5 s, Go's gracePeriod (docs/protocol.md#lease-extension-cadence): the sender's batching tick
+#     (100 ms), one ModifyAckDeadline round trip, and a retry or an event-loop stall on a busy
+#     process; and
 #   * 10 % of the lease, what Python's leaser leaves at least (it sleeps at most 90 % of the
-#     deadline, §1.4); it scales the slack for long leases, where a stall of a few seconds
+#     deadline); it scales the slack for long leases, where a stall of a few seconds
 #     (a handler blocking the loop, a GC pause) is likelier over the period.
 # and never more than half the lease, so that an extension always buys time (only matters for
 # leases under 10 s, which the server does not grant for deliveries anyway).
@@ -325,7 +326,8 @@ def _renew_at(lease: _Lease, margin: float | None) -> float:
 
 
 def _check_deadline(method: str, deadline: float) -> float:
-    # ModifyAckDeadlineRequest.ack_deadline_seconds is 0..600 and 0 means nack (wire-contract §1.2).
+    # ModifyAckDeadlineRequest.ack_deadline_seconds is 0..600 and 0 means nack
+    # (docs/protocol.md#ack-id-state-machine).
     if not (0 < deadline <= MAX_ACK_DEADLINE):
         raise ValueError(
             f"LeaseTable.{method}: deadline must be in (0, {MAX_ACK_DEADLINE}] seconds, "

@@ -17,16 +17,17 @@ table of ids at all. Anything else (failures listed, a server that confirms in a
 order or split differently) falls back to an index of id → positions, kept only while
 such confirmations keep coming.
 
-Where results come from (architecture principle 4, one pure classifier in ``ack_results``):
+Where results come from (one pure classifier in ``ack_results``:
+docs/architecture.md#exactly-once-results-are-classified-in-one-function):
 
 * Without exactly-once: requests go on the stream and resolve SUCCESS once written
-  (acks are best effort; client-anchors §1.6).
+  (acks are best effort; docs/protocol.md#exactly-once-result-mapping).
 * With exactly-once, on a server that confirms on the stream (our reference server):
   requests go on the stream and resolve from ``acknowledge_confirmation`` /
   ``modify_ack_deadline_confirmation``.
 * With exactly-once, on a server that does not (Google's emulator 0.8.20 sends no
-  confirmations; wire-contract §2.3): unary Acknowledge / ModifyAckDeadline, whose
-  INVALID_ARGUMENT + ErrorInfo says which ids failed.
+  confirmations; docs/protocol.md#streamingpull-confirmations): unary Acknowledge /
+  ModifyAckDeadline, whose INVALID_ARGUMENT + ErrorInfo says which ids failed.
 
 The mode is learnt without holding anything back. While it is UNKNOWN, every request goes
 by unary call (which gives exactly-once results on any server), and the modacks with a
@@ -85,7 +86,7 @@ __all__ = [
 
 # Ids per request. Go's client derives 2500 from the service's 512 KiB limit per
 # Acknowledge/ModifyAckDeadline request and ack ids of up to 164 bytes (2979 would
-# fit; 2500 leaves room for the rest of the request) — client-anchors §3.3.
+# fit; 2500 leaves room for the rest of the request) — docs/protocol.md#ack-request-batching.
 ACK_IDS_PER_REQUEST = 2500
 # How long the probe modacks sent on the stream wait for a confirmation before the
 # ledger concludes the server does not confirm on streams. Our server answers within

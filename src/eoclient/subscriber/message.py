@@ -33,8 +33,8 @@ class Message:
     and report the first outcome. On an exactly-once subscription,
     ``await message.ack_with_response()`` returning ``AcknowledgeStatus.SUCCESS``
     guarantees the message will NOT be delivered again; any other status means it may be
-    (wire-contract §2.1). Without exactly-once, every result is SUCCESS once the request
-    is sent (acks are best effort there).
+    (docs/protocol.md#exactly-once-semantics). Without exactly-once, every result is SUCCESS once
+    the request is sent (acks are best effort there).
 
     Attributes:
         ack_id: this delivery's ack id (a redelivery has another).

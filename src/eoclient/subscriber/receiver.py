@@ -101,7 +101,8 @@ class StreamReceiver:
                     return
                 if error is not None:
                     # Reconnect on a retryable status (the official clients' recover set,
-                    # client-anchors §1.8: errors.py's table); any other ends the session.
+                    # docs/protocol.md#stream-reconnection: errors.py's table); any other ends the
+                    # session.
                     if not error.retryable:
                         self._fail(error)
                         return

@@ -2,8 +2,8 @@
 
 It performs what the ack ledger (``ledger.py``) decides: it wakes when the ledger has
 something to send (or a lease renewal, a keep-alive or an overdue check is due), takes it
-(:meth:`AckLedger.take`), writes the stream requests (architecture principle 3: after the
-first request, nothing else writes on the stream), makes the unary calls with their
+(:meth:`AckLedger.take`), writes the stream requests (docs/architecture.md#one-task-owns-sending:
+after the first request, nothing else writes on the stream), makes the unary calls with their
 retries, and hands every answer back to the ledger, then the results to their waiters
 (``waiters.deliver``).
 

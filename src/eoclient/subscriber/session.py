@@ -7,9 +7,9 @@ result: batching, routing, confirmations, retries). The shells perform them: the
 lifecycle, iteration and settlement here, the stream's reading in
 :class:`~eoclient.subscriber.receiver.StreamReceiver`, its writing and the unary calls in
 :class:`~eoclient.subscriber.sender.AckSender`. Every task belongs to the session's one
-TaskGroup (architecture principle 5) and never raises into it: a permanent failure is
-stored and reaches the user once, as one exception, on their next ``await``
-(``__anext__``).
+TaskGroup (docs/architecture.md#every-background-task-belongs-to-one-taskgroup) and never raises
+into it: a permanent failure is stored and reaches the user once, as one exception, on their next
+``await`` (``__anext__``).
 """
 
 from __future__ import annotations
