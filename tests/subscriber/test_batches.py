@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+import uvloop
 
 from eoclient import AcknowledgeStatus, FlowControl, SubscriberClient
 from eoclient.errors import RpcError
@@ -222,3 +223,11 @@ async def test_a_failed_session_reports_other_for_a_batch() -> None:
         assert await batch.ack_with_response() == [AcknowledgeStatus.OTHER] * 2
         with pytest.raises(StopAsyncIteration):
             await anext(batches)
+
+
+async def test_the_loop_is_the_one_the_test_is_parametrized_with(
+    request: pytest.FixtureRequest,
+) -> None:
+    # conftest.py runs this module on asyncio's loop and on uvloop's.
+    loop = asyncio.get_running_loop()
+    assert isinstance(loop, uvloop.Loop) is ("uvloop" in request.node.name)
