@@ -33,7 +33,7 @@ from eoclient.subscriber.flow_control import FlowGate
 from eoclient.subscriber.histogram import LatencyHistogram, bounded_deadline
 from eoclient.subscriber.leases import LeaseTable
 from eoclient.subscriber.ledger import AckLedger, AckRecord, Operation, Position, settled_record
-from eoclient.subscriber.message import AckSink, Message, message_from_wire
+from eoclient.subscriber.message import AckSink, Message
 from eoclient.subscriber.ordering import OrderingGate
 from eoclient.subscriber.settings import FlowControl, LeaseSettings, StreamSettings
 
@@ -136,9 +136,7 @@ class Dispatcher:
         # The receipt modack goes out at once: each lease runs from now for its deadline.
         # A delivery of an ack id already leased (a duplicate) is dropped here.
         arrived = self.leases.add_many(
-            [message_from_wire(received, sink, now) for received in deliveries],
-            now,
-            deadline=deadline,
+            [Message(received, sink, now) for received in deliveries], now, deadline=deadline
         )
         if not arrived:
             return
@@ -208,19 +206,17 @@ class Dispatcher:
 
     def _admit_all(self, messages: list[Message]) -> None:
         """``_admit`` for each of ``messages``, waking the reader once."""
-        ordering, flow, ready, held = self.ordering, self.flow, self.ready, self.held
-        handed = False
-        for message in messages:
-            key = message.ordering_key
-            if key and not ordering.offer(key, message):
-                continue
-            if flow.offer(message.ack_id, message.size):
-                ready.append(message)
-                handed = True
-            else:
-                held[message.ack_id] = message
-        if handed:
+        if any(m.ordering_key for m in messages):
+            for message in messages:
+                self._admit(message)
+            return
+        # No ordering key: the flow gate admits a prefix and holds the rest, in order.
+        admitted = self.flow.offer_many(messages)
+        if admitted:
+            self.ready.extend(messages[:admitted] if admitted < len(messages) else messages)
             self.notify_ready()
+        for message in messages[admitted:]:
+            self.held[message.ack_id] = message
 
     def _offer_flow(self, message: Message) -> None:
         if self.flow.offer(message.ack_id, message.size):
@@ -275,9 +271,29 @@ class Dispatcher:
         if operation is Operation.MODACK:
             self.leases.extended(ack_ids, seconds, now)
             self._lease_check_soon(now, seconds)
-        else:
+        elif any(m.ordering_key for m in messages):
             for message in messages:
                 self._release_settled(message, operation, now)
+        else:
+            # What _release_settled does, once for the batch: messages received in one
+            # response share their receipt time, so the histogram takes a count each.
+            if operation is Operation.ACK:
+                received: dict[float, int] = {}
+                for message in messages:
+                    received[message.received_at] = received.get(message.received_at, 0) + 1
+                for received_at, count in received.items():
+                    self.histogram.record(now - received_at, count)
+            out, held = self.out, self.held
+            for ack_id in ack_ids:
+                out.pop(ack_id, None)
+            if held:
+                for ack_id in ack_ids:
+                    held.pop(ack_id, None)
+            self.leases.remove_many(ack_ids)
+            for key in self.flow.release_many(ack_ids):
+                waiting = held.pop(key, None)
+                if waiting is not None:
+                    self._hand_out(waiting)
         if self.failure:
             record = settled_record(
                 ack_ids,
@@ -299,7 +315,9 @@ class Dispatcher:
         self.leases.remove(ack_id)
         if self.held:
             self.held.pop(ack_id, None)
-        self._release(ack_id)
+        admitted = self.flow.release(ack_id)
+        if admitted:
+            self._hand_out_held(admitted)
         key = message.ordering_key
         if key:
             if operation is Operation.NACK:
@@ -327,10 +345,13 @@ class Dispatcher:
     def _release(self, ack_id: str) -> None:
         admitted = self.flow.release(ack_id)
         if admitted:
-            for key in admitted:
-                held = self.held.pop(key, None)
-                if held is not None:
-                    self._hand_out(held)
+            self._hand_out_held(admitted)
+
+    def _hand_out_held(self, admitted: list[str]) -> None:
+        for key in admitted:
+            held = self.held.pop(key, None)
+            if held is not None:
+                self._hand_out(held)
 
     # ---------------------------------------------------------------- leases
 

@@ -60,18 +60,23 @@ class LatencyHistogram:
     def __repr__(self) -> str:
         return f"<LatencyHistogram count={self._count} p99={self.percentile(99)}>"
 
-    def record(self, seconds: float) -> None:
-        """Record one latency.
+    def record(self, seconds: float, count: int = 1) -> None:
+        """Record one latency (``count`` times: acks of one batch received together).
 
         Raises:
             ValueError: ``seconds`` is NaN. Negative values and infinity are clamped.
         """
+        # The common case first, in one comparison: an ack within the 10 s floor.
+        if 0 <= seconds <= MIN_ACK_DEADLINE:
+            self._buckets[0] += count
+            self._count += count
+            return
         if math.isnan(seconds):
             raise ValueError("LatencyHistogram.record: seconds must be a number, got nan")
         # Clamp before ceil so that inf does not overflow int().
         value = math.ceil(min(max(seconds, MIN_ACK_DEADLINE), MAX_ACK_DEADLINE))
-        self._buckets[value - MIN_ACK_DEADLINE] += 1
-        self._count += 1
+        self._buckets[value - MIN_ACK_DEADLINE] += count
+        self._count += count
 
     def percentile(self, p: float) -> int:
         """The ``p``-th percentile (0 < p <= 100) by the nearest-rank method.

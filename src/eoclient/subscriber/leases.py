@@ -229,6 +229,16 @@ class LeaseTable:
         self._leased_bytes -= lease.size
         return True
 
+    def remove_many(self, ack_ids: Iterable[str]) -> None:
+        """:meth:`remove` for each of ``ack_ids``."""
+        leases = self._leases
+        freed = 0
+        for ack_id in ack_ids:
+            lease = leases.pop(ack_id, None)
+            if lease is not None:
+                freed += lease.size
+        self._leased_bytes -= freed
+
     def extended(self, ack_ids: Iterable[str], deadline_seconds: float, now: float) -> None:
         """Record a modack sent at ``now`` (e.g. the receipt modack). Unknown ids are ignored.
 
