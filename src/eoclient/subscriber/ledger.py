@@ -447,7 +447,10 @@ class AckLedger:
         ack_ids = record.ack_ids
         ack_ids.append(ack_id)
         record.unresolved += 1
-        self.stats.count_submitted(operation, 1)
+        if operation is Operation.ACK:  # count_submitted, written out: once per message
+            self.stats.acks += 1
+        else:
+            self.stats.count_submitted(operation, 1)
         return record, len(ack_ids) - 1
 
     def submit_many(
