@@ -57,7 +57,25 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _usage() -> dict[str, float]:
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {"cpu": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024}
+    return {"cpu": usage.ru_utime + usage.ru_stime, "rss_mib": _peak_rss_mib(usage)}
+
+
+def _peak_rss_mib(usage: resource.struct_rusage) -> float:
+    """This process's peak resident set since it started.
+
+    Not ``ru_maxrss`` where /proc can say: Linux carries ``ru_maxrss`` across ``execve``
+    from the process that forked, so a consumer started by this script (which has gRPC and
+    eoclient loaded, ~46 MiB) would report at least that much whatever it used itself.
+    ``VmHWM`` is the high-water mark of the consumer's own address space.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return usage.ru_maxrss / 1024
 
 
 # ---------------------------------------------------------------- consumers
