@@ -26,7 +26,16 @@ from eoclient.subscriber.settings import (
     StreamSettings,
 )
 
-from .fake_transport import FakeTransport, confirm_on_stream, deliver, has_acks, rpc_error
+from .fake_transport import (
+    FakeStream,
+    FakeTransport,
+    Request,
+    Response,
+    confirm_on_stream,
+    deliver,
+    has_acks,
+    rpc_error,
+)
 from .test_session_support import data_of, make_env
 
 SUCCESS = AcknowledgeStatus.SUCCESS
@@ -231,3 +240,35 @@ async def test_the_loop_is_the_one_the_test_is_parametrized_with(
     # conftest.py runs this module on asyncio's loop and on uvloop's.
     loop = asyncio.get_running_loop()
     assert isinstance(loop, uvloop.Loop) is ("uvloop" in request.node.name)
+
+
+async def test_statuses_follow_the_batch_order_whatever_order_its_messages_were_settled() -> None:
+    transport = FakeTransport()
+
+    def confirm_all_but_a2(stream: FakeStream, request: Request) -> None:
+        response = Response()
+        if request.ack_ids:
+            confirmation = response.acknowledge_confirmation
+            confirmation.ack_ids.extend(i for i in request.ack_ids if i != "a2")
+            confirmation.invalid_ack_ids.extend(i for i in request.ack_ids if i == "a2")
+        if request.modify_deadline_ack_ids:
+            response.modify_ack_deadline_confirmation.ack_ids.extend(
+                request.modify_deadline_ack_ids
+            )
+        stream.respond(response)
+
+    transport.on_write = confirm_all_but_a2
+    transport.on_open = lambda stream: stream.respond(deliver("a0", "a1", "a2", exactly_once=True))
+    async with fake_session(transport) as session:
+        batch: list[Message] = []
+        async with asyncio.timeout(5):
+            async for more in session.batches():
+                batch += more
+                if len(batch) == 3:
+                    break
+        together = MessageBatch(batch, session)
+        for message in reversed(together):
+            message.ack()  # one record, in the reverse order
+        statuses = await asyncio.wait_for(together.ack_with_response(), 5)
+    assert [m.ack_id for m in together] == ["a0", "a1", "a2"]
+    assert statuses == [SUCCESS, SUCCESS, AcknowledgeStatus.INVALID_ACK_ID]

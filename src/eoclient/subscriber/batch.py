@@ -70,26 +70,48 @@ class MessageBatch(list[Message]):
 
     async def ack_with_response(self) -> list[AcknowledgeStatus]:
         """Acknowledge every message; one status per message, in order."""
-        return [result.status for result in await _wait(self._settle(Operation.ACK, 0))]
+        return [result.status for result in await self._results(Operation.ACK, 0)]
 
     async def nack_with_response(self) -> list[AcknowledgeStatus]:
-        return [result.status for result in await _wait(self._settle(Operation.NACK, 0))]
+        return [result.status for result in await self._results(Operation.NACK, 0)]
 
     async def modify_ack_deadline_with_response(self, seconds: int) -> list[AcknowledgeStatus]:
-        positions = self._settle(*_modack(seconds))
-        return [result.status for result in await _wait(positions)]
+        return [result.status for result in await self._results(*_modack(seconds))]
 
     async def ack_results(self) -> list[AckResult]:
         """Like ``ack_with_response`` but with the server's reason for each failure."""
-        return await _wait(self._settle(Operation.ACK, 0))
+        return await self._results(Operation.ACK, 0)
+
+    async def _results(self, operation: Operation, seconds: int) -> list[AckResult]:
+        positions = self._settle(operation, seconds)
+        record = positions[0][0] if positions else None
+        if (
+            record is not None
+            and len(record) == len(positions)
+            and all(at[0] is record and at[1] == index for index, at in enumerate(positions))
+        ):
+            # One record in the batch's order (settled together, the common case): its
+            # result list is the batch's, and one future waits for all of it.
+            if record.unresolved:
+                await completion(record)
+            results = record.results
+            assert results is not None  # resolved
+            return list(results)  # type: ignore[arg-type]  # resolved: no None left
+        return await _wait(positions)
 
     def _settle(self, operation: Operation, seconds: int) -> list[Position]:
+        if not any(message.settled for message in self):
+            fresh = self._sink.settle_batch(self, operation, seconds)
+            if operation is not Operation.MODACK:  # an extension settles nothing
+                for message, position in zip(self, fresh, strict=True):
+                    message.record_settlement(operation, position)
+            return fresh
         before = [message.settlement_position() for message in self]
         unsettled = [message for message, at in zip(self, before, strict=True) if at is None]
         if not unsettled:
             return [at for at in before if at is not None]
         fresh = self._sink.settle_batch(unsettled, operation, seconds)
-        if operation is not Operation.MODACK:  # an extension settles nothing
+        if operation is not Operation.MODACK:
             for message, position in zip(unsettled, fresh, strict=True):
                 message.record_settlement(operation, position)
         taken = iter(fresh)
