@@ -245,7 +245,7 @@ def test_a_failed_session_resolves_settlements_other_without_sending() -> None:
     dispatch.on_response(response("a"), T0)
     (a,) = take_all(dispatch)
     pending(ledger)
-    dispatch.failure = "stream refused"
+    dispatch.fail("stream refused")
     record, index = dispatch.settle(a, Operation.ACK, 0, T0)
     assert record.result(index) == AckResult(
         AcknowledgeStatus.OTHER, "the subscriber failed: stream refused"

@@ -17,7 +17,7 @@ async def test_each_waiter_gets_its_result_as_soon_as_it_is_known() -> None:
     ledger.mode = AckMode.STREAM
     (record,) = ledger.submit_many(["a", "b"], Operation.ACK)
     calls: list[AckRecord] = []
-    record.on_resolved = calls.append
+    record.when_resolved(calls.append)
     first, second, whole = result_of(record, 0), result_of(record, 1), completion(record)
     ledger.take(0.0, stream_open=True, stopping=False)
     response = pubsub_pb2.StreamingPullResponse()

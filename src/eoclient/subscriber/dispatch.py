@@ -87,7 +87,12 @@ class Dispatcher:
         self.lease_check_at = math.inf  # see due()
         self.received = 0
         self.stopped = False  # shutdown: nothing more is admitted
-        self.failure = ""  # set once the session failed: settlements resolve OTHER
+        self.failure = ""  # set once the session failed (fail()): settlements resolve OTHER
+
+    def fail(self, reason: str) -> None:
+        """The session has failed: from now on settlements resolve OTHER with ``reason``
+        (nothing will send them)."""
+        self.failure = reason
 
     # ------------------------------------------------------------ deadlines
 
@@ -155,7 +160,7 @@ class Dispatcher:
         for record in receipts:
             self._receipts[record] = arrived[start : start + len(record)]
             start += len(record)
-            record.on_resolved = self._receipt_resolved
+            record.when_resolved(self._receipt_resolved)
 
     def _receipt_resolved(self, record: AckRecord) -> None:
         messages = self._receipts.pop(record, None)

@@ -126,9 +126,10 @@ class AckRecord:
     it). ``results`` stays ``None`` until the first result arrives, and a record whose ids
     all succeed at once gets one shared list (``[SUCCESS] * n``), not a result per id.
 
-    ``waiters``, ``completion_waiters`` and ``on_resolved`` belong to whoever waits for
-    the results (``waiters.py``, the dispatch core's receipts): the ledger never touches
-    them; it only says which records got results.
+    Whoever waits for the results (``waiters.py``, the dispatch core's receipts) registers
+    through :meth:`add_waiter`, :meth:`add_completion_waiter` and :meth:`when_resolved`,
+    and is answered through :meth:`take_answered_waiters` and :meth:`take_completion`: the
+    ledger never touches them; it only says which records got results.
     """
 
     __slots__ = (
@@ -170,6 +171,52 @@ class AckRecord:
 
     def __len__(self) -> int:
         return len(self.ack_ids)
+
+    def add_waiter(self, index: int, future: asyncio.Future[AckResult]) -> None:
+        """``future`` waits for the result at ``index``."""
+        if self.waiters is None:
+            self.waiters = [(index, future)]
+        else:
+            self.waiters.append((index, future))
+
+    def add_completion_waiter(self, future: asyncio.Future[None]) -> None:
+        """``future`` waits until every position has its result."""
+        if self.completion_waiters is None:
+            self.completion_waiters = [future]
+        else:
+            self.completion_waiters.append(future)
+
+    def when_resolved(self, callback: Callable[[AckRecord], None]) -> None:
+        """Run ``callback(record)`` once every position has its result."""
+        self.on_resolved = callback
+
+    def take_answered_waiters(self) -> list[tuple[asyncio.Future[AckResult], AckResult]]:
+        """The waiters whose position has its result now, with it; they wait no more."""
+        waiters, results = self.waiters, self.results
+        if not waiters or results is None:
+            return []
+        answered: list[tuple[asyncio.Future[AckResult], AckResult]] = []
+        left: list[tuple[int, asyncio.Future[AckResult]]] = []
+        for index, future in waiters:
+            result = results[index]
+            if result is None:
+                left.append((index, future))
+            else:
+                answered.append((future, result))
+        self.waiters = left or None
+        return answered
+
+    def take_completion(
+        self,
+    ) -> tuple[list[asyncio.Future[None]], Callable[[AckRecord], None] | None]:
+        """Once resolved: the whole-record waiters and the ``when_resolved`` callback, each
+        handed out once; before that, nothing."""
+        if self.unresolved:
+            return [], None
+        waiters, callback = self.completion_waiters or [], self.on_resolved
+        self.completion_waiters = None
+        self.on_resolved = None
+        return waiters, callback
 
     def result(self, position: int) -> AckResult | None:
         """The result at ``position``, or ``None`` while it is unknown."""

@@ -270,7 +270,7 @@ class StreamingSession:
     def _fail(self, error: BaseException) -> None:
         if self._fatal is None:
             self._fatal = error
-            self.dispatch.failure = str(error)
+            self.dispatch.fail(str(error))
             logger.warning("subscription %s failed: %s", self.subscription, error)
             # Nothing sends after a fatal error: resolve what waits.
             self.sender.fail_all(f"the subscriber failed before the server answered: {error}")

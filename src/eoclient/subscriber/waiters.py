@@ -29,10 +29,8 @@ def result_of(record: AckRecord, index: int) -> asyncio.Future[AckResult]:
     result = record.result(index)
     if result is not None:
         future.set_result(result)
-    elif record.waiters is None:
-        record.waiters = [(index, future)]
     else:
-        record.waiters.append((index, future))
+        record.add_waiter(index, future)
     return future
 
 
@@ -41,10 +39,8 @@ def completion(record: AckRecord) -> asyncio.Future[None]:
     future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     if record.unresolved == 0:
         future.set_result(None)
-    elif record.completion_waiters is None:
-        record.completion_waiters = [future]
     else:
-        record.completion_waiters.append(future)
+        record.add_completion_waiter(future)
     return future
 
 
@@ -53,30 +49,17 @@ def deliver(records: Iterable[AckRecord]) -> None:
     of a confirmation, a unary answer or a written request reach the application.
 
     Per-position waiters get their result as soon as it is known; whole-record waiters
-    and ``on_resolved`` once every position has one.
+    and the ``when_resolved`` callback once every position has one.
     """
     for record in records:
-        waiters = record.waiters
-        results = record.results
-        if waiters and results is not None:
-            left: list[tuple[int, asyncio.Future[AckResult]]] | None = None
-            for index, future in waiters:
-                result = results[index]
-                if result is None:
-                    if left is None:
-                        left = []
-                    left.append((index, future))
-                elif not future.done():
+        if record.waiters:
+            for future, result in record.take_answered_waiters():
+                if not future.done():
                     future.set_result(result)
-            record.waiters = left
         if record.unresolved == 0:
-            completion_waiters = record.completion_waiters
-            if completion_waiters:
-                record.completion_waiters = None
-                for done in completion_waiters:
-                    if not done.done():
-                        done.set_result(None)
-            on_resolved = record.on_resolved
-            if on_resolved is not None:
-                record.on_resolved = None
-                on_resolved(record)
+            completion_waiters, callback = record.take_completion()
+            for done in completion_waiters:
+                if not done.done():
+                    done.set_result(None)
+            if callback is not None:
+                callback(record)
