@@ -93,7 +93,19 @@ class SubscriberStatistics:
 
 
 class StreamingSession:
-    """``async with client.subscribe(...) as stream: async for message in stream: ...``"""
+    """One subscription's StreamingPull session (``client.subscribe(...)``).
+
+    ::
+
+        async with client.subscribe(subscription) as stream:
+            async for message in stream:                      # one message at a time
+                status = await message.ack_with_response()
+            async for batch in stream.batches(max_messages=100):   # or what has arrived
+                statuses = await batch.ack_with_response()     # one request, one await
+
+    ``statistics()`` is a snapshot of its counters; ``aclose()`` (or leaving the ``async
+    with``) stops receiving, settles what is left per the shutdown options and closes.
+    """
 
     def __init__(
         self,
