@@ -44,13 +44,6 @@ NOT_YET_CONVERTED: tuple[str, ...] = (
     "src/eoclient/server_stub/core/ack_ids.py",
     "src/eoclient/server_stub/core/delivery.py",
     "src/eoclient/server_stub/core/stream_flow.py",
-    # the lean helper
-    "src/eoclient/cli/__init__.py",
-    # the sdk helper
-    "src/eoclient/publisher",
-    "src/eoclient/admin",
-    "src/eoclient/_transport.py",
-    "src/eoclient/errors.py",
     # the spark helper
     "src/eoclient/spark",
 )

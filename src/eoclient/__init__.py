@@ -7,7 +7,10 @@
             async for message in stream:
                 status = await message.ack_with_response()
 
-The reference server lives in :mod:`eoclient.server_stub` (``eoclient serve``).
+``pip install eoclient`` is this SDK alone, and importing it imports nothing else of
+eoclient's. The reference server lives in :mod:`eoclient.server_stub` (``eoclient serve``;
+``pip install 'eoclient[server]'``), the command in :mod:`eoclient.cli` (``eoclient[cli]``),
+the PySpark connector in :mod:`eoclient.spark` (``eoclient[spark]``).
 """
 
 from eoclient import errors

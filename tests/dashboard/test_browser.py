@@ -1,6 +1,8 @@
 """The dashboard in a real headless browser (Debian's chromium through Selenium and
 chromedriver): create a topic and a subscription, publish, see the backlog, seek — the
-clicks a user makes — and check what each page shows (issue 15 item 4).
+clicks a user makes — and check what each page shows: the empty state, the backlog, the
+charts' axes and labels, the topic's page, and a refresh that changes the numbers without
+reloading the page.
 
 ``./dev setup`` installs chromium and chromium-driver with apt where they are missing; the
 test skips, saying why, only where neither can be found. With
@@ -19,6 +21,7 @@ from typing import Any
 
 import pytest
 
+import eoclient
 from eoclient.server_stub.server import ReferenceServer, run_server
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -145,6 +148,7 @@ async def test_create_publish_see_the_backlog_and_seek(browser: WebDriver) -> No
 async def _click_through(driver: WebDriver, server: ReferenceServer) -> None:
     await asyncio.to_thread(driver.get, server.rest_url + "/")
     assert "Topics and subscriptions" in driver.title
+    assert "No topics yet" in driver.find_element(By.ID, "no-topics").text
 
     assert await _submit(driver, "create-topic", topic=TOPIC) == f"Created {TOPIC}."
     answer = await _submit(
@@ -164,9 +168,7 @@ async def _click_through(driver: WebDriver, server: ReferenceServer) -> None:
 
     # The overview shows the backlog and its chart.
     await asyncio.to_thread(driver.get, server.rest_url + "/")
-    row = driver.find_element(
-        By.XPATH, f"//table[@id='subscriptions']//tr[.//code[text()='{SUB}']]"
-    )
+    row = driver.find_element(By.XPATH, f"//table[@id='subscriptions']//tr[@data-name='{SUB}']")
     assert "exactly-once" in row.text
     assert row.find_element(By.CSS_SELECTOR, "td.backlog").text == "3"
     assert "peak 3" in row.find_element(By.TAG_NAME, "svg").get_attribute("aria-label")
@@ -178,6 +180,20 @@ async def _click_through(driver: WebDriver, server: ReferenceServer) -> None:
     peek = await _until(lambda: driver.find_element(By.ID, "peek").text, "the peek")
     assert all(f"order {n}" in peek for n in range(3))
     assert "leased" not in peek
+    # Three charts, each with a time axis, a value axis, their captions and units.
+    for chart_id, unit in (
+        ("chart-backlog", "messages"),
+        ("chart-age", "age"),
+        ("chart-rates", "messages/s"),
+    ):
+        svg = driver.find_element(By.CSS_SELECTOR, f"#{chart_id} svg")
+        labels = [t.text for t in svg.find_elements(By.CSS_SELECTOR, "text.axis-label")]
+        assert labels == ["time (UTC)", unit], (chart_id, labels)
+        assert len(svg.find_elements(By.CSS_SELECTOR, "text.tick.x")) >= 2
+        assert len(svg.find_elements(By.CSS_SELECTOR, "text.tick.y")) == 5
+    assert "backlog now 3" in driver.find_element(
+        By.CSS_SELECTOR, "#chart-backlog svg"
+    ).get_attribute("aria-label")
     _screenshot(driver, "subscription")
 
     def backlog_shown() -> str:
@@ -191,3 +207,35 @@ async def _click_through(driver: WebDriver, server: ReferenceServer) -> None:
     assert answer == f"Sought {SUB} to {before.strftime('%Y-%m-%dT%H:%M:%S')}+00:00."
     await _until(lambda: backlog_shown() == "3", "the backlog to show 3 after the seek")
     assert server.broker.backlog(SUB) == 3
+
+    # The page refreshes itself: a message published elsewhere shows up, and what the user
+    # typed and the document itself stay (no reload).
+    await asyncio.to_thread(
+        driver.execute_script,
+        "document.body.dataset.kept = '1';"
+        "document.querySelector('#skip input[name=message_ids]').value = 'typed';",
+    )
+    async with eoclient.PublisherClient(server.address) as publisher:
+        await publisher.publish(TOPIC, b"order 3")
+    await _until(lambda: backlog_shown() == "4", "the refresh to show the new message", 20)
+    kept = driver.execute_script(
+        "return [document.body.dataset.kept,"
+        " document.querySelector('#skip input[name=message_ids]').value,"
+        " document.getElementById('updated').textContent]"
+    )
+    assert kept[:2] == ["1", "typed"]
+    assert kept[2].startswith("updated ")
+
+    # The topic's page: what was published, its chart, its subscription.
+    await asyncio.to_thread(
+        driver.find_element(By.CSS_SELECTOR, f"a.name[data-name='{TOPIC}']").click
+    )
+    await _until(lambda: driver.title.startswith("Topic"), "the topic page")
+    assert "4" in driver.find_element(By.ID, "numbers").text
+    published = driver.find_element(By.CSS_SELECTOR, "#chart-published")
+    assert "Published" in published.text
+    subscriptions = driver.find_element(By.ID, "subscriptions")
+    assert (
+        subscriptions.find_element(By.CSS_SELECTOR, f"tr[data-name='{SUB}'] td.backlog").text == "4"
+    )
+    _screenshot(driver, "topic")

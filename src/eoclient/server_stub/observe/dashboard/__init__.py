@@ -1,13 +1,15 @@
-"""The reference server's web dashboard, at ``/`` on the REST door (issue 15).
+"""The reference server's web dashboard, at ``/`` on the REST door.
 
 Pages: ``/`` (topics and subscriptions, their properties, backlog, oldest unacked age,
-rates and a backlog chart) and ``/dashboard/subscription?name=...`` (the same in detail,
-a peek at the next messages that takes no lease, and actions). Actions are POSTs of JSON
-to ``/dashboard/action`` — create a topic or a subscription, publish a message, seek to a
-time or a snapshot, purge (seek to now, the service's way), skip messages by id, detach —
-run through the services' method table
-(``Services.call``) exactly as the same RPC from a client: validated, authorized,
-durable before the answer.
+rates and a backlog chart), ``/dashboard/topic?name=...`` (what was published, the publish
+rate over the last hour, the topic's subscriptions, a publish form) and
+``/dashboard/subscription?name=...`` (its numbers, charts of the backlog, the oldest
+unacknowledged age and the delivery and ack rates, a peek at the next messages that takes
+no lease, and actions). The pages refresh their numbers and charts in place. Actions are
+POSTs of JSON to ``/dashboard/action`` — create a topic or a subscription, publish a
+message, seek to a time or a snapshot, purge (seek to now, the service's way), skip
+messages by id, detach — run through the services' method table (``Services.call``)
+exactly as the same RPC from a client: validated, authorized, durable before the answer.
 
 It sits behind the door's checks (Host, Origin, Content-Type, bearer tokens: the door
 runs them before it hands a request here), so a page on another site can neither read it
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+from collections import Counter
 from typing import Any
 
 from aiohttp import web
@@ -69,6 +72,9 @@ class Dashboard:
         token = request.query.get("access_token")
         if request.method == "GET" and request.path == "/":
             return web.Response(text=self._overview(grant, token), content_type="text/html")
+        if request.method == "GET" and request.path == "/dashboard/topic":
+            text = self._topic(request.query.get("name", ""), grant, token)
+            return web.Response(text=text, content_type="text/html")
         if request.method == "GET" and request.path == "/dashboard/subscription":
             name = request.query.get("name", "")
             text = await self._subscription(name, grant, token)
@@ -85,8 +91,9 @@ class Dashboard:
     def _overview(self, grant: Grant | None, token: str | None) -> str:
         stats = self.services.broker.stats()
         broker, history = self.services.broker, self.history
+        per_topic = Counter(s.topic for s in stats.subscriptions)
         topics = [
-            (t, history.publish_rate(t.name))
+            (t, history.publish_rate(t.name), per_topic[t.name])
             for t in sorted(stats.topics, key=lambda t: t.name)
             if self._visible(t.name, grant)
         ]
@@ -111,8 +118,30 @@ class Dashboard:
             view,
             self.history.rates(name),
             self.history.samples(name),
+            self.history.rate_series(name),
             broker.peek(name, PEEK_MESSAGES),
             snapshots,
+            token,
+        )
+
+    def _topic(self, name: str, grant: Grant | None, token: str | None) -> str:
+        if not self._visible(name, grant):
+            raise PermissionDenied(f"The token may not use project {_project(name)!r}.")
+        broker = self.services.broker
+        view = broker.get_topic(name)  # NotFound for an unknown name
+        stats = broker.stats()
+        topic = next((t for t in stats.topics if t.name == name), None)
+        if topic is None:
+            raise NotFound(f"Resource not found (resource={name}).")
+        subscriptions = sorted(
+            (s for s in stats.subscriptions if s.topic == name), key=lambda s: s.name
+        )
+        return pages.topic_page(
+            topic,
+            view,
+            subscriptions,
+            self.history.publish_rate(name),
+            self.history.publish_rate_series(name),
             token,
         )
 

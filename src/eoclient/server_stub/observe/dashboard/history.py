@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TypeVar
 
 from eoclient.server_stub.core.stats import BrokerStats
@@ -26,6 +27,7 @@ SAMPLES = 720  # one hour at SAMPLE_SECONDS
 RATE_WINDOW = 60.0  # rates over the last minute (fewer seconds when younger)
 
 T = TypeVar("T")
+Point = tuple[float, float]  # (time, value) of a chart
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,22 @@ class History:
             acked=(newest.acked - oldest.acked) / seconds,
         )
 
+    def rate_series(self, subscription: str) -> tuple[list[Point], list[Point]]:
+        """Delivered and acked messages per second between consecutive samples (each
+        point at the later sample's time), for the charts."""
+        ring = list(self._subscriptions.get(subscription, ()))
+        delivered = _per_second([(s.at, s.delivered) for s in ring])
+        acked = _per_second([(s.at, s.acked) for s in ring])
+        return delivered, acked
+
+    def published(self, topic: str) -> list[tuple[float, int]]:
+        """The topic's ``(time, messages published so far)`` samples, oldest first."""
+        return list(self._published.get(topic, ()))
+
+    def publish_rate_series(self, topic: str) -> list[Point]:
+        """Messages published per second between consecutive samples."""
+        return _per_second(self.published(topic))
+
     def publish_rate(self, topic: str) -> float:
         ring = self._published.get(topic)
         if not ring or len(ring) < 2:
@@ -101,6 +119,14 @@ class History:
         oldest = _window_start(ring, newest[0], lambda point: point[0])
         seconds = newest[0] - oldest[0]
         return (newest[1] - oldest[1]) / seconds if seconds > 0 else 0.0
+
+
+def _per_second(counts: list[tuple[float, int]]) -> list[Point]:
+    return [
+        (later_at, (later - earlier) / (later_at - earlier_at))
+        for (earlier_at, earlier), (later_at, later) in pairwise(counts)
+        if later_at > earlier_at
+    ]
 
 
 def _window_start(ring: deque[T], newest_at: float, at: Callable[[T], float]) -> T:
