@@ -32,11 +32,10 @@ SDK_MODULES = (
     "eoclient.delayed_delivery",
 )
 
-# Third-party top-level modules the SDK may bring in: its four dependencies and theirs.
+# Third-party top-level modules the SDK may bring in: its three dependencies and theirs.
 ALLOWED_THIRD_PARTY = {
     "grpc",  # grpcio
     "google",  # protobuf (google.protobuf, google._upb), googleapis-common-protos (google.rpc)
-    "tenacity",
     "typing_extensions",  # grpcio's dependency
     # grpcio's own __init__ imports the grpc_tools package where it is installed (to
     # alias it as grpc.tools); the compiler itself (grpc_tools.protoc) must stay out.
