@@ -88,10 +88,10 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         retry: the retry of every call that passes none: ``DEFAULT`` (each method's own,
             below), ``None`` (never retry: a tool that reports an unreachable server at
             once rather than after its timeout), or settings.
-        clock / rng: what retry backoffs wait on, and their jitter (tests pass a
-            ``FakeClock``).
+        clock: what retry backoffs wait on (tests pass a ``FakeClock``).
+        rng: the random source of the backoffs' jitter.
 
-    Every method also takes ``retry=`` (:class:`~eoclient.RetrySettings`; ``None`` = one
+    Every method also takes ``retry=`` (:class:`~eoclient.admin.RetrySettings`; ``None`` = one
     attempt; by default the method's GAPIC retry: :mod:`eoclient.admin.calls`) and
     ``timeout=``.
 
