@@ -311,7 +311,7 @@ class Endpoint:
             )
         # gRPC calls the plugin on a thread of its own and the plugin refreshes an expired
         # token there (google.auth.transport.grpc.AuthMetadataPlugin): a refresh, a blocking
-        # HTTP request, never stalls the event loop (tests/integration/test_secure_sdk.py).
+        # HTTP request, never stalls the event loop (tests/server_stub/access/test_secure_sdk.py).
         return google.auth.transport.grpc.AuthMetadataPlugin(  # type: ignore[no-untyped-call, unused-ignore]
             credentials, google.auth.transport.requests.Request()
         )

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import Wire
+from support.wire import Wire
 
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient._transport import Endpoint, PubSubTransport, create_channel
@@ -502,13 +502,13 @@ async def test_update_sends_the_mask_of_the_changed_fields(reference_target: Tar
     server = reference_target.server
     assert server is not None
     seen: list[list[str]] = []
-    original = server.broker.update_subscription
+    original = server.broker.subscriptions.update
 
     def spy(config: Any, paths: Any, *args: Any, **kwargs: Any) -> Any:
         seen.append(list(paths))
         return original(config, paths, *args, **kwargs)
 
-    server.broker.update_subscription = spy  # type: ignore[method-assign]
+    server.broker.subscriptions.update = spy  # type: ignore[method-assign]
     async with AdminClient(reference_target.address) as admin:
         topic = topic_path(reference_target.project, "topic")
         await admin.create_topic(topic)

@@ -40,8 +40,8 @@ async def srv() -> AsyncIterator[ReferenceServer]:
 def new_topic(srv: ReferenceServer) -> str:
     n = next(_names)
     topic = f"projects/p1/topics/options-{n}"
-    srv.broker.create_topic(TopicConfig(name=topic))
-    srv.broker.create_subscription(
+    srv.broker.topics.create(TopicConfig(name=topic))
+    srv.broker.subscriptions.create(
         SubscriptionConfig(name=f"projects/p1/subscriptions/options-{n}", topic=topic)
     )
     return topic
@@ -50,14 +50,14 @@ def new_topic(srv: ReferenceServer) -> str:
 def record_requests(srv: ReferenceServer) -> list[list[bytes]]:
     """The data of each Publish the broker accepted, in arrival order."""
     requests: list[list[bytes]] = []
-    original = srv.broker.publish
+    original = srv.broker.publishing.publish
 
     def publish(topic: str, messages: Sequence[NewMessage], request_bytes: int = 0) -> list[str]:
         ids = original(topic, messages, request_bytes)
         requests.append([m.data for m in messages])
         return ids
 
-    srv.broker.publish = publish  # type: ignore[method-assign, assignment]
+    srv.broker.publishing.publish = publish  # type: ignore[method-assign, assignment]
     return requests
 
 

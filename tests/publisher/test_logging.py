@@ -29,7 +29,7 @@ FAST_RETRY = PublishRetrySettings(initial_backoff=0.01, max_backoff=0.02)
 @pytest.fixture
 async def srv() -> AsyncIterator[ReferenceServer]:
     async with run_server() as server:
-        server.broker.create_topic(TopicConfig(name=TOPIC))
+        server.broker.topics.create(TopicConfig(name=TOPIC))
         yield server
 
 

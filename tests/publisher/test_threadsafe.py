@@ -31,8 +31,8 @@ PER_THREAD = 50
 @pytest.fixture
 async def srv() -> ReferenceServer:  # type: ignore[misc]
     async with run_server() as server:
-        server.broker.create_topic(TopicConfig(name=TOPIC))
-        server.broker.create_subscription(SubscriptionConfig(name=SUBSCRIPTION, topic=TOPIC))
+        server.broker.topics.create(TopicConfig(name=TOPIC))
+        server.broker.subscriptions.create(SubscriptionConfig(name=SUBSCRIPTION, topic=TOPIC))
         yield server
 
 
@@ -59,7 +59,7 @@ async def test_threads_publish_through_one_client(srv: ReferenceServer) -> None:
     ids = [message_id for result in results for message_id in result]
     assert len(set(ids)) == THREADS * PER_THREAD
     assert stats.published_messages == THREADS * PER_THREAD
-    delivered = srv.broker.pull(SUBSCRIPTION, THREADS * PER_THREAD + 1)
+    delivered = srv.broker.leasing.pull(SUBSCRIPTION, THREADS * PER_THREAD + 1)
     # Each thread's messages arrive in the order the thread published them (its own key).
     by_thread: dict[str, list[bytes]] = {}
     for record in delivered:

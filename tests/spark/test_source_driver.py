@@ -46,8 +46,8 @@ class Scene:
         self.path = journal
         self.journal = Journal(journal)
         self.runners: list[Runner] = []
-        srv.broker.create_topic(TopicConfig(self.topic))
-        srv.broker.create_subscription(
+        srv.broker.topics.create(TopicConfig(self.topic))
+        srv.broker.subscriptions.create(
             SubscriptionConfig(
                 self.subscription,
                 self.topic,
@@ -59,7 +59,7 @@ class Scene:
     def publish(self, count: int) -> list[str]:
         ids: list[str] = []
         for start in range(0, count, 1000):
-            ids += self.srv.broker.publish(
+            ids += self.srv.broker.publishing.publish(
                 self.topic,
                 [
                     NewMessage(data=f"e-{i}".encode())
@@ -263,7 +263,7 @@ async def test_a_redelivery_of_a_committed_message_is_acked_not_emitted(scene: S
     part = scene.journal.read_part(0, 0).table.to_pylist()
     lost = part[1]["message_id"]
     # The server takes that delivery back (as when a lease runs out): its ack id is dead.
-    scene.srv.broker.modify_ack_deadline(scene.subscription, [part[1]["ack_id"]], 0)
+    scene.srv.broker.acks.modify_ack_deadline(scene.subscription, [part[1]["ack_id"]], 0)
 
     await scene.settle(runner, 1)
     assert list(runner.pending) == [lost]
@@ -286,7 +286,7 @@ async def test_a_redelivery_during_the_acks_of_its_batch_is_acked_by_the_probe(
     runner = await scene.runner()
     assert await scene.latest(runner, 0, 10) == 1
     row = scene.journal.read_part(0, 0).table.to_pylist()[1]
-    scene.srv.broker.modify_ack_deadline(scene.subscription, [row["ack_id"]], 0)
+    scene.srv.broker.acks.modify_ack_deadline(scene.subscription, [row["ack_id"]], 0)
     client = runner._client()
     acknowledge = client.acknowledge
     probed = threading.Event()
@@ -323,7 +323,7 @@ async def test_a_part_journaled_elsewhere_in_the_batch_is_kept_as_ack_only(scene
     probe = scene.journal.read_part(0, 0).table.to_pylist()
     taken = probe[0]
     # Its lease is lost (the batch ran long): the server redelivers it, to a read task.
-    scene.srv.broker.modify_ack_deadline(scene.subscription, [taken["ack_id"]], 0)
+    scene.srv.broker.acks.modify_ack_deadline(scene.subscription, [taken["ack_id"]], 0)
 
     rows = await scene.read_batch(runner, 0)
 
@@ -413,7 +413,7 @@ async def test_a_restart_gives_back_what_a_dead_puller_held_unjournaled(scene: S
     scene.kill(runner)
     # A read task of batch 0 (of a plan with tasks) died after pulling, before its journal:
     # its lease log lists what it holds.
-    held = scene.srv.broker.pull(scene.subscription, 10)
+    held = scene.srv.broker.leasing.pull(scene.subscription, 10)
     log = LeaseLog(scene.journal.attempt_log(0, 1))
     call = log.sent()
     log.answered(call, [m.ack_id for m in held])

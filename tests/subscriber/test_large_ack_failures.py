@@ -42,8 +42,8 @@ async def srv(clock: FakeClock) -> AsyncIterator[ReferenceServer]:
 def short_deadline_env(srv: ReferenceServer, name: str) -> Env:
     topic = f"projects/{PROJECT}/topics/{name}"
     subscription = f"projects/{PROJECT}/subscriptions/{name}"
-    srv.broker.create_topic(TopicConfig(topic))
-    srv.broker.create_subscription(
+    srv.broker.topics.create(TopicConfig(topic))
+    srv.broker.subscriptions.create(
         SubscriptionConfig(
             subscription,
             topic,

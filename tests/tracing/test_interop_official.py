@@ -41,8 +41,8 @@ async def test_the_official_subscriber_continues_an_eoclient_trace(
     server: ReferenceServer, spans: Spans, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PUBSUB_EMULATOR_HOST", server.address)
-    server.broker.create_topic(TopicConfig(name=TOPIC))
-    server.broker.create_subscription(SubscriptionConfig(name=SUBSCRIPTION, topic=TOPIC))
+    server.broker.topics.create(TopicConfig(name=TOPIC))
+    server.broker.subscriptions.create(SubscriptionConfig(name=SUBSCRIPTION, topic=TOPIC))
 
     with trace.get_tracer("the shop").start_as_current_span("checkout") as checkout:
         async with PublisherClient(enable_open_telemetry_tracing=True) as publisher:

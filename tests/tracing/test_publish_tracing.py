@@ -36,8 +36,8 @@ FAST_RETRY = PublishRetrySettings(initial_backoff=0.01, max_backoff=0.02, deadli
 
 
 def create_topic(server: ReferenceServer) -> None:
-    server.broker.create_topic(TopicConfig(name=TOPIC))
-    server.broker.create_subscription(SubscriptionConfig(name=SUBSCRIPTION, topic=TOPIC))
+    server.broker.topics.create(TopicConfig(name=TOPIC))
+    server.broker.subscriptions.create(SubscriptionConfig(name=SUBSCRIPTION, topic=TOPIC))
 
 
 def traceparent(span: ReadableSpan) -> str:

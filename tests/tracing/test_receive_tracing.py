@@ -143,8 +143,8 @@ async def test_a_message_the_official_publisher_traced_is_continued(
     server: ReferenceServer, spans: Spans, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PUBSUB_EMULATOR_HOST", server.address)
-    server.broker.create_topic(TopicConfig(name=TOPIC))
-    server.broker.create_subscription(SubscriptionConfig(name=SUBSCRIPTION, topic=TOPIC))
+    server.broker.topics.create(TopicConfig(name=TOPIC))
+    server.broker.subscriptions.create(SubscriptionConfig(name=SUBSCRIPTION, topic=TOPIC))
     publisher = pubsub_v1.PublisherClient(
         publisher_options=pubsub_v1.types.PublisherOptions(enable_open_telemetry_tracing=True)
     )

@@ -22,7 +22,7 @@ TOPIC = "projects/p/topics/threads"
 async def test_the_calling_threads_span_is_the_messages_parent(
     server: ReferenceServer, spans: Spans
 ) -> None:
-    server.broker.create_topic(TopicConfig(name=TOPIC))
+    server.broker.topics.create(TopicConfig(name=TOPIC))
     async with PublisherClient(server.address, enable_open_telemetry_tracing=True) as client:
 
         def handle_request() -> tuple[int, str]:

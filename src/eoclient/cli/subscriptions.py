@@ -40,7 +40,8 @@ from eoclient.cli.views import (
 )
 from eoclient.subscriber import AckResult, SubscriberClient
 
-# RetryPolicy's wire defaults, used for the bound a flag leaves out (wire-contract §1.2).
+# RetryPolicy's wire defaults, used for the bound a flag leaves out
+# (docs/protocol.md#subscription-properties-and-defaults).
 DEFAULT_MIN_RETRY_DELAY = RetryPolicy().minimum_backoff
 DEFAULT_MAX_RETRY_DELAY = RetryPolicy().maximum_backoff
 DEFAULT_MAX_DELIVERY_ATTEMPTS = DeadLetterPolicy("").max_delivery_attempts
@@ -464,7 +465,7 @@ def seek(
 
     async def call() -> SeekOutcome | None:
         async with AdminClient(invocation.endpoint, retry=None) as admin:
-            if to_time is not None:  # issue 12: how far back it reached (policies.py)
+            if to_time is not None:  # how far back it reached (policies.py)
                 return await policies.seek_with_outcome(admin, name, to_time)
             await admin.seek(name, snapshot=snapshot_name)
             return None

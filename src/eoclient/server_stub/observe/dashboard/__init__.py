@@ -16,7 +16,7 @@ runs them before it hands a request here), so a page on another site can neither
 nor drive its actions. With ``--auth-token-file`` open it as ``/?access_token=TOKEN``; the
 pages pass the token on, and a token limited to some projects sees only those.
 
-The history behind the charts and rates (``history.py``, pure) is sampled by
+The history behind the charts and rates (``stats_history.py``, pure) is sampled by
 ``sample_forever`` on the server's clock, a task the server starts and stops.
 """
 
@@ -36,16 +36,12 @@ from eoclient.errors import InvalidArgument, NotFound, PermissionDenied
 from eoclient.server_stub.access.tokens import Grant
 from eoclient.server_stub.doors.rest.errors import HttpProblem
 from eoclient.server_stub.observe.dashboard import pages
-from eoclient.server_stub.observe.dashboard.history import SAMPLE_SECONDS, History
+from eoclient.server_stub.observe.dashboard.stats_history import SAMPLE_SECONDS, StatsHistory
 from eoclient.server_stub.services.table import Services
 
 PEEK_MESSAGES = 20
 MAX_ACTION_BYTES = 64 * 1024  # a form's JSON; skip lists of thousands of ids still fit
 HTML = "text/html; charset=utf-8"
-
-
-def matches(path: str) -> bool:
-    return path == "/" or path.startswith("/dashboard/")
 
 
 def _project(name: str) -> str:
@@ -56,7 +52,7 @@ class Dashboard:
     def __init__(self, services: Services, clock: Clock) -> None:
         self.services = services
         self.clock = clock
-        self.history = History()
+        self.history = StatsHistory()
 
     async def sample_forever(self) -> None:
         # Real seconds, like the server's ticker; the samples carry the server's clock
@@ -68,7 +64,14 @@ class Dashboard:
     def sample(self) -> None:
         self.history.record(self.clock.now(), self.services.broker.stats())
 
-    async def response(self, request: web.Request, grant: Grant | None) -> web.Response:
+    def matches(self, path: str) -> bool:
+        return path == "/" or path.startswith("/dashboard/")
+
+    async def response(
+        self, request: web.Request, grant: Grant | None, cors: dict[str, str]
+    ) -> web.Response:
+        """The REST door's answer to the dashboard's paths (after its browser and token
+        checks; its pages are the server's own origin, so ``cors`` adds nothing)."""
         token = request.query.get("access_token")
         if request.method == "GET" and request.path == "/":
             return web.Response(text=self._overview(grant, token), content_type="text/html")
@@ -98,7 +101,7 @@ class Dashboard:
             if self._visible(t.name, grant)
         ]
         subscriptions = [
-            (s, broker.get_subscription(s.name), history.rates(s.name), history.samples(s.name))
+            (s, broker.subscriptions.get(s.name), history.rates(s.name), history.samples(s.name))
             for s in sorted(stats.subscriptions, key=lambda s: s.name)
             if self._visible(s.name, grant)
         ]
@@ -108,11 +111,11 @@ class Dashboard:
         if not self._visible(name, grant):
             raise PermissionDenied(f"The token may not use project {_project(name)!r}.")
         broker = self.services.broker
-        view = broker.get_subscription(name)  # NotFound for an unknown name
+        view = broker.subscriptions.get(name)  # NotFound for an unknown name
         stats = next((s for s in broker.stats().subscriptions if s.name == name), None)
         if stats is None:  # an internal subscription (a topic's retention cursor)
             raise NotFound(f"Resource not found (resource={name}).")
-        snapshots = broker.list_topic_snapshots(view.config.topic, 1000, "").items
+        snapshots = broker.snapshots.list_for_topic(view.config.topic, 1000, "").items
         return pages.subscription_page(
             stats,
             view,
@@ -128,7 +131,7 @@ class Dashboard:
         if not self._visible(name, grant):
             raise PermissionDenied(f"The token may not use project {_project(name)!r}.")
         broker = self.services.broker
-        view = broker.get_topic(name)  # NotFound for an unknown name
+        view = broker.topics.get(name)  # NotFound for an unknown name
         stats = broker.stats()
         topic = next((t for t in stats.topics if t.name == name), None)
         if topic is None:

@@ -32,7 +32,7 @@ from eoclient.server_stub.observe.dashboard.charts import (
     line_chart,
     sparkline,
 )
-from eoclient.server_stub.observe.dashboard.history import Point, Rates, Sample
+from eoclient.server_stub.observe.dashboard.stats_history import Point, Rates, Sample
 
 PEEK_DATA_CHARS = 200  # of a message's data shown in the peek table
 REFRESH_SECONDS = 5  # the sampler's period: a faster refresh would show nothing new
