@@ -36,8 +36,8 @@ from eoclient.pytest_plugin import PubSubServer, SubscriptionFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-SDK_REQUIREMENTS = {"grpcio", "protobuf", "googleapis-common-protos", "tenacity"}
-EXTRAS = {"cli", "server", "gcp", "spark", "all", "dev"}
+SDK_REQUIREMENTS = {"grpcio", "protobuf", "googleapis-common-protos"}
+EXTRAS = {"cli", "server", "gcp", "spark", "otel", "all", "docs", "dev"}
 # What `pip install eoclient` must not bring: the extras' dependencies.
 NOT_IN_THE_SDK = {
     "aiohttp",
@@ -51,9 +51,9 @@ NOT_IN_THE_SDK = {
     "pandas",
     "google-auth",
 }
-# eoclient and its four dependencies, and grpcio's typing-extensions: six. Two more
+# eoclient and its three dependencies, and grpcio's typing-extensions: five. Two more
 # would mean a dependency grew a tree; look before raising this.
-MOST_BARE_PACKAGES = 8
+MOST_BARE_PACKAGES = 7
 SERVER_HINT = "pip install 'eoclient[server]'"
 CLI_HINT = "pip install 'eoclient[cli]'"
 
@@ -261,6 +261,47 @@ def test_the_bare_wheel_names_the_extra_a_command_needs(
     [line] = done.stderr.splitlines()  # one line, no traceback
     assert line.startswith("eoclient: "), line
     assert line.endswith(hint), line
+
+
+# The SDK's optional parts, each used the way a user turns it on. The bare wheel really
+# lacks what they need (opentelemetry, google-auth, pyspark), so each must fail with one
+# error naming the extra that brings it.
+OPTIONAL_PARTS = {
+    "otel": "eoclient.PublisherClient('127.0.0.1:1', enable_open_telemetry_tracing=True)",
+    # A client without an endpoint connects to the real service: TLS with credentials.
+    "gcp": (
+        "async def connect():\n"
+        "    async with eoclient.AdminClient():\n"
+        "        pass\n"
+        "asyncio.run(connect())"
+    ),
+    "spark": "import eoclient.spark",
+}
+OPTIONAL_PART_PROBE = """
+import asyncio, sys
+import eoclient
+try:
+    exec(sys.argv[1])
+except Exception as error:
+    print(f"{type(error).__name__}: {error}")
+"""
+
+
+@pytest.mark.parametrize("extra", sorted(OPTIONAL_PARTS))
+def test_the_bare_wheel_names_the_extra_an_sdk_feature_needs(
+    bare: BareInstall, extra: str, tmp_path: Path
+) -> None:
+    assert extra in EXTRAS  # a hint naming an extra the wheel does not offer helps nobody
+    env = bare.venv.environ()
+    for variable in ("PUBSUB_EMULATOR_HOST", "GOOGLE_CLOUD_UNIVERSE_DOMAIN"):
+        env.pop(variable, None)
+    said = run(
+        [bare.venv.python, "-I", "-c", OPTIONAL_PART_PROBE, OPTIONAL_PARTS[extra]],
+        cwd=tmp_path,
+        env=env,
+    )
+    [line] = said.splitlines()  # one error, caught: the probe printed it
+    assert f"pip install 'eoclient[{extra}]'" in line, line
 
 
 def _write_project(into: Path) -> Path:
