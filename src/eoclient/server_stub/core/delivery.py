@@ -295,6 +295,10 @@ class SubscriptionDelivery:
         retained = self.storage.oldest_retained() if self.retain_acked else None
         if retained is not None and self.retention != math.inf:
             candidates.append(retained + self.retention)
+        if self._stored_until > -math.inf:
+            # Stored leases to forget once their deadlines pass, on a subscription nobody
+            # pulls or acks any more too (advance forgets at most every interval).
+            candidates.append(self._next_forget)
         return min(candidates) if candidates else None
 
     def _backoff(self, failed_attempts: int) -> float:
