@@ -41,8 +41,6 @@ NOT_YET_CONVERTED: tuple[str, ...] = (
     "src/eoclient/server_stub/core/ack_ids.py",
     "src/eoclient/server_stub/core/delivery.py",
     "src/eoclient/server_stub/core/stream_flow.py",
-    # the subscriber helper
-    "src/eoclient/subscriber",
     # the spark helper
     "src/eoclient/spark",
 )

@@ -26,11 +26,7 @@ SOURCE = Path(eoclient.__file__).parent
 # list must shrink to empty: whoever breaks a loop removes its entry, and
 # test_no_stale_known_cycles fails while an entry names a loop that is gone. Never add
 # one: a new loop is a design to fix, not an exception to record.
-KNOWN_CYCLES: tuple[frozenset[str], ...] = (
-    # subscriber/acker.py <-> subscriber/unary.py (send_unary, hidden by a lazy import):
-    # the subscriber's unary ack path is being redrawn.
-    frozenset({"eoclient.subscriber.acker", "eoclient.subscriber.unary"}),
-)
+KNOWN_CYCLES: tuple[frozenset[str], ...] = ()
 
 
 def module_name(path: Path) -> str:

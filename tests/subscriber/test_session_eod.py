@@ -1,4 +1,4 @@
-"""Exactly-once results end to end against the reference server (issue 3 §4).
+"""Exactly-once results end to end against the reference server.
 
 Happy path, transient and permanent per-message failures, superseded ack ids, the
 non-exactly-once path and the unary ``pull()``.

@@ -1,4 +1,4 @@
-"""The stream itself: reconnects under load, and permanent errors (issue 3 §1)."""
+"""The stream itself: reconnects under load, and permanent errors."""
 
 from __future__ import annotations
 
