@@ -26,34 +26,11 @@ from support.processes import stop_process_group
 from eoclient._proto import iam_policy_pb2
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient.server_stub import server as server_module
-from eoclient.server_stub.access.security import DoorSecurity, TlsFiles, exposure_warnings
+from eoclient.server_stub.access.security import DoorSecurity, exposure_warnings
 from eoclient.server_stub.access.tokens import TokenTable, request_projects
 from eoclient.server_stub.server import ReferenceServer, run_server
 
-from .tls_support import Certificates, make_certificates
-
-TOKENS = """\
-# token             projects
-team-a-token        team-a projects/shared
-admin-token         *
-"""
-TEAM_A = "team-a-token"
-ADMIN = "admin-token"
-
-
-@pytest.fixture(scope="module")
-def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    return make_certificates(tmp_path_factory.mktemp("tls"))
-
-
-@pytest.fixture
-async def secured(certificates: Certificates) -> AsyncIterator[ReferenceServer]:
-    security = DoorSecurity(
-        tls=TlsFiles(certificates.cert_file, certificates.key_file),
-        tokens=TokenTable.parse(TOKENS),
-    )
-    async with run_server(security=security) as server:
-        yield server
+from .tls_support import ADMIN, TEAM_A, TOKENS, Certificates
 
 
 @pytest.fixture
