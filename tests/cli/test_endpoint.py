@@ -74,15 +74,9 @@ def test_insecure_reaches_a_plain_text_server(cli_server: ServerThread, project:
     assert [t["name"] for t in listed] == [f"projects/{project}/topics/orders"]
 
 
-def test_another_host_is_tls_with_credentials(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    # No credentials anywhere: google-auth refuses before anything is sent, which shows
-    # the endpoint was taken for TLS (plain text never asks for credentials).
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
-    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:1")  # no metadata server either
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
+def test_another_host_is_tls_with_credentials(no_credentials: Path) -> None:
+    # google-auth refuses before anything is sent, which shows the endpoint was taken
+    # for TLS (plain text never asks for credentials).
     result = CliRunner(env={"PUBSUB_EMULATOR_HOST": None}).invoke(
         cli, ["topics", "list", "--project", "p", "--endpoint", "pubsub.example.invalid:8085"]
     )
@@ -90,7 +84,7 @@ def test_another_host_is_tls_with_credentials(
     assert_one_line_error(result.stderr)
     line = result.stderr.strip()
     assert line.startswith("eoclient: credentials for pubsub.example.invalid:8085: ")
-    assert "missing.json" in line  # google-auth's own reason
+    assert no_credentials.name in line  # google-auth's own reason
     assert "adding --insecure if it is not on this machine" in line
     assert "Endpoint.insecure" not in line  # the SDK's advice is for Python callers
 
