@@ -1,9 +1,10 @@
 """The ``eoclient`` command group, the options every verb shares, and error reporting.
 
-Each verb is a click command in its own module (``topics``, ``subscriptions``,
-``snapshots``, ``messages``, ``serve``) that takes an :class:`Invocation` — the
-project, the endpoint and the output format of this run — and calls the public SDK
-(``AdminClient``, ``PublisherClient``, ``SubscriberClient``) inside :meth:`Invocation.run`.
+Each verb is a click command in the module of its group (``topics``, ``subscriptions``,
+``snapshots``, ``policies``, ``publish``, ``receive``, ``serve``) that takes an
+:class:`Invocation` — the project, the endpoint and the output format of this run — and
+calls the public SDK (``AdminClient``, ``PublisherClient``, ``SubscriberClient``) inside
+:meth:`Invocation.run`.
 
 Errors never show a traceback: :func:`guarded` turns each kind into one line on
 stderr, ``eoclient: <what happened>``, and a non-zero exit status (2 for a wrong
