@@ -1,6 +1,6 @@
 """SqliteStore: what a restart keeps and forgets, what is never committed, garbage
 collection, and data directories that are not ours (every core scenario also runs on
-SQLite with a restart check: see conftest.py)."""
+SQLite with a restart check: see tests/server_stub/core/conftest.py)."""
 
 from __future__ import annotations
 
