@@ -80,7 +80,8 @@ async def fill_subscription(
         await transport.close()
 
 
-# The emulator jar, found as tests/conftest.py finds it (wire-contract §4.1).
+# The emulator jar, found as tests/conftest.py finds it
+# (docs/protocol.md#where-the-emulator-differs).
 EMULATOR_PACKAGE = "google-cloud-cli-pubsub-emulator"
 EMULATOR_JAR = (
     "/usr/lib/google-cloud-sdk/platform/pubsub-emulator/lib/cloud-pubsub-emulator-0.8.20-all.jar"

@@ -11,8 +11,8 @@ import aiohttp
 import pytest
 
 import eoclient
-from eoclient.server_stub.auth import TokenTable
-from eoclient.server_stub.security import DoorSecurity
+from eoclient.server_stub.access.security import DoorSecurity
+from eoclient.server_stub.access.tokens import TokenTable
 from eoclient.server_stub.server import ReferenceServer, run_server
 
 TOPIC = "projects/shop/topics/orders"

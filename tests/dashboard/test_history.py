@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from eoclient.server_stub.core.stats import BrokerStats, SubscriptionStats, TopicStats
-from eoclient.server_stub.dashboard.history import RATE_WINDOW, History, Rates
+from eoclient.server_stub.observe.dashboard.history import RATE_WINDOW, History, Rates
 
 SUB = "projects/p/subscriptions/s"
 TOPIC = "projects/p/topics/t"

@@ -28,11 +28,8 @@ from google.protobuf.message import Message
 from eoclient._clock import SystemClock
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient.pytest_plugin.server_thread import ServerThread
-from eoclient.server_stub import broker_policies
 from eoclient.server_stub.core import Broker
-from eoclient.server_stub.faults import RpcFaults
-from eoclient.server_stub.service import PubSubService, StreamRegistry
-from eoclient.server_stub.service_extensions import full_service_name
+from eoclient.server_stub.services.table import Services
 
 from ._strategies import ACK_PLACEHOLDERS, NEW, PROJECT, SNAPSHOTS, SUBSCRIPTIONS, TOPICS
 
@@ -78,11 +75,9 @@ SENTINEL_SUBSCRIPTION = "projects/sentinel/subscriptions/sentinel"
 def _method_table() -> dict[str, tuple[str, type[Message]]]:
     """Every method the server serves (google.pubsub.v1 and what else its service table
     holds, e.g. google.iam.v1.IAMPolicy): name → (gRPC path, request class)."""
-    service = PubSubService(Broker(SystemClock()), RpcFaults(), StreamRegistry())
-    broker_policies.register(service)  # eoclient.broker.v1, as the server does
+    services = Services(Broker(SystemClock()))
     table = {
-        name: (f"/{full_service_name(rpc.service)}/{name}", rpc.request)
-        for name, rpc in service.methods.items()
+        name: (f"/{rpc.service}/{name}", rpc.request) for name, rpc in services.methods.items()
     }
     table["StreamingPull"] = (
         "/google.pubsub.v1.Subscriber/StreamingPull",

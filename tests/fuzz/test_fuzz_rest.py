@@ -23,7 +23,7 @@ from google.protobuf.message import Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eoclient.server_stub.rest_routes import BINDINGS, Binding
+from eoclient.server_stub.doors.rest.routes import BINDINGS, Binding
 
 from ._harness import Target, assert_http_documented
 from ._strategies import BAD_NAMES, NEW, PROJECT, SNAPSHOTS, SUBSCRIPTIONS, TOPICS, request_of

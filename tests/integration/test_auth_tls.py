@@ -26,8 +26,8 @@ from conftest import stop_process_group
 from eoclient._proto import iam_policy_pb2
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient.server_stub import server as server_module
-from eoclient.server_stub.auth import TokenTable, request_projects
-from eoclient.server_stub.security import DoorSecurity, TlsFiles, exposure_warnings
+from eoclient.server_stub.access.security import DoorSecurity, TlsFiles, exposure_warnings
+from eoclient.server_stub.access.tokens import TokenTable, request_projects
 from eoclient.server_stub.server import ReferenceServer, run_server
 
 from .tls_support import Certificates, make_certificates

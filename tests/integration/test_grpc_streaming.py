@@ -12,7 +12,7 @@ from conftest import Wire
 
 from eoclient._clock import FakeClock
 from eoclient._proto import pubsub_pb2 as pb
-from eoclient.server_stub import streaming_pull
+from eoclient.server_stub.doors.grpc import streaming_pull
 from eoclient.server_stub.server import ReferenceServer
 
 PERMANENT = "PERMANENT_FAILURE_INVALID_ACK_ID"

@@ -15,9 +15,9 @@ import pytest
 from conftest import Wire
 
 from eoclient._proto import pubsub_pb2 as pb
-from eoclient.server_stub.security import DoorSecurity
+from eoclient.server_stub.access.security import DoorSecurity
+from eoclient.server_stub.doors.grpc.streams import StreamLimits
 from eoclient.server_stub.server import ReferenceServer, run_server
-from eoclient.server_stub.streams import StreamLimits
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import grpc
 import pytest
 
 from eoclient._proto import broker_policies_pb2 as bp
-from eoclient.server_stub.auth import TokenTable
+from eoclient.server_stub.access.security import DoorSecurity
+from eoclient.server_stub.access.tokens import TokenTable
 from eoclient.server_stub.core import NewMessage, SubscriptionConfig, TopicConfig
-from eoclient.server_stub.security import DoorSecurity
 from eoclient.server_stub.server import ReferenceServer, run_server
 
 TOKENS = """\

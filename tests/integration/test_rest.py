@@ -31,7 +31,7 @@ from conftest import Wire, stop_process_group, unique
 from eoclient._clock import FakeClock
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient.cli import rest_port_for
-from eoclient.server_stub.rest_errors import HTTP_STATUS
+from eoclient.server_stub.doors.rest.errors import HTTP_STATUS
 from eoclient.server_stub.server import ReferenceServer, run_server
 
 INVALID_TEXT = (

@@ -17,7 +17,7 @@ from conftest import Wire
 
 from eoclient._clock import FakeClock
 from eoclient._proto import pubsub_pb2 as pb
-from eoclient.server_stub.security import BrowserPolicy, DoorSecurity, host_name
+from eoclient.server_stub.access.security import BrowserPolicy, DoorSecurity, host_name
 from eoclient.server_stub.server import ReferenceServer, run_server
 
 DASHBOARD = "https://dash.example:8443"

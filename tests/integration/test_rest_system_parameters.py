@@ -20,7 +20,7 @@ from google.cloud import pubsub_v1
 from google.protobuf import field_mask_pb2, timestamp_pb2
 
 from eoclient.errors import InvalidArgument
-from eoclient.server_stub.rest_system import parse_fields, select, split_query
+from eoclient.server_stub.doors.rest.system_parameters import parse_fields, select, split_query
 from eoclient.server_stub.server import ReferenceServer, run_server
 
 T = TypeVar("T")

@@ -24,8 +24,8 @@ from google.oauth2.credentials import Credentials
 
 import eoclient
 from eoclient import errors
-from eoclient.server_stub.auth import TokenTable
-from eoclient.server_stub.security import DoorSecurity, TlsFiles
+from eoclient.server_stub.access.security import DoorSecurity, TlsFiles
+from eoclient.server_stub.access.tokens import TokenTable
 from eoclient.server_stub.server import ReferenceServer, run_server
 
 from .tls_support import Certificates, make_certificates
@@ -95,7 +95,7 @@ async def test_permission_denied_is_typed_for_publish_and_a_status_for_acks(
         [message] = await client.pull(SUBSCRIPTION)
         # The token loses the project while the message is held (the server's token table
         # is a test instrument): the ack is refused with PERMISSION_DENIED, its own status.
-        secured.service.tokens = TokenTable.parse("team-a-token elsewhere\n")
+        secured.services.tokens = TokenTable.parse("team-a-token elsewhere\n")
         status = await message.ack_with_response()
     assert status is eoclient.AcknowledgeStatus.PERMISSION_DENIED
     assert secured.broker.backlog(SUBSCRIPTION) == 1

@@ -12,9 +12,9 @@ import json
 import aiohttp
 
 from eoclient.server_stub import run_server
-from eoclient.server_stub.auth import TokenTable
+from eoclient.server_stub.access.security import BrowserPolicy, DoorSecurity
+from eoclient.server_stub.access.tokens import TokenTable
 from eoclient.server_stub.core import SubscriptionConfig, TopicConfig
-from eoclient.server_stub.security import BrowserPolicy, DoorSecurity
 from eoclient.server_stub.server import ReferenceServer
 
 from .support import Scrape, scrape, scrape_text

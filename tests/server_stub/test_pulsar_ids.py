@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eoclient._proto import pulsar_message_id_pb2
-from eoclient.server_stub.pulsar_ids import (
+from eoclient.server_stub.doors.rest.pulsar_ids import (
     PulsarMessageId,
     PulsarPayloadError,
     encode_message_id,

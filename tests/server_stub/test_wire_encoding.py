@@ -6,15 +6,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from eoclient._proto import pubsub_pb2
-from eoclient.server_stub import translate
 from eoclient.server_stub.core.model import Delivery, StoredMessage
-from eoclient.server_stub.wire_encoding import (
+from eoclient.server_stub.doors.grpc.wire_encoding import (
     encode_properties,
     encode_pull_response,
     encode_received_message,
     encode_streaming_response,
     varint,
 )
+from eoclient.server_stub.services import translate
 
 _text = st.text(max_size=20)
 _messages = st.builds(

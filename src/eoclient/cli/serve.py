@@ -16,7 +16,7 @@ import click
 from eoclient.cli.errors import CliError, UsageProblem
 
 if TYPE_CHECKING:
-    from eoclient.server_stub.security import DoorSecurity
+    from eoclient.server_stub.access.security import DoorSecurity
     from eoclient.server_stub.server import ReferenceServer
 
 DEFAULT_HOST = "127.0.0.1"
@@ -112,7 +112,7 @@ async def _announce_and_wait(
     help="Keep topics, subscriptions, snapshots, messages and acks in this directory "
     "(SQLite), so they survive a restart or a crash. Default: in memory only.",
 )
-# -- door security (issue 13; eoclient.server_stub.security) --------------------------
+# -- door security (issue 13; eoclient.server_stub.access.security) --------------------------
 @click.option(
     "--allow-host",
     "allow_hosts",
@@ -178,7 +178,7 @@ def serve(
     on Ctrl-C or SIGTERM.
     """
     # The server's imports here, not at module level: every other verb starts faster.
-    from eoclient.server_stub.security import DoorSecurity
+    from eoclient.server_stub.access.security import DoorSecurity
     from eoclient.server_stub.storage.sqlite import StoreError
 
     rest = rest_port_for(port, rest_port, no_rest)

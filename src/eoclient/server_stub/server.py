@@ -27,19 +27,19 @@ from aiohttp import web
 
 from eoclient._clock import Clock, SystemClock
 from eoclient._tasks import cancel_and_wait
-from eoclient.server_stub import broker_policies
+from eoclient.server_stub.access.security import DoorSecurity, exposure_warnings
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.dispatch import DEFAULT_MAX_LEASES
 from eoclient.server_stub.core.history import MessageHistory
-from eoclient.server_stub.dashboard import Dashboard
-from eoclient.server_stub.faults import InjectedStatus, RpcFaults
+from eoclient.server_stub.doors.grpc.door import GrpcDoor
+from eoclient.server_stub.doors.grpc.streams import StreamRegistry
+from eoclient.server_stub.doors.rest.door import RestDoor
 from eoclient.server_stub.group_commit import GroupCommit
-from eoclient.server_stub.grpc_door import GrpcDoor
-from eoclient.server_stub.metrics import ServerMetrics
+from eoclient.server_stub.observe.dashboard import Dashboard
+from eoclient.server_stub.observe.metrics import ServerMetrics
 from eoclient.server_stub.push import PushDispatcher
-from eoclient.server_stub.rest import RestDoor
-from eoclient.server_stub.security import DoorSecurity, exposure_warnings
-from eoclient.server_stub.service import PubSubService, StreamRegistry
+from eoclient.server_stub.services.faults import InjectedStatus, RpcFaults
+from eoclient.server_stub.services.table import Services
 
 logger = logging.getLogger("eoclient.server_stub")
 
@@ -58,15 +58,12 @@ class ReferenceServer:
         self.faults = RpcFaults()
         self.streams = StreamRegistry(self.security.stream_limits)
         self.group_commit = GroupCommit(broker.store)
-        self.service = PubSubService(
-            broker, self.faults, self.streams, self.group_commit, self.security.tokens
-        )
-        broker_policies.register(self.service)  # eoclient.broker.v1 (issue 12)
-        # issue 14: push subscriptions are delivered by their own dispatcher
+        self.services = Services(broker, self.faults, self.group_commit, self.security.tokens)
+        # Push subscriptions are delivered by the server itself (``push/``).
         self.push = PushDispatcher(broker, clock)
         broker.set_listener(self._notify)
-        self.metrics = ServerMetrics(broker)  # /metrics on the REST door (metrics.py)
-        self.dashboard = Dashboard(self.service, clock)  # / on the REST door (dashboard/)
+        self.metrics = ServerMetrics(broker)  # /metrics on the REST door (observe/metrics.py)
+        self.dashboard = Dashboard(self.services, clock)  # / on the REST door (observe/dashboard/)
         self.host = ""
         self.port = 0
         self.rest_port: int | None = None
@@ -77,7 +74,9 @@ class ReferenceServer:
         self._sampler: asyncio.Task[None] | None = None
 
     def _notify(self, subscription: str) -> None:
-        self.service.notify(subscription)
+        """The broker has messages for ``subscription``: wake whoever waits for them."""
+        self.streams.notify(subscription)
+        self.services.subscriber.notify(subscription)
         self.push.notify(subscription)
 
     def __repr__(self) -> str:
@@ -110,7 +109,7 @@ class ReferenceServer:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        server.add_generic_rpc_handlers(GrpcDoor(self.service).generic_handlers())
+        server.add_generic_rpc_handlers(GrpcDoor(self.services, self.streams).generic_handlers())
         try:
             bound = self.security.add_grpc_port(server, f"{host}:{port}")
         except RuntimeError:  # grpc raises this for an address in use
@@ -140,7 +139,7 @@ class ReferenceServer:
     async def _start_rest(self, host: str, port: int) -> int:
         # gRPC (HTTP/2) and HTTP/1.1 cannot share grpc.aio's port: REST gets its own.
         policy = self.security.browser.with_host(host)
-        runner = RestDoor(self.service, policy, self.metrics, self.dashboard).runner()
+        runner = RestDoor(self.services, policy, self.metrics, self.dashboard).runner()
         await runner.setup()
         self._rest = runner
         site = web.TCPSite(runner, host, port, ssl_context=self.security.rest_ssl_context())
@@ -149,7 +148,7 @@ class ReferenceServer:
         return int(sockname[1])
 
     async def stop(self, grace: float | None = 1.0) -> None:
-        # issue 14: pushes in flight end (their leases lapse)
+        # Pushes in flight end (their leases lapse).
         pusher, self._pusher = self._pusher, None
         await cancel_and_wait(pusher)
         ticker, self._ticker = self._ticker, None

@@ -1,4 +1,4 @@
-"""Push configs as the door receives them, and the HTTP requests a push sends.
+"""The HTTP requests a push sends, and the target a stored push config names.
 
 Formats (Pub/Sub "Push subscriptions": *Receive messages*, *Payload unwrapping*):
 
@@ -33,13 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eoclient._proto import pubsub_pb2
-from eoclient.errors import InvalidArgument
-from eoclient.server_stub import translate
 from eoclient.server_stub.core import Delivery
+from eoclient.server_stub.services import translate
 
 SUCCESS_STATUSES = frozenset({102, 200, 201, 202, 204})
-VERSION_ATTRIBUTE = "x-goog-version"
-SUPPORTED_VERSIONS = ("v1", "v1beta2")  # the v1 payload; v1beta1's older one is not built
 OIDC_ISSUER = "https://accounts.google.com"
 OIDC_LIFETIME = 3600  # seconds, as Google-signed ID tokens
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 header field name
@@ -71,36 +68,6 @@ def push_target(config: pubsub_pb2.PushConfig) -> PushTarget | None:
         oidc_audience=oidc.audience,
         attributes=dict(config.attributes),
     )
-
-
-def check_push_config(config: pubsub_pb2.PushConfig, *, exactly_once: bool) -> None:
-    """Refuse a push config the server would not honour (nothing is stored then)."""
-    # Attributes, a wrapper or a token without an endpoint are kept (a pull subscription
-    # until an endpoint is set), so they are checked the same way.
-    if config.push_endpoint:
-        url = urllib.parse.urlsplit(config.push_endpoint)
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise InvalidArgument(
-                f"Invalid push_endpoint given (endpoint={config.push_endpoint}): it must be "
-                "an http:// or https:// URL."
-            )
-        if exactly_once:
-            raise InvalidArgument(
-                "Exactly once delivery is not supported for push subscriptions: they are "
-                "acknowledged by the endpoint's HTTP status (use a pull subscription)."
-            )
-    for key, value in config.attributes.items():
-        if key != VERSION_ATTRIBUTE:
-            raise InvalidArgument(
-                f"Unsupported push_config attribute {key!r}: the only one is {VERSION_ATTRIBUTE}."
-            )
-        if value not in SUPPORTED_VERSIONS:
-            raise InvalidArgument(
-                f"Unsupported {VERSION_ATTRIBUTE} {value!r}: the reference server pushes the "
-                f"{' / '.join(SUPPORTED_VERSIONS)} format."
-            )
-    if config.HasField("oidc_token") and not config.oidc_token.service_account_email:
-        raise InvalidArgument("oidc_token.service_account_email is required.")
 
 
 def push_request(

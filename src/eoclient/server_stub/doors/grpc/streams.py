@@ -14,7 +14,7 @@ import collections
 from dataclasses import dataclass, field
 
 from eoclient.errors import ResourceExhausted
-from eoclient.server_stub.faults import InjectedStatus
+from eoclient.server_stub.services.faults import InjectedStatus
 
 # One subscriber opens one stream (the official Python client) or a few (Go's
 # NumGoroutines, eoclient's sessions): 100 a connection is far beyond any of them, and is

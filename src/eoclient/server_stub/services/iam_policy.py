@@ -1,6 +1,6 @@
-"""google.iam.v1.IAMPolicy for topics, subscriptions, snapshots and schemas (issue 14).
+"""google.iam.v1.IAMPolicy for topics, subscriptions, snapshots and schemas.
 
-Thin, like ``service``: the request proto becomes the core's ``iam.Policy``, the broker
+Thin, like every service here: the request proto becomes the core's ``iam.Policy``, the broker
 decides (``core/iam.py``: etags, versions, roles, members), the answer goes back as
 ``google.iam.v1.Policy``. The generated classes live in eoclient's private pool
 (``eoclient._proto.policy_pb2``, ``iam_policy_pb2``) so that grpc-google-iam-v1's copies
@@ -13,13 +13,9 @@ named principal from the policy's bindings (``Broker.test_iam_permissions(member
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from eoclient._proto import expr_pb2, iam_policy_pb2, policy_pb2
-from eoclient.server_stub.core import iam
-
-if TYPE_CHECKING:
-    from eoclient.server_stub.service import PubSubService
+from eoclient.server_stub.core import Broker, iam
+from eoclient.server_stub.services.rpc import RpcMethod, rpc_methods
 
 SERVICE = "google.iam.v1.IAMPolicy"
 
@@ -80,11 +76,26 @@ def policy_to_pb(policy: iam.Policy) -> policy_pb2.Policy:
     return answer
 
 
-class IamService:
+class IamPolicyService:
     """The three IAMPolicy methods over one broker."""
 
-    def __init__(self, service: PubSubService) -> None:
-        self.broker = service.broker
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def methods(self) -> list[RpcMethod]:
+        I = iam_policy_pb2  # noqa: E741
+        return rpc_methods(
+            SERVICE,
+            {
+                "GetIamPolicy": (self.get_iam_policy, I.GetIamPolicyRequest, policy_pb2.Policy),
+                "SetIamPolicy": (self.set_iam_policy, I.SetIamPolicyRequest, policy_pb2.Policy),
+                "TestIamPermissions": (
+                    self.test_iam_permissions,
+                    I.TestIamPermissionsRequest,
+                    I.TestIamPermissionsResponse,
+                ),
+            },
+        )
 
     async def get_iam_policy(
         self, request: iam_policy_pb2.GetIamPolicyRequest

@@ -87,10 +87,10 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from eoclient.server_stub.auth import Grant
+from eoclient.server_stub.access.tokens import Grant
 from eoclient.server_stub.core import Broker, names
 from eoclient.server_stub.core.stats import BrokerStats, SubscriptionStats, TopicStats
-from eoclient.server_stub.rest_errors import HttpProblem
+from eoclient.server_stub.doors.rest.errors import HttpProblem
 
 METRICS_PATH = "/metrics"
 _METHODS = ("GET", "HEAD")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from eoclient.errors import InvalidArgument
 from eoclient.server_stub.core import AckReply, Broker
-from eoclient.server_stub.request_checks import plausible_ack_id
+from eoclient.server_stub.services.request_checks import plausible_ack_id
 
 PERMANENT_FAILURE_INVALID_ACK_ID = "PERMANENT_FAILURE_INVALID_ACK_ID"
 

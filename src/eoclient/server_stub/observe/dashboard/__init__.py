@@ -5,8 +5,8 @@ rates and a backlog chart) and ``/dashboard/subscription?name=...`` (the same in
 a peek at the next messages that takes no lease, and actions). Actions are POSTs of JSON
 to ``/dashboard/action`` — create a topic or a subscription, publish a message, seek to a
 time or a snapshot, purge (seek to now, the service's way), skip messages by id, detach —
-run through the service's method table
-(``PubSubService.call``) exactly as the same RPC from a client: validated, authorized,
+run through the services' method table
+(``Services.call``) exactly as the same RPC from a client: validated, authorized,
 durable before the answer.
 
 It sits behind the door's checks (Host, Origin, Content-Type, bearer tokens: the door
@@ -30,11 +30,11 @@ from aiohttp import web
 from eoclient._clock import Clock
 from eoclient._proto import broker_policies_pb2, pubsub_pb2
 from eoclient.errors import InvalidArgument, NotFound, PermissionDenied
-from eoclient.server_stub.auth import Grant
-from eoclient.server_stub.dashboard import pages
-from eoclient.server_stub.dashboard.history import SAMPLE_SECONDS, History
-from eoclient.server_stub.rest_errors import HttpProblem
-from eoclient.server_stub.service import PubSubService
+from eoclient.server_stub.access.tokens import Grant
+from eoclient.server_stub.doors.rest.errors import HttpProblem
+from eoclient.server_stub.observe.dashboard import pages
+from eoclient.server_stub.observe.dashboard.history import SAMPLE_SECONDS, History
+from eoclient.server_stub.services.table import Services
 
 PEEK_MESSAGES = 20
 MAX_ACTION_BYTES = 64 * 1024  # a form's JSON; skip lists of thousands of ids still fit
@@ -50,8 +50,8 @@ def _project(name: str) -> str:
 
 
 class Dashboard:
-    def __init__(self, service: PubSubService, clock: Clock) -> None:
-        self.service = service
+    def __init__(self, services: Services, clock: Clock) -> None:
+        self.services = services
         self.clock = clock
         self.history = History()
 
@@ -63,7 +63,7 @@ class Dashboard:
             await asyncio.sleep(SAMPLE_SECONDS)
 
     def sample(self) -> None:
-        self.history.record(self.clock.now(), self.service.broker.stats())
+        self.history.record(self.clock.now(), self.services.broker.stats())
 
     async def response(self, request: web.Request, grant: Grant | None) -> web.Response:
         token = request.query.get("access_token")
@@ -83,8 +83,8 @@ class Dashboard:
         return grant is None or grant.every_project or _project(name) in grant.projects
 
     def _overview(self, grant: Grant | None, token: str | None) -> str:
-        stats = self.service.broker.stats()
-        broker, history = self.service.broker, self.history
+        stats = self.services.broker.stats()
+        broker, history = self.services.broker, self.history
         topics = [
             (t, history.publish_rate(t.name))
             for t in sorted(stats.topics, key=lambda t: t.name)
@@ -100,7 +100,7 @@ class Dashboard:
     async def _subscription(self, name: str, grant: Grant | None, token: str | None) -> str:
         if not self._visible(name, grant):
             raise PermissionDenied(f"The token may not use project {_project(name)!r}.")
-        broker = self.service.broker
+        broker = self.services.broker
         view = broker.get_subscription(name)  # NotFound for an unknown name
         stats = next((s for s in broker.stats().subscriptions if s.name == name), None)
         if stats is None:  # an internal subscription (a topic's retention cursor)
@@ -127,7 +127,7 @@ class Dashboard:
             raise InvalidArgument(
                 f"A dashboard action is a JSON object with action: {error}"
             ) from None
-        call = self.service.call
+        call = self.services.call
         if action in _RESOURCE_ACTIONS:
             return await self._resource_action(action, fields, grant)
         subscription = str(fields.get("subscription", ""))
@@ -185,7 +185,7 @@ class Dashboard:
     ) -> str:
         """Create a topic or a subscription, or publish one message (the first steps of
         trying a subscriber out), through the service like any client's request."""
-        call = self.service.call
+        call = self.services.call
         topic = str(fields.get("topic", "")).strip()
         if action == "create-topic":
             await call("CreateTopic", pubsub_pb2.Topic(name=topic), grant=grant)

@@ -216,6 +216,11 @@ def _merge_extras(
     return target.SerializeToString(deterministic=True)
 
 
+def top_level_fields(paths: Sequence[str]) -> list[str]:
+    """The top-level field names an update mask touches ("a.b" touches "a")."""
+    return [path.split(".", 1)[0] for path in paths]
+
+
 def merge_subscription_extras(old: bytes, new: bytes, paths: Sequence[str]) -> bytes:
     """UpdateSubscription of opaque fields: copy each masked top-level field from new to old."""
     return _merge_extras(pubsub_pb2.Subscription, old, new, paths)

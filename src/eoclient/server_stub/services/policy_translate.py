@@ -30,7 +30,7 @@ from eoclient.server_stub.core.policies import (
     TopicPolicies,
     TopicPolicyCounters,
 )
-from eoclient.server_stub.translate import _set_duration, _set_timestamp, seconds_of
+from eoclient.server_stub.services.translate import _set_duration, _set_timestamp, seconds_of
 
 TOPIC_POLICY_PATHS = ("retention", "backlog_quota", "message_ttl")
 SUBSCRIPTION_POLICY_PATHS = ("message_ttl",)

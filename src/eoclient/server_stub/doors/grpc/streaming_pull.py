@@ -20,10 +20,13 @@ import grpc
 from eoclient._proto import pubsub_pb2
 from eoclient._tasks import cancel_and_wait
 from eoclient.errors import Internal, InvalidArgument, RpcError
-from eoclient.server_stub import ack_settling, request_checks, wire_encoding
 from eoclient.server_stub.core import AckReply
-from eoclient.server_stub.grpc_status import abort, authorization, status_code
-from eoclient.server_stub.service import INTERNAL_ERROR_MESSAGE, PubSubService, StreamHandle
+from eoclient.server_stub.doors.grpc import wire_encoding
+from eoclient.server_stub.doors.grpc.status import abort, authorization, status_code
+from eoclient.server_stub.doors.grpc.streams import StreamHandle, StreamRegistry
+from eoclient.server_stub.services import ack_settling, request_checks
+from eoclient.server_stub.services.errors import INTERNAL_ERROR_MESSAGE
+from eoclient.server_stub.services.table import Services
 
 # Per streaming response: the official client accepts any size (it sets
 # max_receive_message_length=-1), but other clients keep gRPC's 4 MiB default, so
@@ -36,16 +39,17 @@ logger = logging.getLogger("eoclient.server_stub.grpc")
 
 
 async def serve_streaming_pull(
-    service: PubSubService,
+    services: Services,
+    streams: StreamRegistry,
     requests: AsyncIterator[bytes],
     context: grpc.aio.ServicerContext[Any, Any],
 ) -> None:
     """Run one StreamingPull call (requests still encoded) to its end."""
     try:
-        grant = service.authenticate(authorization(context))
+        grant = services.authenticate(authorization(context))
     except RpcError as error:
         await abort(context, error)
-    injected = service.faults.take("StreamingPull")
+    injected = services.faults.take("StreamingPull")
     if injected is not None:
         await context.abort(status_code(injected.code), injected.message)
     try:
@@ -54,19 +58,19 @@ async def serve_streaming_pull(
         return
     try:
         first = _decode(raw)
-        service.authorize(grant, first)
-        handle = service.streams.open(first.subscription, context.peer())
+        services.authorize(grant, first)
+        handle = streams.open(first.subscription, context.peer())
         try:
-            stream_id = _open_stream(service, first)
+            stream_id = _open_stream(services, first)
         except BaseException:
-            service.streams.close(handle)
+            streams.close(handle)
             raise
     except RpcError as error:
         await abort(context, error)
     except Exception:
         logger.exception("StreamingPull failed to open")
         await abort(context, Internal(INTERNAL_ERROR_MESSAGE))
-    session = _StreamSession(service, handle, stream_id, first.protocol_version)
+    session = _StreamSession(services, streams, handle, stream_id, first.protocol_version)
     try:
         await session.run(first, requests, context)
     finally:
@@ -79,7 +83,7 @@ def _decode(raw: bytes) -> pubsub_pb2.StreamingPullRequest:
     return request
 
 
-def _open_stream(service: PubSubService, first: pubsub_pb2.StreamingPullRequest) -> int:
+def _open_stream(services: Services, first: pubsub_pb2.StreamingPullRequest) -> int:
     # The rules of the first request (wire-contract §1.2 StreamingPullRequest).
     if not first.subscription:
         raise InvalidArgument("The first StreamingPullRequest must set subscription.")
@@ -89,7 +93,7 @@ def _open_stream(service: PubSubService, first: pubsub_pb2.StreamingPullRequest)
             "(between 10 and 600)."
         )
     _check_modify_lists(first)
-    return service.broker.open_stream(
+    return services.broker.open_stream(
         first.subscription,
         stream_ack_deadline=first.stream_ack_deadline_seconds,
         max_outstanding_messages=first.max_outstanding_messages,
@@ -110,10 +114,16 @@ class _StreamSession:
     """One StreamingPull call: a reader task applies requests; this coroutine alone writes."""
 
     def __init__(
-        self, service: PubSubService, handle: StreamHandle, stream_id: int, protocol_version: int
+        self,
+        services: Services,
+        streams: StreamRegistry,
+        handle: StreamHandle,
+        stream_id: int,
+        protocol_version: int,
     ) -> None:
-        self.service = service
-        self.broker = service.broker
+        self.services = services
+        self.streams = streams
+        self.broker = services.broker
         self.stream_id = stream_id
         self.protocol_version = protocol_version
         self.handle = handle
@@ -128,7 +138,7 @@ class _StreamSession:
         self.closing = False  # the server is ending the call: apply no more requests
 
     def close(self) -> None:
-        self.service.streams.close(self.handle)
+        self.streams.close(self.handle)
         self.broker.close_stream(self.stream_id)
 
     def _properties(self) -> pubsub_pb2.StreamingPullResponse.SubscriptionProperties:
@@ -269,7 +279,7 @@ class _StreamSession:
         ``wait``: the call is ending, so wait for the commits rather than return.
         """
         if self.outbox:
-            waiter = self.service.group_commit.pending()
+            waiter = self.services.group_commit.pending()
             if waiter is not None:
                 waiter.add_done_callback(lambda _: self.handle.wake.set())
             self.confirming.append((waiter, list(self.outbox)))

@@ -1,6 +1,6 @@
-"""google.pubsub.v1.SchemaService, and topics bound to a schema (issue 14, item 3).
+"""google.pubsub.v1.SchemaService, and topics bound to a schema.
 
-Thin, like ``service``: requests become calls on the broker's schema registry
+Thin, like every service here: requests become calls on the broker's schema registry
 (``core/schemas.py``, definitions compiled by ``core/schema_codecs.py``), answers go back
 as ``Schema`` protos. What a topic's ``schema_settings`` mean lives here too, because the
 core keeps those settings opaque (the topic's ``extras``):
@@ -18,20 +18,18 @@ core keeps those settings opaque (the topic's ``extras``):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from google.protobuf import empty_pb2
 
 from eoclient._proto import pubsub_pb2, schema_pb2
 from eoclient.errors import InvalidArgument, NotFound
+from eoclient.server_stub.core import Broker, names
 from eoclient.server_stub.core.schema_codecs import SchemaError
 from eoclient.server_stub.core.schemas import DELETED_SCHEMA, INVALID_MESSAGE, SchemaRevision
+from eoclient.server_stub.services.rpc import RpcMethod, rpc_methods
 
-if TYPE_CHECKING:
-    from eoclient.server_stub.core import Broker
-    from eoclient.server_stub.service import PubSubService
-
-SERVICE = "SchemaService"  # google.pubsub.v1.SchemaService
+SERVICE = "google.pubsub.v1.SchemaService"
 
 SCHEMA_NAME_ATTRIBUTE = "googclient_schemaname"
 SCHEMA_ENCODING_ATTRIBUTE = "googclient_schemaencoding"
@@ -76,8 +74,42 @@ def _full(view: int, default_full: bool) -> bool:
 class SchemaService:
     """The ten SchemaService methods over one broker."""
 
-    def __init__(self, service: PubSubService) -> None:
-        self.broker = service.broker
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def methods(self) -> list[RpcMethod]:
+        S = schema_pb2
+        return rpc_methods(
+            SERVICE,
+            {
+                "CreateSchema": (self.create_schema, S.CreateSchemaRequest, S.Schema),
+                "GetSchema": (self.get_schema, S.GetSchemaRequest, S.Schema),
+                "ListSchemas": (self.list_schemas, S.ListSchemasRequest, S.ListSchemasResponse),
+                "ListSchemaRevisions": (
+                    self.list_schema_revisions,
+                    S.ListSchemaRevisionsRequest,
+                    S.ListSchemaRevisionsResponse,
+                ),
+                "CommitSchema": (self.commit_schema, S.CommitSchemaRequest, S.Schema),
+                "RollbackSchema": (self.rollback_schema, S.RollbackSchemaRequest, S.Schema),
+                "DeleteSchemaRevision": (
+                    self.delete_schema_revision,
+                    S.DeleteSchemaRevisionRequest,
+                    S.Schema,
+                ),
+                "DeleteSchema": (self.delete_schema, S.DeleteSchemaRequest, empty_pb2.Empty),
+                "ValidateSchema": (
+                    self.validate_schema,
+                    S.ValidateSchemaRequest,
+                    S.ValidateSchemaResponse,
+                ),
+                "ValidateMessage": (
+                    self.validate_message,
+                    S.ValidateMessageRequest,
+                    S.ValidateMessageResponse,
+                ),
+            },
+        )
 
     async def create_schema(self, request: schema_pb2.CreateSchemaRequest) -> schema_pb2.Schema:
         revision = self.broker.create_schema(
@@ -171,8 +203,6 @@ class SchemaService:
 
 
 def _project(parent: str) -> None:
-    from eoclient.server_stub.core import names
-
     names.parse_project(parent)
 
 

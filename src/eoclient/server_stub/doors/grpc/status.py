@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 import grpc
 
 from eoclient.errors import RpcError
-from eoclient.server_stub.service import ExactlyOnceAckFailure
+from eoclient.server_stub.services.errors import ExactlyOnceAckFailure
 
 _CODE_BY_NAME: dict[str, grpc.StatusCode] = {c.name: c for c in grpc.StatusCode}
 

@@ -3,7 +3,7 @@
 One state, two doors: every binding (wire-contract §1.1, ``rest_routes``) becomes the
 same request proto the gRPC door receives (JSON body parsed by ``rest_request``, the
 resource name from the path, query parameters on GET/DELETE), runs through the same
-transport-neutral ``PubSubService.call`` (so injected faults, validation and
+transport-neutral ``Services.call`` (so injected faults, validation and
 exactly-once rules are the gRPC door's), and the response proto is answered as proto3
 JSON (camelCase, base64 bytes, ``"600s"`` durations, RFC 3339 timestamps, int64 as
 strings, default values omitted, as the emulator does).
@@ -24,11 +24,15 @@ from aiohttp import web
 from google.protobuf.message import Message
 
 from eoclient.errors import RpcError
-from eoclient.server_stub import dashboard, pulsar_alias, rest_request, rest_system
-from eoclient.server_stub.auth import Grant
-from eoclient.server_stub.dashboard import Dashboard
-from eoclient.server_stub.metrics import METRICS_PATH, ServerMetrics
-from eoclient.server_stub.rest_errors import (
+from eoclient.server_stub.access.security import (
+    CORS_HEADERS,
+    CORS_MAX_AGE_SECONDS,
+    CORS_METHODS,
+    BrowserPolicy,
+)
+from eoclient.server_stub.access.tokens import Grant
+from eoclient.server_stub.doors.rest import parsing, pulsar_alias, system_parameters
+from eoclient.server_stub.doors.rest.errors import (
     HTTP_STATUS,
     HttpProblem,
     error_body,
@@ -36,38 +40,36 @@ from eoclient.server_stub.rest_errors import (
     problem_response,
     rpc_error_response,
 )
-from eoclient.server_stub.rest_request import MAX_BODY_BYTES
-from eoclient.server_stub.rest_routes import route
-from eoclient.server_stub.security import (
-    CORS_HEADERS,
-    CORS_MAX_AGE_SECONDS,
-    CORS_METHODS,
-    BrowserPolicy,
-)
-from eoclient.server_stub.service import INTERNAL_ERROR_MESSAGE, PubSubService
+from eoclient.server_stub.doors.rest.parsing import MAX_BODY_BYTES
+from eoclient.server_stub.doors.rest.routes import route
+from eoclient.server_stub.observe import dashboard
+from eoclient.server_stub.observe.dashboard import Dashboard
+from eoclient.server_stub.observe.metrics import METRICS_PATH, ServerMetrics
+from eoclient.server_stub.services.errors import INTERNAL_ERROR_MESSAGE
+from eoclient.server_stub.services.table import Services
 
 __all__ = ["HTTP_STATUS", "MAX_BODY_BYTES", "RestDoor"]
 
-logger = logging.getLogger("eoclient.server_stub.rest")
+logger = logging.getLogger("eoclient.server_stub.doors.rest.door")
 
 
 class RestDoor:
-    """The aiohttp application of one ``PubSubService``, behind a ``BrowserPolicy``."""
+    """The aiohttp application of one ``Services``, behind a ``BrowserPolicy``."""
 
     def __init__(
         self,
-        service: PubSubService,
+        services: Services,
         policy: BrowserPolicy | None = None,
         metrics: ServerMetrics | None = None,
         dashboard: Dashboard | None = None,
     ) -> None:
-        self.service = service
+        self.services = services
         self.policy = policy or BrowserPolicy()
         self.metrics = metrics  # served at /metrics (metrics.py), behind the same checks
         self.dashboard = dashboard  # served at / and /dashboard/ (dashboard/), likewise
 
     def runner(self) -> web.AppRunner:
-        # aiohttp must not undo Content-Encoding itself (``rest_request.read_body`` does,
+        # aiohttp must not undo Content-Encoding itself (``parsing.read_body`` does,
         # so that a body that lies about its encoding is a 400 in Google's JSON).
         return web.AppRunner(
             self.application(), access_log=None, shutdown_timeout=1.0, auto_decompress=False
@@ -86,15 +88,15 @@ class RestDoor:
             cors = self._browser_check(request)
             if request.method == "OPTIONS" and cors:
                 return web.Response(status=204, headers=_preflight(cors))
-            system, query = rest_system.split_query(list(request.query.items()))
+            system, query = system_parameters.split_query(list(request.query.items()))
             token = f"Bearer {system.access_token}" if system.access_token else None
-            grant = self.service.authenticate(request.headers.get("Authorization") or token)
+            grant = self.services.authenticate(request.headers.get("Authorization") or token)
             if request.path == METRICS_PATH and self.metrics is not None:
                 return self.metrics.response(request, grant, cors)
             if self.dashboard is not None and dashboard.matches(request.path):
                 return await self.dashboard.response(request, grant)
             if pulsar_alias.matches(request.path):  # issue 12: Pulsar's shapes, not Google's
-                return await pulsar_alias.answer(self.service, request, cors, grant)
+                return await pulsar_alias.answer(self.services, request, cors, grant)
             response = await self._answer(request, query, grant)
             text = system.render(response)
         except HttpProblem as problem:
@@ -133,20 +135,20 @@ class RestDoor:
         """Route, build the request proto (``query``: without system parameters), and
         run the RPC."""
         binding, name = route(request.method, request.path)
-        message = self.service.methods[binding.rpc].request()
+        message = self.services.methods[binding.rpc].request()
         if binding.body_field:  # issue 14: CreateSchema's body is one field
-            rest_request.parse_body(
-                await rest_request.read_body(request), getattr(message, binding.body_field)
+            parsing.parse_body(
+                await parsing.read_body(request), getattr(message, binding.body_field)
             )
-            rest_request.bind_query(message, query)
+            parsing.bind_query(message, query)
         elif binding.body:
-            rest_request.parse_body(await rest_request.read_body(request), message)
-            rest_request.refuse_query(query)
+            parsing.parse_body(await parsing.read_body(request), message)
+            parsing.refuse_query(query)
         else:
-            rest_request.bind_query(message, query)
-        rest_request.check_text(name, binding.field)
-        rest_request.set_field(message, binding.field, name)
-        response: Message = await self.service.call(binding.rpc, message, grant=grant)
+            parsing.bind_query(message, query)
+        parsing.check_text(name, binding.field)
+        parsing.set_field(message, binding.field, name)
+        response: Message = await self.services.call(binding.rpc, message, grant=grant)
         return response
 
 

@@ -36,8 +36,8 @@ from pathlib import Path
 
 import grpc
 
-from eoclient.server_stub.auth import TokenTable
-from eoclient.server_stub.streams import (
+from eoclient.server_stub.access.tokens import TokenTable
+from eoclient.server_stub.doors.grpc.streams import (
     DEFAULT_MAX_STREAMS,
     DEFAULT_MAX_STREAMS_PER_CONNECTION,
     StreamLimits,

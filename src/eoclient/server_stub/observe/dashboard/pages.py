@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from eoclient.server_stub.core.model import StoredMessage, SubscriptionView
 from eoclient.server_stub.core.stats import SubscriptionStats, TopicStats
-from eoclient.server_stub.dashboard.history import Rates, Sample
+from eoclient.server_stub.observe.dashboard.history import Rates, Sample
 
 PEEK_DATA_CHARS = 200  # of a message's data shown in the peek table
 

@@ -13,7 +13,7 @@ Names: the tenant is the project and the namespace must be ``default`` (any othe
 404), so ``persistent://my-project/default/orders`` is ``projects/my-project/topics/
 orders`` and its subscription ``s`` is ``projects/my-project/subscriptions/s`` (which
 must be attached to that topic). The skip itself is the ``SkipMessages`` RPC of
-``broker_policies``, run through ``PubSubService.call`` like every other call; the
+``services/broker_policies.py``, run through ``Services.call`` like every other call; the
 per-id outcomes it reports are not part of Pulsar's answer (use ``:skipMessages``).
 """
 
@@ -26,11 +26,15 @@ from aiohttp import web
 
 from eoclient._proto import broker_policies_pb2 as pb
 from eoclient.errors import NotFound, RpcError
-from eoclient.server_stub import rest_request
-from eoclient.server_stub.auth import Grant
-from eoclient.server_stub.pulsar_ids import PulsarPayloadError, message_id_of, parse_skip_body
-from eoclient.server_stub.rest_errors import HTTP_STATUS
-from eoclient.server_stub.service import PubSubService
+from eoclient.server_stub.access.tokens import Grant
+from eoclient.server_stub.doors.rest import parsing
+from eoclient.server_stub.doors.rest.errors import HTTP_STATUS
+from eoclient.server_stub.doors.rest.pulsar_ids import (
+    PulsarPayloadError,
+    message_id_of,
+    parse_skip_body,
+)
+from eoclient.server_stub.services.table import Services
 
 PATH = re.compile(
     r"/admin/v2/persistent/(?P<tenant>[^/]+)/(?P<namespace>[^/]+)/(?P<topic>[^/]+)"
@@ -56,7 +60,7 @@ def _pulsar_error(http: int, reason: str, headers: dict[str, str]) -> web.Respon
 
 
 async def answer(
-    service: PubSubService, request: web.Request, cors: dict[str, str], grant: Grant | None
+    services: Services, request: web.Request, cors: dict[str, str], grant: Grant | None
 ) -> web.Response:
     """Answer one request to the alias path (``matches``), in Pulsar's shapes, for the
     caller ``grant`` authenticated (the door did; its projects are checked here)."""
@@ -66,11 +70,11 @@ async def answer(
         headers = {**cors, "Allow": "POST"}
         return _pulsar_error(405, f"HTTP method {request.method} is not allowed here.", headers)
     try:
-        items = parse_skip_body(await rest_request.read_body(request))
+        items = parse_skip_body(await parsing.read_body(request))
         message_ids = list(dict.fromkeys(message_id_of(item) for item in items))
     except PulsarPayloadError as error:
         return _pulsar_error(400, str(error), cors)
-    except RpcError as error:  # the body's encoding or size (rest_request)
+    except RpcError as error:  # the body's encoding or size (parsing)
         return _pulsar_error(HTTP_STATUS.get(error.code, 400), error.message, cors)
 
     tenant, namespace = found["tenant"], found["namespace"]
@@ -86,10 +90,10 @@ async def answer(
     subscription = f"projects/{tenant}/subscriptions/{found['subscription']}"
     skip = pb.SkipMessagesRequest(subscription=subscription, message_ids=message_ids)
     try:
-        service.authorize(grant, skip)  # before anything is looked up (existence leaks)
+        services.authorize(grant, skip)  # before anything is looked up (existence leaks)
     except RpcError as error:
         return _pulsar_error(HTTP_STATUS.get(error.code, 403), error.message, cors)
-    broker = service.broker
+    broker = services.broker
     try:
         broker.get_topic(topic)
     except RpcError:  # NOT_FOUND, or a name that cannot exist
@@ -104,7 +108,7 @@ async def answer(
         )
     if message_ids:
         try:
-            await service.call("SkipMessages", skip, grant=grant)
+            await services.call("SkipMessages", skip, grant=grant)
         except NotFound as error:  # deleted meanwhile
             return _pulsar_error(404, error.message, cors)
         except RpcError as error:

@@ -19,7 +19,7 @@ from google.protobuf import json_format
 from google.rpc import status_pb2
 
 from eoclient.errors import RpcError
-from eoclient.server_stub.service import rich_status
+from eoclient.server_stub.services.errors import rich_status
 
 # Canonical status → HTTP status (google/rpc/code.proto "HTTP Mapping").
 HTTP_STATUS: Mapping[str, int] = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from eoclient.server_stub.rest_errors import HttpProblem
+from eoclient.server_stub.doors.rest.errors import HttpProblem
 
 _PROJECT = "projects/[^/:]+"
 _TOPIC = f"{_PROJECT}/topics/[^/:]+"

@@ -1,29 +1,27 @@
 """The transport-neutral ``eoclient.broker.v1.BrokerPolicies`` service (Pulsar-style policies).
 
 An extension next to google.pubsub.v1 (``proto/eoclient/broker/v1/broker_policies.proto``):
-its own proto package and service, so the Google wire stays untouched. ``register``
-adds its methods to a ``PubSubService``'s method table under the full service name, so
-both doors run them through the same ``PubSubService.call`` as google.pubsub.v1 calls:
-injected faults, request checks, and nothing answered before the store has it. The
-gRPC door serves them as ``/eoclient.broker.v1.BrokerPolicies/<Method>``, the REST door
-at the bindings ``rest_routes`` lists (docs/policies.md), and the Pulsar-shaped skip
-alias (``pulsar_alias``) calls ``SkipMessages``.
+its own proto package and service, so the Google wire stays untouched. Its methods are
+in the one method table (``table.Services``) under the full service name, so both doors
+run them through the same ``Services.call`` as google.pubsub.v1 calls: injected faults,
+request checks, and nothing answered before the store has it. The gRPC door serves them
+as ``/eoclient.broker.v1.BrokerPolicies/<Method>``, the REST door at the bindings
+``doors/rest/routes.py`` lists (docs/policies.md), and the Pulsar-shaped skip alias
+(``doors/rest/pulsar_alias.py``) calls ``SkipMessages``.
 
-Thin, like ``service``: protobuf <-> core values in ``policy_translate``, semantics in
-the core (``core/policies.py``). The wait of a Publish held by a backlog quota is in
-``publish_hold`` (the Publish handler of ``service`` calls it).
+Thin, like every service here: protobuf <-> core values in ``policy_translate``,
+semantics in the core (``core/policies.py``). The wait of a Publish held by a backlog
+quota is in ``publish_hold`` (the Publish handler of ``publisher`` calls it).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from eoclient._proto import broker_policies_pb2 as pb
 from eoclient.errors import InvalidArgument, NotFound
-from eoclient.server_stub import policy_translate as convert
 from eoclient.server_stub.core import Broker
-from eoclient.server_stub.service import Handler, PubSubService, RpcMethod
-from eoclient.server_stub.translate import seconds_of_timestamp
+from eoclient.server_stub.services import policy_translate as convert
+from eoclient.server_stub.services.rpc import RpcMethod, rpc_methods
+from eoclient.server_stub.services.translate import seconds_of_timestamp
 
 SERVICE = "eoclient.broker.v1.BrokerPolicies"
 # One SkipMessages names at most this many ids: Pulsar persists at most 10,000
@@ -38,45 +36,52 @@ class BrokerPoliciesService:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    def method_table(self) -> dict[str, RpcMethod]:
-        table: dict[str, tuple[Handler, Any, Any]] = {
-            "SkipMessages": (self.skip_messages, pb.SkipMessagesRequest, pb.SkipMessagesResponse),
-            "GetTopicPolicies": (
-                self.get_topic_policies,
-                pb.GetTopicPoliciesRequest,
-                pb.TopicPolicies,
-            ),
-            "SetTopicPolicies": (
-                self.set_topic_policies,
-                pb.SetTopicPoliciesRequest,
-                pb.TopicPolicies,
-            ),
-            "GetSubscriptionPolicies": (
-                self.get_subscription_policies,
-                pb.GetSubscriptionPoliciesRequest,
-                pb.SubscriptionPolicies,
-            ),
-            "SetSubscriptionPolicies": (
-                self.set_subscription_policies,
-                pb.SetSubscriptionPoliciesRequest,
-                pb.SubscriptionPolicies,
-            ),
-            "GetTopicPolicyCounters": (
-                self.get_topic_policy_counters,
-                pb.GetTopicPolicyCountersRequest,
-                pb.TopicPolicyCounters,
-            ),
-            "GetSubscriptionPolicyCounters": (
-                self.get_subscription_policy_counters,
-                pb.GetSubscriptionPolicyCountersRequest,
-                pb.SubscriptionPolicyCounters,
-            ),
-            "SeekWithOutcome": (self.seek_with_outcome, pb.SeekWithOutcomeRequest, pb.SeekOutcome),
-        }
-        return {
-            name: RpcMethod(SERVICE, name, handler, request, response)
-            for name, (handler, request, response) in table.items()
-        }
+    def methods(self) -> list[RpcMethod]:
+        return rpc_methods(
+            SERVICE,
+            {
+                "SkipMessages": (
+                    self.skip_messages,
+                    pb.SkipMessagesRequest,
+                    pb.SkipMessagesResponse,
+                ),
+                "GetTopicPolicies": (
+                    self.get_topic_policies,
+                    pb.GetTopicPoliciesRequest,
+                    pb.TopicPolicies,
+                ),
+                "SetTopicPolicies": (
+                    self.set_topic_policies,
+                    pb.SetTopicPoliciesRequest,
+                    pb.TopicPolicies,
+                ),
+                "GetSubscriptionPolicies": (
+                    self.get_subscription_policies,
+                    pb.GetSubscriptionPoliciesRequest,
+                    pb.SubscriptionPolicies,
+                ),
+                "SetSubscriptionPolicies": (
+                    self.set_subscription_policies,
+                    pb.SetSubscriptionPoliciesRequest,
+                    pb.SubscriptionPolicies,
+                ),
+                "GetTopicPolicyCounters": (
+                    self.get_topic_policy_counters,
+                    pb.GetTopicPolicyCountersRequest,
+                    pb.TopicPolicyCounters,
+                ),
+                "GetSubscriptionPolicyCounters": (
+                    self.get_subscription_policy_counters,
+                    pb.GetSubscriptionPolicyCountersRequest,
+                    pb.SubscriptionPolicyCounters,
+                ),
+                "SeekWithOutcome": (
+                    self.seek_with_outcome,
+                    pb.SeekWithOutcomeRequest,
+                    pb.SeekOutcome,
+                ),
+            },
+        )
 
     # ------------------------------------------------------------ skip
 
@@ -161,8 +166,3 @@ class BrokerPoliciesService:
         else:
             raise InvalidArgument("The seek target must be set: a time or a snapshot.")
         return convert.seek_outcome_to_pb(outcome)
-
-
-def register(service: PubSubService) -> None:
-    """Serve ``eoclient.broker.v1.BrokerPolicies`` through ``service`` (both doors)."""
-    service.methods.update(BrokerPoliciesService(service.broker).method_table())

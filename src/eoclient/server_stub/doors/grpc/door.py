@@ -1,7 +1,7 @@
-"""gRPC door of the reference server: google.pubsub.v1 Publisher and Subscriber on grpc.aio.
+"""gRPC door of the reference server: every service of the method table, on grpc.aio.
 
 Generic handlers (no generated servicer classes): every unary method runs through the
-transport-neutral ``PubSubService.call`` (``service``), whose ``RpcError`` becomes the
+transport-neutral ``Services.call`` (``services/table.py``), whose ``RpcError`` becomes the
 call's status here; exactly-once ack failures add their rich ``google.rpc.Status`` in
 ``grpc-status-details-bin``. Pull answers bytes encoded by ``wire_encoding`` rather than
 a protobuf; StreamingPull has a session of its own (``streaming_pull``).
@@ -23,11 +23,14 @@ from google.protobuf.message import Message
 
 from eoclient._proto import pubsub_pb2
 from eoclient.errors import Internal, RpcError
-from eoclient.server_stub import request_checks, wire_encoding
-from eoclient.server_stub.grpc_status import abort, authorization
-from eoclient.server_stub.service import INTERNAL_ERROR_MESSAGE, PubSubService
-from eoclient.server_stub.service_extensions import full_service_name
-from eoclient.server_stub.streaming_pull import serve_streaming_pull
+from eoclient.server_stub.doors.grpc import wire_encoding
+from eoclient.server_stub.doors.grpc.status import abort, authorization
+from eoclient.server_stub.doors.grpc.streaming_pull import serve_streaming_pull
+from eoclient.server_stub.doors.grpc.streams import StreamRegistry
+from eoclient.server_stub.services import request_checks
+from eoclient.server_stub.services.errors import INTERNAL_ERROR_MESSAGE
+from eoclient.server_stub.services.subscriber import SERVICE as SUBSCRIBER
+from eoclient.server_stub.services.table import Services
 
 logger = logging.getLogger("eoclient.server_stub.grpc")
 
@@ -35,25 +38,24 @@ GrpcHandler = Callable[[bytes, grpc.aio.ServicerContext[Any, Any]], Awaitable[An
 
 
 class GrpcDoor:
-    """The grpc.aio handlers of one ``PubSubService``."""
+    """The grpc.aio handlers of one ``Services``, and its open StreamingPull streams."""
 
-    def __init__(self, service: PubSubService) -> None:
-        self.service = service
+    def __init__(self, services: Services, streams: StreamRegistry) -> None:
+        self.services = services
+        self.streams = streams
 
     def generic_handlers(self) -> list[grpc.GenericRpcHandler[Any, Any]]:
         handlers = []
-        # issue 14: IAMPolicy and SchemaService come from service_extensions; issue 12:
-        # eoclient.broker.v1.BrokerPolicies from broker_policies
-        for service in dict.fromkeys(rpc.service for rpc in self.service.methods.values()):
+        for service in dict.fromkeys(rpc.service for rpc in self.services.methods.values()):
             methods: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
                 rpc.name: grpc.unary_unary_rpc_method_handler(
                     self._unary(rpc.name, rpc.request),
                     response_serializer=rpc.response.SerializeToString,
                 )
-                for rpc in self.service.methods.values()
+                for rpc in self.services.methods.values()
                 if rpc.service == service
             }
-            if service == "Subscriber":
+            if service == SUBSCRIBER:
                 methods["Pull"] = grpc.unary_unary_rpc_method_handler(
                     self._unary("Pull", pubsub_pb2.PullRequest, self.pull_encoded),
                     response_serializer=serialize_response,
@@ -61,9 +63,7 @@ class GrpcDoor:
                 methods["StreamingPull"] = grpc.stream_stream_rpc_method_handler(
                     self.streaming_pull, response_serializer=serialize_response
                 )
-            handlers.append(
-                grpc.method_handlers_generic_handler(full_service_name(service), methods)
-            )
+            handlers.append(grpc.method_handlers_generic_handler(service, methods))
         return handlers
 
     def _unary(
@@ -74,9 +74,9 @@ class GrpcDoor:
     ) -> GrpcHandler:
         async def handler(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             try:
-                grant = self.service.authenticate(authorization(context))
+                grant = self.services.authenticate(authorization(context))
                 request = request_checks.decode(request_type, raw)
-                return await self.service.call(method, request, door_handler, grant)
+                return await self.services.call(method, request, door_handler, grant)
             except RpcError as error:
                 await abort(context, error)
             except Exception:
@@ -88,7 +88,7 @@ class GrpcDoor:
     async def pull_encoded(self, request: pubsub_pb2.PullRequest) -> bytes:
         """Pull for this door: the PullResponse encoded straight to bytes, as StreamingPull
         deliveries are (wire_encoding; the REST door needs the protobuf)."""
-        deliveries = await self.service.pull_deliveries(request)
+        deliveries = await self.services.subscriber.pull_deliveries(request)
         return wire_encoding.encode_pull_response(
             wire_encoding.encode_received_message(d.ack_id, d.message, d.delivery_attempt)
             for d in deliveries
@@ -97,7 +97,7 @@ class GrpcDoor:
     async def streaming_pull(
         self, requests: Any, context: grpc.aio.ServicerContext[Any, Any]
     ) -> None:
-        await serve_streaming_pull(self.service, requests, context)
+        await serve_streaming_pull(self.services, self.streams, requests, context)
 
 
 def serialize_response(response: Message | bytes) -> bytes:

@@ -1,0 +1,139 @@
+"""google.pubsub.v1.Publisher: topics, and publishing to them.
+
+Thin: each handler turns the request proto into the core's values (``translate``), calls
+the broker, and turns the result into the response proto, or raises ``RpcError``. A
+handler refuses what the core does not model before the broker sees the request, so a
+refused request changes nothing:
+
+* settings the server cannot honour (``unsupported_settings``);
+* a topic's ``schema_settings`` naming no schema, an unknown one, or revisions it does not
+  have, and a Publish whose messages do not match the topic's schema (``schemas``: the
+  core keeps those settings opaque, in the topic's ``extras``).
+
+A Publish refused by a backlog quota that holds the producer waits here for room
+(``publish_hold``): waiting is the service's part, the core never awaits.
+"""
+
+from __future__ import annotations
+
+from google.protobuf import empty_pb2
+
+from eoclient._proto import pubsub_pb2
+from eoclient.server_stub.core import Broker
+from eoclient.server_stub.core.policies import BacklogQuotaHeld
+from eoclient.server_stub.services import schemas, translate, unsupported_settings
+from eoclient.server_stub.services.publish_hold import publish_held
+from eoclient.server_stub.services.rpc import RpcMethod, rpc_methods
+
+SERVICE = "google.pubsub.v1.Publisher"
+
+
+class PublisherService:
+    """The nine Publisher methods over one broker."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def methods(self) -> list[RpcMethod]:
+        P = pubsub_pb2
+        return rpc_methods(
+            SERVICE,
+            {
+                "CreateTopic": (self.create_topic, P.Topic, P.Topic),
+                "UpdateTopic": (self.update_topic, P.UpdateTopicRequest, P.Topic),
+                "Publish": (self.publish, P.PublishRequest, P.PublishResponse),
+                "GetTopic": (self.get_topic, P.GetTopicRequest, P.Topic),
+                "ListTopics": (self.list_topics, P.ListTopicsRequest, P.ListTopicsResponse),
+                "ListTopicSubscriptions": (
+                    self.list_topic_subscriptions,
+                    P.ListTopicSubscriptionsRequest,
+                    P.ListTopicSubscriptionsResponse,
+                ),
+                "ListTopicSnapshots": (
+                    self.list_topic_snapshots,
+                    P.ListTopicSnapshotsRequest,
+                    P.ListTopicSnapshotsResponse,
+                ),
+                "DeleteTopic": (self.delete_topic, P.DeleteTopicRequest, empty_pb2.Empty),
+                "DetachSubscription": (
+                    self.detach_subscription,
+                    P.DetachSubscriptionRequest,
+                    P.DetachSubscriptionResponse,
+                ),
+            },
+        )
+
+    def _topic_answer(self, topic: pubsub_pb2.Topic) -> pubsub_pb2.Topic:
+        return schemas.show_deleted_schema(self.broker, topic)
+
+    async def create_topic(self, request: pubsub_pb2.Topic) -> pubsub_pb2.Topic:
+        if request.HasField("schema_settings"):
+            schemas.check_schema_settings(self.broker, request.schema_settings)
+        unsupported_settings.check_topic(request)
+        view = self.broker.create_topic(translate.topic_from_pb(request))
+        return self._topic_answer(translate.topic_to_pb(view))
+
+    async def update_topic(self, request: pubsub_pb2.UpdateTopicRequest) -> pubsub_pb2.Topic:
+        fields = translate.top_level_fields(request.update_mask.paths)
+        if "schema_settings" in fields and request.topic.HasField("schema_settings"):
+            schemas.check_schema_settings(self.broker, request.topic.schema_settings)
+        unsupported_settings.check_topic(request.topic, fields)
+        view = self.broker.update_topic(
+            translate.topic_from_pb(request.topic),
+            list(request.update_mask.paths),
+            translate.merge_topic_extras,
+        )
+        return self._topic_answer(translate.topic_to_pb(view))
+
+    async def publish(self, request: pubsub_pb2.PublishRequest) -> pubsub_pb2.PublishResponse:
+        # Checked against the topic's schema first; the schema attributes are added to
+        # ``request``'s messages, so they are part of what is stored.
+        schemas.check_publish(self.broker, request)
+        messages = translate.new_messages(request)
+        try:
+            ids = self.broker.publish(request.topic, messages, request.ByteSize())
+        except BacklogQuotaHeld as held:
+            ids = await publish_held(self.broker, request.topic, messages, request.ByteSize(), held)
+        return pubsub_pb2.PublishResponse(message_ids=ids)
+
+    async def get_topic(self, request: pubsub_pb2.GetTopicRequest) -> pubsub_pb2.Topic:
+        return self._topic_answer(translate.topic_to_pb(self.broker.get_topic(request.topic)))
+
+    async def list_topics(
+        self, request: pubsub_pb2.ListTopicsRequest
+    ) -> pubsub_pb2.ListTopicsResponse:
+        page = self.broker.list_topics(request.project, request.page_size, request.page_token)
+        return pubsub_pb2.ListTopicsResponse(
+            topics=[self._topic_answer(translate.topic_to_pb(t)) for t in page.items],
+            next_page_token=page.next_page_token,
+        )
+
+    async def list_topic_subscriptions(
+        self, request: pubsub_pb2.ListTopicSubscriptionsRequest
+    ) -> pubsub_pb2.ListTopicSubscriptionsResponse:
+        page = self.broker.list_topic_subscriptions(
+            request.topic, request.page_size, request.page_token
+        )
+        return pubsub_pb2.ListTopicSubscriptionsResponse(
+            subscriptions=list(page.items), next_page_token=page.next_page_token
+        )
+
+    async def list_topic_snapshots(
+        self, request: pubsub_pb2.ListTopicSnapshotsRequest
+    ) -> pubsub_pb2.ListTopicSnapshotsResponse:
+        page = self.broker.list_topic_snapshots(
+            request.topic, request.page_size, request.page_token
+        )
+        return pubsub_pb2.ListTopicSnapshotsResponse(
+            snapshots=list(page.items), next_page_token=page.next_page_token
+        )
+
+    async def delete_topic(self, request: pubsub_pb2.DeleteTopicRequest) -> empty_pb2.Empty:
+        self.broker.delete_topic(request.topic)
+        return empty_pb2.Empty()
+
+    async def detach_subscription(
+        self, request: pubsub_pb2.DetachSubscriptionRequest
+    ) -> pubsub_pb2.DetachSubscriptionResponse:
+        self.broker.detach_subscription(request.subscription)
+        return pubsub_pb2.DetachSubscriptionResponse()

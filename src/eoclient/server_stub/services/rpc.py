@@ -1,0 +1,30 @@
+"""One unary RPC as the method table holds it: the vocabulary every service module shares."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf.message import Message
+
+Handler = Callable[[Any], Awaitable[Message]]
+
+
+@dataclass(frozen=True)
+class RpcMethod:
+    """One unary RPC: its service's full name, its handler and its message classes."""
+
+    service: str  # "google.pubsub.v1.Publisher", "google.iam.v1.IAMPolicy", ...
+    name: str
+    handler: Handler
+    request: type[Message]
+    response: type[Message]
+
+
+def rpc_methods(service: str, table: dict[str, tuple[Handler, Any, Any]]) -> list[RpcMethod]:
+    """The methods of ``service`` from its table: name → (handler, request, response)."""
+    return [
+        RpcMethod(service, name, handler, request, response)
+        for name, (handler, request, response) in table.items()
+    ]

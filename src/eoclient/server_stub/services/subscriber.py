@@ -1,0 +1,243 @@
+"""google.pubsub.v1.Subscriber: subscriptions, delivery and acks, snapshots and seek.
+
+Thin: each handler turns the request proto into the core's values (``translate``), calls
+the broker, and turns the result into the response proto, or raises ``RpcError``. A
+handler refuses what the core does not model before the broker sees the request, so a
+refused request changes nothing: settings the server cannot honour
+(``unsupported_settings``) and push configs it would not deliver (``push_config``;
+``push/`` delivers the ones it accepts, and ModifyPushConfig switches a subscription
+between push and pull).
+
+Acks and modacks settle through ``ack_settling``, shared with StreamingPull; an
+exactly-once failure raises ``ExactlyOnceAckFailure`` (``errors``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from google.protobuf import empty_pb2
+
+from eoclient._proto import pubsub_pb2
+from eoclient.server_stub.core import Broker, Delivery
+from eoclient.server_stub.services import ack_settling, translate, unsupported_settings
+from eoclient.server_stub.services.errors import ExactlyOnceAckFailure
+from eoclient.server_stub.services.push_config import check_push_config
+from eoclient.server_stub.services.rpc import RpcMethod, rpc_methods
+
+SERVICE = "google.pubsub.v1.Subscriber"
+
+# Unary Pull with return_immediately=false waits this long for a first message.
+PULL_WAIT_SECONDS = 1.0
+
+
+class SubscriberService:
+    """The Subscriber methods over one broker (StreamingPull is the gRPC door's own)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._pull_waiters: dict[str, set[asyncio.Event]] = {}
+
+    def methods(self) -> list[RpcMethod]:
+        P = pubsub_pb2
+        E = empty_pb2.Empty
+        return rpc_methods(
+            SERVICE,
+            {
+                "CreateSubscription": (self.create_subscription, P.Subscription, P.Subscription),
+                "GetSubscription": (
+                    self.get_subscription,
+                    P.GetSubscriptionRequest,
+                    P.Subscription,
+                ),
+                "UpdateSubscription": (
+                    self.update_subscription,
+                    P.UpdateSubscriptionRequest,
+                    P.Subscription,
+                ),
+                "ListSubscriptions": (
+                    self.list_subscriptions,
+                    P.ListSubscriptionsRequest,
+                    P.ListSubscriptionsResponse,
+                ),
+                "DeleteSubscription": (self.delete_subscription, P.DeleteSubscriptionRequest, E),
+                "ModifyAckDeadline": (self.modify_ack_deadline, P.ModifyAckDeadlineRequest, E),
+                "Acknowledge": (self.acknowledge, P.AcknowledgeRequest, E),
+                "Pull": (self.pull, P.PullRequest, P.PullResponse),
+                "ModifyPushConfig": (self.modify_push_config, P.ModifyPushConfigRequest, E),
+                "GetSnapshot": (self.get_snapshot, P.GetSnapshotRequest, P.Snapshot),
+                "ListSnapshots": (
+                    self.list_snapshots,
+                    P.ListSnapshotsRequest,
+                    P.ListSnapshotsResponse,
+                ),
+                "CreateSnapshot": (self.create_snapshot, P.CreateSnapshotRequest, P.Snapshot),
+                "UpdateSnapshot": (self.update_snapshot, P.UpdateSnapshotRequest, P.Snapshot),
+                "DeleteSnapshot": (self.delete_snapshot, P.DeleteSnapshotRequest, E),
+                "Seek": (self.seek, P.SeekRequest, P.SeekResponse),
+            },
+        )
+
+    def notify(self, subscription: str) -> None:
+        """Wake the unary Pulls waiting for ``subscription`` (it may have messages)."""
+        for event in self._pull_waiters.get(subscription, ()):
+            event.set()
+
+    # ------------------------------------------------------ subscriptions
+
+    async def create_subscription(
+        self, request: pubsub_pb2.Subscription
+    ) -> pubsub_pb2.Subscription:
+        check_push_config(request.push_config, exactly_once=request.enable_exactly_once_delivery)
+        unsupported_settings.check_subscription(request)
+        view = self.broker.create_subscription(translate.subscription_from_pb(request))
+        return translate.subscription_to_pb(view)
+
+    async def get_subscription(
+        self, request: pubsub_pb2.GetSubscriptionRequest
+    ) -> pubsub_pb2.Subscription:
+        return translate.subscription_to_pb(self.broker.get_subscription(request.subscription))
+
+    async def update_subscription(
+        self, request: pubsub_pb2.UpdateSubscriptionRequest
+    ) -> pubsub_pb2.Subscription:
+        fields = translate.top_level_fields(request.update_mask.paths)
+        if {"push_config", "enable_exactly_once_delivery"} & set(fields):
+            # The push config and exactly-once as they will be, the stored value where
+            # the mask leaves one unchanged.
+            current = self.broker.get_subscription(request.subscription.name).config
+            stored = pubsub_pb2.Subscription.FromString(current.extras)
+            push = request.subscription if "push_config" in fields else stored
+            exactly_once = (
+                request.subscription.enable_exactly_once_delivery
+                if "enable_exactly_once_delivery" in fields
+                else current.enable_exactly_once_delivery
+            )
+            check_push_config(push.push_config, exactly_once=exactly_once)
+        unsupported_settings.check_subscription(request.subscription, fields)
+        view = self.broker.update_subscription(
+            translate.subscription_from_pb(request.subscription),
+            list(request.update_mask.paths),
+            translate.merge_subscription_extras,
+        )
+        return translate.subscription_to_pb(view)
+
+    async def modify_push_config(
+        self, request: pubsub_pb2.ModifyPushConfigRequest
+    ) -> empty_pb2.Empty:
+        current = self.broker.get_subscription(request.subscription).config
+        check_push_config(request.push_config, exactly_once=current.enable_exactly_once_delivery)
+        update = pubsub_pb2.Subscription(name=request.subscription, push_config=request.push_config)
+        self.broker.update_subscription(
+            translate.subscription_from_pb(update),
+            ["push_config"],
+            translate.merge_subscription_extras,
+        )
+        return empty_pb2.Empty()
+
+    async def list_subscriptions(
+        self, request: pubsub_pb2.ListSubscriptionsRequest
+    ) -> pubsub_pb2.ListSubscriptionsResponse:
+        page = self.broker.list_subscriptions(
+            request.project, request.page_size, request.page_token
+        )
+        return pubsub_pb2.ListSubscriptionsResponse(
+            subscriptions=[translate.subscription_to_pb(s) for s in page.items],
+            next_page_token=page.next_page_token,
+        )
+
+    async def delete_subscription(
+        self, request: pubsub_pb2.DeleteSubscriptionRequest
+    ) -> empty_pb2.Empty:
+        self.broker.delete_subscription(request.subscription)
+        return empty_pb2.Empty()
+
+    # ------------------------------------------------------------ delivery
+
+    async def pull(self, request: pubsub_pb2.PullRequest) -> pubsub_pb2.PullResponse:
+        deliveries = await self.pull_deliveries(request)
+        return pubsub_pb2.PullResponse(
+            received_messages=[translate.received_message(d) for d in deliveries]
+        )
+
+    async def pull_deliveries(self, request: pubsub_pb2.PullRequest) -> list[Delivery]:
+        """Lease up to ``max_messages``; unless ``return_immediately``, wait up to
+        ``PULL_WAIT_SECONDS`` for a first message (each door encodes the result)."""
+        deliveries = self.broker.pull(request.subscription, request.max_messages)
+        if not deliveries and not request.return_immediately:
+            event = asyncio.Event()
+            waiters = self._pull_waiters.setdefault(request.subscription, set())
+            waiters.add(event)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), PULL_WAIT_SECONDS)
+            finally:
+                waiters.discard(event)
+                if not waiters:
+                    self._pull_waiters.pop(request.subscription, None)
+            deliveries = self.broker.pull(request.subscription, request.max_messages)
+        return deliveries
+
+    async def acknowledge(self, request: pubsub_pb2.AcknowledgeRequest) -> empty_pb2.Empty:
+        return _answer(ack_settling.acknowledge(self.broker, request.subscription, request.ack_ids))
+
+    async def modify_ack_deadline(
+        self, request: pubsub_pb2.ModifyAckDeadlineRequest
+    ) -> empty_pb2.Empty:
+        settled = ack_settling.modify_ack_deadline(
+            self.broker, request.subscription, request.ack_ids, request.ack_deadline_seconds
+        )
+        return _answer(settled)
+
+    # ------------------------------------------------------ snapshots, seek
+
+    async def create_snapshot(
+        self, request: pubsub_pb2.CreateSnapshotRequest
+    ) -> pubsub_pb2.Snapshot:
+        view = self.broker.create_snapshot(request.name, request.subscription, dict(request.labels))
+        return translate.snapshot_to_pb(view)
+
+    async def get_snapshot(self, request: pubsub_pb2.GetSnapshotRequest) -> pubsub_pb2.Snapshot:
+        return translate.snapshot_to_pb(self.broker.get_snapshot(request.snapshot))
+
+    async def list_snapshots(
+        self, request: pubsub_pb2.ListSnapshotsRequest
+    ) -> pubsub_pb2.ListSnapshotsResponse:
+        page = self.broker.list_snapshots(request.project, request.page_size, request.page_token)
+        return pubsub_pb2.ListSnapshotsResponse(
+            snapshots=[translate.snapshot_to_pb(s) for s in page.items],
+            next_page_token=page.next_page_token,
+        )
+
+    async def update_snapshot(
+        self, request: pubsub_pb2.UpdateSnapshotRequest
+    ) -> pubsub_pb2.Snapshot:
+        view = self.broker.update_snapshot(
+            translate.snapshot_from_pb(request.snapshot), list(request.update_mask.paths)
+        )
+        return translate.snapshot_to_pb(view)
+
+    async def delete_snapshot(self, request: pubsub_pb2.DeleteSnapshotRequest) -> empty_pb2.Empty:
+        self.broker.delete_snapshot(request.snapshot)
+        return empty_pb2.Empty()
+
+    async def seek(self, request: pubsub_pb2.SeekRequest) -> pubsub_pb2.SeekResponse:
+        target = request.WhichOneof("target")
+        if target == "time":
+            self.broker.seek(
+                request.subscription, time=translate.seconds_of_timestamp(request.time)
+            )
+        else:
+            self.broker.seek(request.subscription, snapshot=request.snapshot)
+        return pubsub_pb2.SeekResponse()
+
+
+def _answer(settled: ack_settling.Settled) -> empty_pb2.Empty:
+    """A unary ack/modack's answer: per-id failures (exactly-once) or refused ids."""
+    if not settled.reply.ok:
+        raise ExactlyOnceAckFailure(settled.reply)
+    refusal = settled.refusal()
+    if refusal is not None:
+        raise refusal
+    return empty_pb2.Empty()

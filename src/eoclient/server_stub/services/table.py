@@ -1,0 +1,112 @@
+"""Every RPC the reference server answers, in one method table, and the one way to call one.
+
+Each service module (``publisher``, ``subscriber``, ``iam_policy``, ``schemas``,
+``broker_policies``) lists its own methods; ``Services`` puts them in one table keyed by
+method name, and both doors run every unary call through ``Services.call``: the caller's
+grant first, then injected faults, then the door-independent request checks, the
+handler, and the commit of what it changed. A handler holds every check of its RPC
+itself: nothing wraps one handler in another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from google.protobuf.message import Message
+
+from eoclient.errors import RpcError, Unauthenticated, Unimplemented, rpc_error_class
+from eoclient.server_stub.access.tokens import Grant, TokenTable, request_projects
+from eoclient.server_stub.core import Broker
+from eoclient.server_stub.group_commit import GroupCommit
+from eoclient.server_stub.services import request_checks
+from eoclient.server_stub.services.broker_policies import BrokerPoliciesService
+from eoclient.server_stub.services.faults import RpcFaults
+from eoclient.server_stub.services.iam_policy import IamPolicyService
+from eoclient.server_stub.services.publisher import PublisherService
+from eoclient.server_stub.services.rpc import RpcMethod
+from eoclient.server_stub.services.schemas import SchemaService
+from eoclient.server_stub.services.subscriber import SubscriberService
+
+
+class Services:
+    """The services of one broker, as both doors call them."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        faults: RpcFaults | None = None,
+        group_commit: GroupCommit | None = None,
+        tokens: TokenTable | None = None,
+    ) -> None:
+        self.broker = broker
+        self.faults = faults or RpcFaults()
+        self.group_commit = group_commit or GroupCommit(broker.store)
+        self.tokens = tokens
+        # The subscriber service keeps the unary Pulls waiting for a message: the
+        # server wakes them (``notify``) when the broker has one.
+        self.subscriber = SubscriberService(broker)
+        self.methods: dict[str, RpcMethod] = _one_table(
+            PublisherService(broker).methods(),
+            self.subscriber.methods(),
+            IamPolicyService(broker).methods(),
+            SchemaService(broker).methods(),
+            BrokerPoliciesService(broker).methods(),
+        )
+
+    def authenticate(self, authorization: str | None) -> Grant | None:
+        """The caller's grant, from its ``authorization`` value (UNAUTHENTICATED without
+        a known bearer token); None when the server takes no tokens."""
+        if self.tokens is None:
+            return None
+        return self.tokens.authenticate(authorization)
+
+    def authorize(self, grant: Grant | None, request: Message) -> None:
+        """PERMISSION_DENIED unless ``grant`` covers every project the request names."""
+        if self.tokens is not None:
+            if grant is None:  # a door that did not authenticate: never let it through
+                raise Unauthenticated("Request is missing required authentication credential.")
+            grant.authorize(request_projects(request))
+
+    async def call(
+        self,
+        method: str,
+        request: Message,
+        handler: Callable[[Any], Awaitable[Any]] | None = None,
+        grant: Grant | None = None,
+    ) -> Any:
+        """Run the unary RPC ``method`` (e.g. ``"Publish"``) for either door.
+
+        The caller's ``grant`` (``authenticate``) is checked first, then injected
+        faults for ``method``, then the request; failures raise ``RpcError`` (an
+        ``ExactlyOnceAckFailure`` for exactly-once ack failures). ``handler`` replaces
+        the method's own for one door (the gRPC door's pre-encoded Pull).
+        """
+        rpc = self.methods.get(method)
+        if rpc is None:
+            raise Unimplemented(f"Method google.pubsub.v1 {method} is not implemented.")
+        self.authorize(grant, request)
+        injected = self.faults.take(method)
+        if injected is not None:
+            raise rpc_error_class(injected.code)(injected.message)
+        request_checks.check_renderable(request)
+        # Nothing leaves before the store has it (group_commit.py): not the result, and
+        # not an exactly-once failure either, which reports the request's other ids done.
+        try:
+            result = await (handler or rpc.handler)(request)
+        except RpcError:
+            await self.group_commit.durable()
+            raise
+        await self.group_commit.durable()
+        return result
+
+
+def _one_table(*services: Iterable[RpcMethod]) -> dict[str, RpcMethod]:
+    table: dict[str, RpcMethod] = {}
+    for methods in services:
+        for rpc in methods:
+            # Both doors look a method up by its bare name (the REST bindings, the
+            # faults a test injects): two services may never share one.
+            assert rpc.name not in table, f"{rpc.name} is served twice"
+            table[rpc.name] = rpc
+    return table
