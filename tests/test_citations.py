@@ -53,8 +53,6 @@ NOT_YET_CONVERTED: tuple[str, ...] = (
     "src/eoclient/admin",
     "src/eoclient/_transport.py",
     "src/eoclient/errors.py",
-    # the spark helper
-    "src/eoclient/spark",
 )
 
 # Case-insensitive. The first four are the research notes outside the repository; the

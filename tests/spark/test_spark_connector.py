@@ -1,10 +1,11 @@
 """eoclient.spark against the reference server (in a thread of the test process, whose
 broker the tests look into: ``_server.py``).
 
-One SparkSession for the module (start-up costs 7-15 s here, spark-notes §0). The crash tests
-run the driver as a subprocess (``_driver.py``) and ``kill -9`` its whole process group at a
-fault point, then restart it from the checkpoint; the sink's rows are read through the file
-sink's own metadata log (``_spark_metadata``) and compared with the published message ids.
+One SparkSession for the module (start-up costs 7-15 s here:
+docs/protocol.md#spark-startup-cost). The crash tests run the driver as a subprocess
+(``_driver.py``) and ``kill -9`` its whole process group at a fault point, then restart it
+from the checkpoint; the sink's rows are read through the file sink's own metadata log
+(``_spark_metadata``) and compared with the published message ids.
 """
 
 from __future__ import annotations

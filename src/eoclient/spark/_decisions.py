@@ -237,7 +237,8 @@ def may_claim_unverified(now: float, first_pull_sent: float, ack_deadline: float
     task holds is current, and no other puller can have been given those messages. The
     part must be journaled that long *before* that end that its lease keeper (``_keeper``,
     which takes it over once it is journaled) can extend the leases in time: the SDK's
-    renewal margin (at least 5 s: a lease tick, a round trip and a stall). Later, the task
+    renewal margin (at least 5 s: a lease tick, a round trip and a stall;
+    docs/protocol.md#lease-extension-cadence). Later, the task
     extends its leases first (a lost one is dropped: its redelivery belongs to whoever got
     it).
     """

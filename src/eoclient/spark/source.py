@@ -11,11 +11,12 @@ is what the journal's ``batch-<k>/`` holds (layout: ``eoclient.spark._journal``)
 A micro-batch:
 
 1. ``latestOffset(start = k)``: Spark calls it only once batches below ``k`` are in its
-   commit log. The driver forgets (prunes) the batches the committed batches' tasks have
-   settled; batch ``k - 1`` is committed but not acked yet: batch ``k`` will settle it. Then
-   it *probes*: pulls one round (up to 2,000 messages, whatever the batch size), acks the
-   redeliveries of committed messages among them, journals the rest as part 0 and writes
-   the batch's *plan*: how many read tasks pull how many messages each (the rest of
+   commit log (docs/protocol.md#spark-micro-batch-commit-order). The driver forgets
+   (prunes) the batches the committed batches' tasks have settled; batch ``k - 1`` is
+   committed but not acked yet: batch ``k`` will settle it. Then it *probes*: pulls one
+   round (up to 2,000 messages, whatever the batch size), acks the redeliveries of
+   committed messages among them, journals the rest as part 0 and writes the batch's
+   *plan*: how many read tasks pull how many messages each (the rest of
    ``maxMessagesPerTrigger`` over ``numPartitions``; none if the probe found the
    subscription nearly drained), which committed batches its tasks settle, the
    ``availableNow`` cutoff. Returns ``k + 1``. If the probe found nothing: ``k + 1`` all the
