@@ -431,6 +431,7 @@ def main() -> int:
     if options.baseline:
         extract_baseline(options.baseline, work / "baseline")
     results: list[Result] = []
+    failures: list[str] = []
     try:
         for number, spec in enumerate(options.runs.split(";")):
             master, _, counts = spec.partition(":")
@@ -447,19 +448,23 @@ def main() -> int:
             for batch in batches:
                 if options.baseline and number == 0:
                     print(f"{master}, batch {batch}, the source at {options.baseline}", flush=True)
-                    session.append(
-                        run_eoclient(
-                            spark,
-                            (server, address),
-                            work / f"baseline-{len(results) + len(session)}",
-                            master,
-                            partition_counts[0],
-                            batch,
-                            options.rounds,
-                            source_format=BASELINE_FORMAT,
-                            name=f"eoclient source at {options.baseline[:10]}",
+                    try:
+                        session.append(
+                            run_eoclient(
+                                spark,
+                                (server, address),
+                                work / f"baseline-{len(results) + len(session)}",
+                                master,
+                                partition_counts[0],
+                                batch,
+                                options.rounds,
+                                source_format=BASELINE_FORMAT,
+                                name=f"eoclient source at {options.baseline[:10]}",
+                            )
                         )
-                    )
+                    except Exception as error:  # an older design may not cope: say so
+                        print(f"  the source at {options.baseline} failed: {error}", flush=True)
+                        failures.append(f"{options.baseline[:10]}, batch {batch}: {error}")
                 for partitions in partition_counts:
                     print(f"{master}, batch {batch}, numPartitions={partitions}", flush=True)
                     session.append(
@@ -521,6 +526,7 @@ def main() -> int:
             f"{r.first_batch_s:.1f} | {r.latest_offset_ms:.0f} | {r.add_batch_ms:.0f} |"
         )
     load_after = os.getloadavg()[0]
+    lines += [f"\nFailed: {failure[:300]}" for failure in failures]
     print("\n".join(lines))
     print(f"load average {load_before:.1f} before, {load_after:.1f} after")
     if options.write:

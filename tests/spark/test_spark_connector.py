@@ -30,7 +30,7 @@ from ._crash import (
     run_stream,
     sink_ids,
 )
-from ._server import ThreadedServer
+from ._server import DurableServer, ThreadedServer
 
 pytest.importorskip(
     "pyspark", reason="the spark extra is not installed (pip install -e '.[spark]')"
@@ -260,3 +260,31 @@ def test_negative_control_catches_duplicates(
     assert errors, "the negative control found no duplicates"
     assert "more than once" in errors[0]
     assert set(found) == set(published)
+
+
+# One Spark driver start and one server restart: ~1.5 min on an idle machine.
+@pytest.mark.timeout(600)
+def test_a_durable_server_restarted_between_two_batches(spark: Any, tmp_path: Path) -> None:
+    """``eoclient serve --data-dir`` killed (SIGKILL) and started again on its data between
+    two micro-batches: batch 0 committed, not yet acked; batch 1 planned, its probe's part
+    journaled with the old server's ack ids. The query goes on against the restarted
+    server: acks batch 0 with those ids, replays the probe, pulls the rest; every message
+    reaches the sink once and none is left unacknowledged."""
+    server = DurableServer(tmp_path / "data")
+    try:
+        topic, subscription = make_subscription(server.address)
+        published = publish(server.address, topic, 9000)
+        driver = Driver(server.address, subscription, tmp_path)
+        options = ("maxMessagesPerTrigger=3000", "numPartitions=2")
+
+        def restart() -> None:
+            server.kill()
+            server.start()
+
+        # after_journal:2: batch 1 is planned (batch 0 committed), before its tasks run.
+        assert driver.run(*options, pause_at="after_journal:2", on_pause=restart) == "done"
+
+        assert exactly_once_errors(sink_ids(spark, tmp_path / "out"), published) == []
+        assert server.backlog(subscription) == 0
+    finally:
+        server.stop()
