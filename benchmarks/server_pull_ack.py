@@ -13,7 +13,7 @@ until every published id has been received. Reported: messages a second over tha
 the server process's CPU time a message (from /proc, the emulator's JVM included whole),
 and duplicates (ids received more than once). Both servers run in the same session, so
 the ratio is a fair one for this machine's load; the emulator answers at most 100
-messages a Pull (wire-contract §4.1), which is part of what is measured.
+messages a Pull (docs/protocol.md#where-the-emulator-differs), which is part of what is measured.
 
 Not a test: nothing here asserts a speed. ``--write`` appends the table to
 docs/benchmarks.md.

@@ -1,27 +1,34 @@
 """Subscriber benchmark: eoclient vs google-cloud-pubsub, side by side in one run.
 
     .venv/bin/python benchmarks/subscriber.py [--messages 200000] [--official-eod-messages N]
-        [--emulator-messages 3000] [--profile] [--write]
+        [--uvloop] [--repeat 1] [--emulator-messages 3000] [--profile MODE] [--write]
 
 Starts ``eoclient serve`` in its own process (and, with ``--emulator-messages``, Google's
 Pub/Sub emulator), and for each scenario pre-publishes the messages (100 bytes each) to a
 fresh subscription, then runs the consumer in a process of its own and reads back what it
 measured:
 
-* plain: the handler acks without waiting (``message.ack()``);
+* plain: the consumer acks without waiting (``message.ack()``);
 * eod: exactly-once subscription, every ack's result awaited (eoclient: a task per
   message awaiting ``message.ack_with_response()``; official:
   ``ack_with_response().result()`` inside the callback, or, as ``official-callback``,
-  ``ack_with_response().add_done_callback(...)``, which does not hold a callback thread).
+  ``ack_with_response().add_done_callback(...)``, which does not hold a callback thread);
+* batch (eoclient only): exactly-once subscription, ``async for batch in
+  stream.batches(max_messages=1000)`` and a task per batch awaiting
+  ``batch.ack_with_response()``, every status checked.
+
+With ``--uvloop`` the eoclient scenarios run a second time on uvloop (``uvloop.run``).
 
 On the emulator only the exactly-once scenarios run: it answers exactly-once acks only
 through unary calls (no stream confirmations), the path the real service takes too.
 
 Reported per run: messages per second (from subscribe to the last result, closing
-included), client CPU microseconds per message (user + system of the consumer process),
-and the consumer's peak RSS. ``--profile`` also runs the eoclient exactly-once consumer
-under cProfile and prints its CPU by part (module). Results are appended to
-docs/benchmarks.md only with ``--write``.
+included), client CPU microseconds per message (user + system of the consumer process from
+subscribe to the last result; the client library is imported before, as an application
+would have it loaded already), the consumer's peak RSS, and the ratios the goals are stated
+in. ``--repeat N`` runs every scenario N times and reports the median run (by CPU).
+``--profile MODE`` also runs that eoclient consumer under cProfile and prints its CPU by
+part. Results are appended to docs/benchmarks.md only with ``--write``.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,33 +57,60 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _usage() -> dict[str, float]:
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {"cpu": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024}
+    return {"cpu": usage.ru_utime + usage.ru_stime, "rss_mib": _peak_rss_mib(usage)}
+
+
+def _peak_rss_mib(usage: resource.struct_rusage) -> float:
+    """This process's peak resident set since it started.
+
+    Not ``ru_maxrss`` where /proc can say: Linux carries ``ru_maxrss`` across ``execve``
+    from the process that forked, so a consumer started by this script (which has gRPC and
+    eoclient loaded, ~46 MiB) would report at least that much whatever it used itself.
+    ``VmHWM`` is the high-water mark of the consumer's own address space.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return usage.ru_maxrss / 1024
 
 
 # ---------------------------------------------------------------- consumers
 
 
-async def _consume_eoclient(address: str, subscription: str, count: int, eod: bool) -> float:
-    from eoclient import FlowControl, SubscriberClient
+async def _consume_eoclient(address: str, subscription: str, count: int, mode: str) -> float:
+    from eoclient import AcknowledgeStatus, FlowControl, SubscriberClient
 
     done = asyncio.Event()
     settled = 0
+    failed = 0  # results other than SUCCESS (none is expected)
 
-    async def handle(message: object) -> None:
-        nonlocal settled
-        await message.ack_with_response()  # type: ignore[attr-defined]
+    async def handle(message: Any) -> None:
+        nonlocal settled, failed
+        failed += await message.ack_with_response() is not AcknowledgeStatus.SUCCESS
         settled += 1
         if settled >= count:
             done.set()
 
+    async def settle(batch: Any) -> None:
+        nonlocal settled, failed
+        statuses = await batch.ack_with_response()
+        failed += sum(status is not AcknowledgeStatus.SUCCESS for status in statuses)
+        settled += len(batch)
+        if settled >= count:
+            done.set()
+
     started = time.perf_counter()
+    tasks: set[asyncio.Task[None]] = set()
+    received = 0
     async with (
         SubscriberClient(address) as client,
         client.subscribe(subscription, flow_control=FlowControl(max_messages=1000)) as stream,
     ):
-        if eod:
-            tasks: set[asyncio.Task[None]] = set()
-            received = 0
+        if mode == "eod":
             async for message in stream:
                 task = asyncio.create_task(handle(message))
                 tasks.add(task)
@@ -84,13 +119,23 @@ async def _consume_eoclient(address: str, subscription: str, count: int, eod: bo
                 if received >= count:
                     break
             await done.wait()
+        elif mode == "batch":
+            async for batch in stream.batches(max_messages=1000):
+                task = asyncio.create_task(settle(batch))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                received += len(batch)
+                if received >= count:
+                    break
+            await done.wait()
         else:
-            received = 0
             async for message in stream:
                 message.ack()
                 received += 1
                 if received >= count:
                     break
+    if failed:
+        raise RuntimeError(f"{failed} acks did not succeed")
     return time.perf_counter() - started
 
 
@@ -134,24 +179,37 @@ def _consume_official(
 
 
 def consume_main(options: argparse.Namespace) -> None:
+    # The client library is loaded before the measurement starts, as in an application
+    # that has been running: its import (and grpc's, and protobuf's) is no part of
+    # receiving messages, and at 60,000 messages was an eighth of the CPU measured.
+    if options.client == "eoclient":
+        import eoclient  # noqa: F401
+    else:
+        os.environ["PUBSUB_EMULATOR_HOST"] = options.address
+        from google.cloud import pubsub_v1  # noqa: F401
+    run: Any = asyncio.run
+    if options.loop == "uvloop":
+        import uvloop
+
+        run = uvloop.run
     before = _usage()
     profile: dict[str, float] = {}
     if options.client == "eoclient":
         coroutine = _consume_eoclient(
-            options.address, options.subscription, options.count, options.eod
+            options.address, options.subscription, options.count, options.mode
         )
         if options.profile:
             profiler = cProfile.Profile()
-            elapsed = profiler.runcall(asyncio.run, coroutine)
+            elapsed = profiler.runcall(run, coroutine)
             profile = _by_part(profiler, options.count)
         else:
-            elapsed = asyncio.run(coroutine)
+            elapsed = run(coroutine)
     else:
         elapsed = _consume_official(
             options.address,
             options.subscription,
             options.count,
-            options.eod,
+            options.mode == "eod",
             callbacks=options.client == "official-callback",
         )
     after = _usage()
@@ -169,7 +227,8 @@ def consume_main(options: argparse.Namespace) -> None:
 
 
 def _by_part(profiler: cProfile.Profile, count: int) -> dict[str, float]:
-    """Own time (µs per message) by part: eoclient module, or the library it is spent in."""
+    """Own time (µs per message) by part: eoclient module, or the library it is spent in
+    (the main thread's; gRPC's poller thread is not profiled)."""
     parts: dict[str, float] = defaultdict(float)
     stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
     for (filename, _, function), (_, _, own, _, _) in stats.items():
@@ -182,7 +241,11 @@ def _by_part(profiler: cProfile.Profile, count: int) -> dict[str, float]:
         elif "/asyncio/" in filename or (function.startswith("<method") and "loop" in function):
             part = "asyncio"
         elif "benchmarks/subscriber" in filename:
-            part = "benchmark (task per message)"
+            part = "benchmark (its consumer loop and tasks)"
+        elif filename == "~" and any(wait in function for wait in ("'poll'", "'select'")):
+            # cProfile's clock is the wall clock (a CPU clock read per call would swamp
+            # what it measures): time the loop spends waiting in epoll is no CPU.
+            continue
         elif filename == "~":
             part = "builtins: " + function.split(" of ")[0].strip("<>").removeprefix("method ")
             part = part if len(part) < 60 else "builtins"
@@ -195,33 +258,69 @@ def _by_part(profiler: cProfile.Profile, count: int) -> dict[str, float]:
 # ---------------------------------------------------------------- orchestration
 
 
+@dataclass(frozen=True)
+class Scenario:
+    client: str  # eoclient, official, official-callback
+    mode: str  # plain, eod, batch
+    loop: str = "asyncio"  # the eoclient consumer's event loop: asyncio or uvloop
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.mode != "plain"
+
+    @property
+    def label(self) -> str:
+        if self.client == "eoclient":
+            return "eoclient" + (" on uvloop" if self.loop == "uvloop" else "")
+        return "google-cloud-pubsub " + _official_version()
+
+    @property
+    def description(self) -> str:
+        if self.mode == "plain":
+            return "plain ack"
+        if self.mode == "batch":
+            return "exactly-once, `stream.batches(1000)`, every batch's statuses awaited"
+        if self.client == "eoclient":
+            return "exactly-once, every result awaited (task per message)"
+        if self.client == "official-callback":
+            return "exactly-once, `add_done_callback` on each result"
+        return "exactly-once, `ack_with_response().result()`"
+
+
+def _official_version() -> str:
+    from importlib.metadata import version
+
+    return version("google-cloud-pubsub")
+
+
 def run_scenario(
-    address: str, client: str, eod: bool, count: int, index: int, *, profile: bool = False
+    address: str, scenario: Scenario, count: int, index: int, *, profile: bool = False
 ) -> dict[str, Any]:
-    mode = "eod" if eod else "plain"
-    run = f"{index}-{client}-{mode}-{os.getpid()}"
+    run = f"{index}-{scenario.client}-{scenario.mode}-{scenario.loop}-{os.getpid()}"
     topic = f"projects/bench/topics/t-{run}"
     subscription = f"projects/bench/subscriptions/s-{run}"
     asyncio.run(
-        fill_subscription(address, topic, subscription, count, enable_exactly_once_delivery=eod)
+        fill_subscription(
+            address, topic, subscription, count, enable_exactly_once_delivery=scenario.exactly_once
+        )
     )
-    command = (
-        [
-            sys.executable,
-            __file__,
-            "consume",
-            "--client",
-            client,
-            "--address",
-            address,
-            "--subscription",
-            subscription,
-            "--count",
-            str(count),
-        ]
-        + (["--eod"] if eod else [])
-        + (["--profile"] if profile else [])
-    )
+    command = [
+        sys.executable,
+        __file__,
+        "consume",
+        "--client",
+        scenario.client,
+        "--mode",
+        scenario.mode,
+        "--loop",
+        scenario.loop,
+        "--address",
+        address,
+        "--subscription",
+        subscription,
+        "--count",
+        str(count),
+    ] + (["--profile"] if profile else [])
     output = subprocess.run(command, check=True, capture_output=True, text=True, timeout=1800)
     result: dict[str, Any] = json.loads(output.stdout.strip().splitlines()[-1])
     result["messages"] = count
@@ -230,17 +329,23 @@ def run_scenario(
     return result
 
 
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median CPU a message (the upper one of an even count)."""
+    return sorted(runs, key=lambda r: r["cpu_us_per_msg"])[len(runs) // 2]
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     sub = parser.add_subparsers(dest="command")
     consume = sub.add_parser("consume")
     consume.add_argument(
         "--client", choices=["eoclient", "official", "official-callback"], required=True
     )
+    consume.add_argument("--mode", choices=["plain", "eod", "batch"], required=True)
+    consume.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     consume.add_argument("--address", required=True)
     consume.add_argument("--subscription", required=True)
     consume.add_argument("--count", type=int, required=True)
-    consume.add_argument("--eod", action="store_true")
     consume.add_argument("--profile", action="store_true")
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument(
@@ -250,13 +355,21 @@ def main() -> int:
         help="fewer messages for the official client's awaited-EOD run (it manages ~800 msg/s)",
     )
     parser.add_argument(
+        "--uvloop", action="store_true", help="also run the eoclient scenarios on uvloop"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of each scenario; the median is reported"
+    )
+    parser.add_argument(
         "--emulator-messages",
         type=int,
         default=0,
         help="also run the exactly-once scenarios on Google's emulator with this many messages",
     )
     parser.add_argument(
-        "--profile", action="store_true", help="profile eoclient's exactly-once consumer"
+        "--profile",
+        choices=["plain", "eod", "batch"],
+        help="profile this eoclient consumer under cProfile (own CPU by part)",
     )
     parser.add_argument(
         "--write", action="store_true", help="append the table to docs/benchmarks.md"
@@ -267,24 +380,31 @@ def main() -> int:
         return 0
 
     load_before = os.getloadavg()
-    rows: list[tuple[str, str, str, dict[str, Any]]] = []
+    scenarios = [
+        Scenario("eoclient", "plain"),
+        Scenario("official", "plain"),
+        Scenario("eoclient", "eod"),
+        Scenario("official", "eod"),
+        Scenario("eoclient", "batch"),
+    ]
+    if options.uvloop:
+        scenarios += [Scenario("eoclient", mode, "uvloop") for mode in ("plain", "eod", "batch")]
+    rows: list[tuple[str, Scenario, dict[str, Any]]] = []
     server, address = start_server()
     try:
-        scenarios = [
-            ("eoclient", False),
-            ("official", False),
-            ("eoclient", True),
-            ("official", True),
-        ]
-        for index, (client, eod) in enumerate(scenarios):
+        for index, scenario in enumerate(scenarios):
             count = options.messages
-            if client == "official" and eod and options.official_eod_messages:
-                count = options.official_eod_messages
-            result = run_scenario(address, client, eod, count, index)
-            rows.append(_report("reference server", client, eod, result))
+            if scenario.client == "official" and scenario.mode == "eod":
+                count = options.official_eod_messages or count
+            runs = [
+                run_scenario(address, scenario, count, index * 100 + attempt)
+                for attempt in range(options.repeat)
+            ]
+            rows.append(_report("reference server", scenario, median_run(runs)))
         if options.profile:
-            result = run_scenario(address, "eoclient", True, options.messages, 9, profile=True)
-            print("eoclient exactly-once, own CPU by part (µs/msg, under cProfile):")
+            scenario = Scenario("eoclient", options.profile)
+            result = run_scenario(address, scenario, options.messages, 9999, profile=True)
+            print(f"eoclient {options.profile}, own CPU by part (µs/msg, under cProfile):")
             for part, micros in result["profile"].items():
                 print(f"  {micros:7.2f}  {part}")
     finally:
@@ -293,31 +413,65 @@ def main() -> int:
     if options.emulator_messages:
         with GoogleEmulator() as emulator:
             for index, client in enumerate(["eoclient", "official", "official-callback"]):
-                result = run_scenario(emulator, client, True, options.emulator_messages, 20 + index)
-                rows.append(_report("Google's emulator", client, True, result))
+                scenario = Scenario(client, "eod")
+                result = run_scenario(emulator, scenario, options.emulator_messages, 20 + index)
+                rows.append(_report("Google's emulator", scenario, result))
     load = f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after"
+    summary = _ratios(rows)
     print(load)
+    for line in summary:
+        print(line)
     if options.write:
-        _write(rows, load)
+        _write(rows, load, summary)
     return 0
 
 
 def _report(
-    server: str, client: str, eod: bool, result: dict[str, Any]
-) -> tuple[str, str, str, dict[str, Any]]:
-    mode = "exactly-once, awaited" if eod else "plain ack"
-    if client == "official-callback":
-        mode = "exactly-once, callback on each result"
+    server: str, scenario: Scenario, result: dict[str, Any]
+) -> tuple[str, Scenario, dict[str, Any]]:
     print(
-        f"{server:17} {client:17} {'eod' if eod else 'plain':5} {result['messages']:>7} msgs "
+        f"{server:17} {scenario.label:28} {scenario.mode:5} {result['messages']:>7} msgs "
         f"{result['msg_per_s']:>10,.0f} msg/s {result['cpu_us_per_msg']:>7.1f} µs/msg "
         f"{result['peak_rss_mib']:>7.1f} MiB",
         flush=True,
     )
-    return server, client, mode, result
+    return server, scenario, result
 
 
-def _write(rows: list[tuple[str, str, str, dict[str, Any]]], load: str) -> None:
+def _ratios(rows: list[tuple[str, Scenario, dict[str, Any]]]) -> list[str]:
+    """The goals' ratios, from the reference server's rows of this run."""
+    found = {(s.client, s.mode, s.loop): r for server, s, r in rows if server == "reference server"}
+    lines = []
+    for loop in ("asyncio", "uvloop"):
+        plain, eod, batch = (
+            found.get(("eoclient", mode, loop)) for mode in ("plain", "eod", "batch")
+        )
+        official_plain = found.get(("official", "plain", "asyncio"))
+        official_eod = found.get(("official", "eod", "asyncio"))
+        if plain is None:
+            continue
+        lines.append(f"eoclient on {loop}:")
+        if official_plain:
+            lines.append(
+                f"  plain: {plain['cpu_us_per_msg']:.1f} µs/msg, "
+                f"{plain['msg_per_s'] / official_plain['msg_per_s']:.1f}× the official msg/s, "
+                f"peak RSS {100 * plain['peak_rss_mib'] / official_plain['peak_rss_mib']:.0f} %"
+            )
+        if eod and official_eod:
+            lines.append(
+                f"  exactly-once awaited: {eod['cpu_us_per_msg']:.1f} µs/msg, "
+                f"{eod['msg_per_s'] / official_eod['msg_per_s']:.1f}× the official msg/s, "
+                f"peak RSS {100 * eod['peak_rss_mib'] / official_eod['peak_rss_mib']:.0f} %"
+            )
+        if batch:
+            lines.append(
+                f"  batch API, exactly-once: {batch['cpu_us_per_msg']:.1f} µs/msg, "
+                f"{batch['msg_per_s']:,.0f} msg/s"
+            )
+    return lines
+
+
+def _write(rows: list[tuple[str, Scenario, dict[str, Any]]], load: str, summary: list[str]) -> None:
     lines = [
         "",
         f"### Subscriber, {time.strftime('%Y-%m-%d %H:%M')} (`{' '.join(sys.argv)}`, {load})",
@@ -325,11 +479,12 @@ def _write(rows: list[tuple[str, str, str, dict[str, Any]]], load: str) -> None:
         "| server | client | mode | messages | msg/s | client CPU µs/msg | peak RSS MiB |",
         "|---|---|---|---:|---:|---:|---:|",
     ]
-    for server, client, mode, r in rows:
+    for server, scenario, r in rows:
         lines.append(
-            f"| {server} | {client} | {mode} | {r['messages']:.0f} | {r['msg_per_s']:,.0f} | "
-            f"{r['cpu_us_per_msg']:.1f} | {r['peak_rss_mib']:.0f} |"
+            f"| {server} | {scenario.label} | {scenario.description} | {r['messages']:.0f} | "
+            f"{r['msg_per_s']:,.0f} | {r['cpu_us_per_msg']:.1f} | {r['peak_rss_mib']:.0f} |"
         )
+    lines += ["", *(f"    {line}" for line in summary)]
     with (ROOT / "docs" / "benchmarks.md").open("a") as handle:
         handle.write("\n".join(lines) + "\n")
 

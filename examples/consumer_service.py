@@ -113,12 +113,12 @@ async def demo(messages: int, max_messages: int) -> None:
     from eoclient.server_stub.core import NewMessage, SubscriptionConfig, TopicConfig
 
     async with run_server() as server:
-        server.broker.create_topic(TopicConfig(DEMO_TOPIC))
-        server.broker.create_subscription(
+        server.broker.topics.create(TopicConfig(DEMO_TOPIC))
+        server.broker.subscriptions.create(
             SubscriptionConfig(DEMO_SUBSCRIPTION, DEMO_TOPIC, enable_exactly_once_delivery=True)
         )
         for start in range(0, messages, 1000):
-            server.broker.publish(
+            server.broker.publishing.publish(
                 DEMO_TOPIC,
                 [
                     NewMessage(data=f"order {i}".encode())

@@ -150,11 +150,13 @@ async def test_consumer_service_against_a_server_stops_gracefully_on_sigterm(
 ) -> None:
     topic = "projects/eo-examples/topics/orders"
     subscription = "projects/eo-examples/subscriptions/service"
-    srv.broker.create_topic(TopicConfig(topic))
-    srv.broker.create_subscription(
+    srv.broker.topics.create(TopicConfig(topic))
+    srv.broker.subscriptions.create(
         SubscriptionConfig(subscription, topic, enable_exactly_once_delivery=True)
     )
-    srv.broker.publish(topic, [NewMessage(data=f"order {i}".encode()) for i in range(30)])
+    srv.broker.publishing.publish(
+        topic, [NewMessage(data=f"order {i}".encode()) for i in range(30)]
+    )
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         str(EXAMPLES / "consumer_service.py"),

@@ -7,16 +7,23 @@
             async for message in stream:
                 status = await message.ack_with_response()
 
-The reference server lives in :mod:`eoclient.server_stub` (``eoclient serve``).
+``pip install eoclient`` is this SDK alone, and importing it imports nothing else of
+eoclient's. The reference server lives in :mod:`eoclient.server_stub` (``eoclient serve``;
+``pip install 'eoclient[server]'``), the command in :mod:`eoclient.cli` (``eoclient[cli]``),
+the PySpark connector in :mod:`eoclient.spark` (``eoclient[spark]``). Within the SDK,
+TLS with credentials (the real service) needs ``eoclient[gcp]`` and OpenTelemetry tracing
+``eoclient[otel]``.
 """
 
 from eoclient import errors
-from eoclient._transport import Endpoint
+from eoclient._endpoint import Endpoint
 from eoclient.admin import AdminClient
 from eoclient.publisher import (
     BatchSettings,
     LimitExceededBehavior,
     PublisherClient,
+    PublisherState,
+    PublisherStatistics,
     PublishFlowControl,
     PublishRetrySettings,
 )
@@ -48,6 +55,8 @@ __all__ = [
     "PublishFlowControl",
     "PublishRetrySettings",
     "PublisherClient",
+    "PublisherState",
+    "PublisherStatistics",
     "ShutdownBehavior",
     "ShutdownOptions",
     "StreamSettings",

@@ -1,17 +1,15 @@
-"""The gRPC transport: channel creation, typed calls, and the one place errors are mapped.
+"""The gRPC transport: typed calls, and the one place errors are mapped.
 
 Every google.pubsub.v1 call the SDK makes goes through ``PubSubTransport``; every
 ``grpc.aio.AioRpcError`` becomes an ``eoclient.errors.RpcError`` in
-``rpc_error_from_grpc`` (architecture principle 8), with the ErrorInfo of a
-``grpc-status-details-bin`` trailer decoded (wire-contract §2.2).
+``rpc_error_from_grpc`` (docs/architecture.md#one-exception-root), with the ErrorInfo of a
+``grpc-status-details-bin`` trailer decoded (docs/protocol.md#exactly-once-error-details).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import grpc
@@ -19,118 +17,41 @@ from google.protobuf import empty_pb2
 from google.protobuf.message import DecodeError, Message
 from google.rpc import error_details_pb2, status_pb2
 
+from eoclient._endpoint import (
+    CHANNEL_OPTIONS,
+    EMULATOR_HOST_ENV,
+    LOCAL_CHANNEL_OPTIONS,
+    MAX_METADATA_BYTES,
+    Endpoint,
+    create_channel,
+)
 from eoclient._proto import pubsub_pb2
 from eoclient.errors import RpcError, StreamClosedError, rpc_error_class
 
-EMULATOR_HOST_ENV = "PUBSUB_EMULATOR_HOST"
-DEFAULT_ENDPOINT = "pubsub.googleapis.com:443"
-_SCOPES = ("https://www.googleapis.com/auth/pubsub",)
-
-# Received metadata (headers + trailers) a channel accepts. gRPC's default is 16 KiB,
-# but an exactly-once Acknowledge / ModifyAckDeadline that fails lists every failed id
-# in the ErrorInfo of its grpc-status-details-bin trailer: ~56 bytes an id on our
-# server, up to ~200 on the service (ack ids of up to 164 bytes, client-anchors §3.3),
-# so a few hundred failed ids overflow 16 KiB and the answer is lost as a local
-# RESOURCE_EXHAUSTED (issue 17). At our 2,500 ids a request the trailer stays under
-# ~700 KiB (base64 of 2,500 × ~200 bytes); 4 MiB is the value google-cloud-pubsub's
-# GAPIC transports set (pubsub_v1/services/*/transports/grpc.py, "grpc.max_metadata_size").
-MAX_METADATA_BYTES = 4 * 1024 * 1024
-
-# Channel options, as the official clients set them (client-anchors §1.7): no size
-# limit on messages (publish requests reach 10 MB; streaming responses are sized by
-# the server), room for large error trailers, and a 30 s keepalive so idle streams
-# survive NATs and proxies.
-CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
-    ("grpc.max_send_message_length", -1),
-    ("grpc.max_receive_message_length", -1),
-    ("grpc.max_metadata_size", MAX_METADATA_BYTES),
-    ("grpc.keepalive_time_ms", 30_000),
-)
-
-# A plain-text endpoint is an emulator or a reference server, which developers stop and
-# start: gRPC's default reconnect backoff (1 s growing to 120 s) would leave a client
-# failing fast for up to two minutes after the server came back. Capped at 1 s here, so
-# clients reconnect within about a second of a restart; TLS endpoints (the service)
-# keep gRPC's defaults.
-LOCAL_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
-    *CHANNEL_OPTIONS,
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 1_000),
-    # Not grpc.min_reconnect_backoff_ms: gRPC also uses it as the connection attempt's
-    # timeout (20 s by default), and a short one fails a slow server's handshake
-    # ("timed out before receiving SETTINGS frame", seen with Google's emulator).
-)
+# Where a client connects lives in _endpoint; these names stay importable from here.
+__all__ = [
+    "CHANNEL_OPTIONS",
+    "EMULATOR_HOST_ENV",
+    "LOCAL_CHANNEL_OPTIONS",
+    "MAX_METADATA_BYTES",
+    "Endpoint",
+    "GrpcPullStream",
+    "PubSubTransport",
+    "create_channel",
+    "rpc_error_from_grpc",
+]
 
 ResponseT = TypeVar("ResponseT", bound=Message)
 
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where to connect, and how.
-
-    ``secure``: TLS, with ``root_certificates`` (PEM) to trust instead of the system's
-    (a private CA), and ``credentials`` (a ``google.auth.credentials.Credentials``; e.g.
-    ``google.oauth2.credentials.Credentials(token)`` for a static bearer token) instead of
-    Application Default Credentials. Without TLS no credentials are sent.
-
-    The clients take one as ``endpoint=`` (a plain string is a plain-text server)::
-
-        Endpoint.tls("pubsub.internal:8443", root_certificates=ca_pem, credentials=creds)
-    """
-
-    target: str
-    secure: bool
-    root_certificates: bytes | None = None
-    credentials: Any = None
-
-    @classmethod
-    def tls(
-        cls, target: str, *, root_certificates: bytes | None = None, credentials: Any = None
-    ) -> Endpoint:
-        return cls(
-            target, secure=True, root_certificates=root_certificates, credentials=credentials
-        )
-
-    @classmethod
-    def resolve(cls, endpoint: str | Endpoint | None = None) -> Endpoint:
-        """``endpoint`` if given (a string: plain text), else PUBSUB_EMULATOR_HOST, else
-        the service."""
-        if isinstance(endpoint, Endpoint):
-            return endpoint
-        if endpoint:
-            return cls(endpoint, secure=False)
-        emulator = os.environ.get(EMULATOR_HOST_ENV)
-        if emulator:
-            return cls(emulator, secure=False)
-        return cls(DEFAULT_ENDPOINT, secure=True)
-
-
-def create_channel(endpoint: Endpoint) -> grpc.aio.Channel:
-    if not endpoint.secure:
-        return grpc.aio.insecure_channel(endpoint.target, options=LOCAL_CHANNEL_OPTIONS)
-    try:
-        import google.auth  # type: ignore[import-untyped, unused-ignore]
-        import google.auth.transport.grpc  # type: ignore[import-untyped, unused-ignore]
-        import google.auth.transport.requests  # type: ignore[import-untyped, unused-ignore]
-    except ImportError as error:  # pragma: no cover - depends on the environment
-        raise RuntimeError(
-            "Connecting with TLS and credentials needs google-auth and requests: "
-            "pip install 'eoclient[gcp]' (or set PUBSUB_EMULATOR_HOST for a local server)."
-        ) from error
-    credentials = endpoint.credentials
-    if credentials is None:
-        credentials, _ = google.auth.default(scopes=_SCOPES)
-    # gRPC calls the plugin on a thread of its own and the plugin refreshes an expired
-    # token there (google.auth.transport.grpc.AuthMetadataPlugin): a refresh, a blocking
-    # HTTP request, never stalls the event loop (tests/integration/test_secure_sdk.py).
-    plugin = google.auth.transport.grpc.AuthMetadataPlugin(  # type: ignore[no-untyped-call, unused-ignore]
-        credentials, google.auth.transport.requests.Request()
-    )
-    channel_credentials = grpc.composite_channel_credentials(
-        grpc.ssl_channel_credentials(root_certificates=endpoint.root_certificates),
-        grpc.metadata_call_credentials(plugin),
-    )
-    return grpc.aio.secure_channel(endpoint.target, channel_credentials, options=CHANNEL_OPTIONS)
+# What BoringSSL says when the peer of a TLS handshake answers in plain text (gRPC core's
+# "Tls handshake failed ... WRONG_VERSION_NUMBER"): a TLS endpoint that is an emulator or
+# a plain-text eoclient serve. gRPC reports it as UNAVAILABLE "failed to connect"; the hint
+# says what to change, since a string endpoint is TLS unless it names this machine.
+PLAIN_TEXT_PEER = "WRONG_VERSION_NUMBER"
+PLAIN_TEXT_PEER_HINT = (
+    " (the TLS handshake met a plain-text server: for an emulator or eoclient serve, "
+    "connect with Endpoint.insecure(target) or set PUBSUB_EMULATOR_HOST)"
+)
 
 
 def rpc_error_from_grpc(error: grpc.aio.AioRpcError) -> RpcError:
@@ -148,32 +69,41 @@ def rpc_error_from_grpc(error: grpc.aio.AioRpcError) -> RpcError:
         except DecodeError:
             break
         # Like the official client, read only the first detail, and only if it is
-        # an ErrorInfo (wire-contract §1.6).
+        # an ErrorInfo (docs/protocol.md#rich-status-trailer).
         if status.details and status.details[0].Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
             status.details[0].Unpack(info)
             reason = info.reason
             metadata = dict(info.metadata)
         break
+    if code == "UNAVAILABLE" and PLAIN_TEXT_PEER in message:
+        message += PLAIN_TEXT_PEER_HINT
     # The class depends on the message too: a size-limit RESOURCE_EXHAUSTED raised by the
     # gRPC stack is permanent, a quota one is not (errors.py, the classification table).
     return rpc_error_class(code, message)(message, reason=reason, error_info=metadata)
 
 
 def _routing(resource_field: str, name: str) -> tuple[tuple[str, str], ...]:
-    # Routing header the service uses to find the resource (client-anchors §1.9).
+    # Routing header the service uses to find the resource
+    # (docs/protocol.md#request-routing-header).
     return (("x-goog-request-params", f"{resource_field}={name}"),)
 
 
 class PubSubTransport:
-    """Typed google.pubsub.v1 calls over one channel; errors raised as ``RpcError``."""
+    """Typed google.pubsub.v1 calls over one channel; errors raised as ``RpcError``.
 
-    def __init__(self, channel: grpc.aio.Channel) -> None:
+    ``owns_channel=False`` for a channel someone else made (a client's ``channel=``):
+    :meth:`close` then leaves it open for its owner.
+    """
+
+    def __init__(self, channel: grpc.aio.Channel, *, owns_channel: bool = True) -> None:
         self.channel = channel
+        self.owns_channel = owns_channel
         self._calls: dict[str, Any] = {}
 
     async def close(self) -> None:
-        await self.channel.close(None)
+        if self.owns_channel:
+            await self.channel.close(None)
 
     def _unary(self, service: str, method: str, response: type[ResponseT]) -> Any:
         # "Publisher" is google.pubsub.v1's; a full name ("google.iam.v1.IAMPolicy") as is.

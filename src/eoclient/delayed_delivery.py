@@ -1,7 +1,8 @@
 """Delayed delivery: publish a message now, have it delivered later (eoclient's server).
 
 A message carrying one of two attributes is held back on every subscription of its topic
-until its time (docs/policies.md; the rule is the broker's, ``core/policies.py``)::
+until its time (docs/protocol.md#delayed-delivery; the rule is the broker's,
+``server_stub/core/policies.py``)::
 
     eoclient-deliver-at     an RFC 3339 time with a zone, "2026-11-23T18:00:00Z"
     eoclient-deliver-after  a duration in protobuf JSON form, "90s", "1.5s"

@@ -9,6 +9,7 @@
     ├── OrderingKeyPausedError        publishing to an ordering key paused by an earlier failure
     ├── MessageTooLargeError          a message can never fit in one publish request
     ├── SparkConnectorError           the Spark connector cannot run as configured (a ValueError)
+    ├── CredentialsError              a TLS endpoint without usable credentials
     └── RpcError                      the server answered with a non-OK gRPC status
         ├── Cancelled                 CANCELLED
         ├── Unknown                   UNKNOWN              (retryable)
@@ -31,8 +32,8 @@
 
 Every class says whether retrying the same call can succeed (``retryable``); the
 retryable set is the one the official clients retry for streams and exactly-once
-acks (client-anchors §1.6, §1.8). gRPC errors become these classes in exactly one
-place, :func:`eoclient._transport.rpc_error_from_grpc`, which picks the class with
+acks (docs/protocol.md#status-codes-and-retryability). gRPC errors become these classes
+in exactly one place, :func:`eoclient._transport.rpc_error_from_grpc`, which picks the class with
 :func:`rpc_error_class` from the status code *and* its message.
 
 Which failures are transient (the classification every retry in eoclient follows)
@@ -46,7 +47,7 @@ UNAVAILABLE          yes         server restarting / connection lost (incl. the 
 DEADLINE_EXCEEDED    yes         the call's own timeout, local or server-side
 RESOURCE_EXHAUSTED   yes         a quota or flow-control limit of the *server*; Google's
                                  exactly-once ack retry and stream reconnect retry it
-                                 (client-anchors §1.6, §1.8)
+                                 (docs/protocol.md#status-codes-and-retryability)
   … size limit       **no**      the message text says a *size* limit was exceeded:
                                  gRPC core's "Received message larger than max (N vs.
                                  M)" / "Sent message larger than max" (message-size
@@ -56,7 +57,7 @@ RESOURCE_EXHAUSTED   yes         a quota or flow-control limit of the *server*; 
                                  (or the server's, for our request) raises these before
                                  the call's answer is read; the same request meets the
                                  same limit every time, so retrying only burns the retry
-                                 deadline (issue 17: 2,000 expired acks reported OTHER
+                                 deadline (2,000 expired acks were once reported OTHER
                                  after 33 s instead of INVALID_ACK_ID at once).
                                  :class:`SizeLimitExceeded`.
 ABORTED              yes         concurrency conflict on the server
@@ -65,11 +66,12 @@ INTERNAL             yes         as the official clients (includes a stream rese
                                  the emulator resets the stream, "Received RST_STREAM
                                  with error code 1", rather than send trailers over the
                                  metadata limit the client advertised; the 4 MiB limit
-                                 (``_transport.MAX_METADATA_BYTES``) keeps ack answers
+                                 (``_endpoint.MAX_METADATA_BYTES``) keeps ack answers
                                  under it. It stays retryable: the text does not say
                                  why the peer reset, and streams must recover from
                                  resets as Google's clients do
-UNKNOWN              yes         as the official clients for streams (client-anchors §1.8)
+UNKNOWN              yes         as the official clients for streams
+                                 (docs/protocol.md#stream-reconnection)
 everything else      no          the same request gets the same answer (CANCELLED is the
                                  caller's own cancellation; the publisher alone retries
                                  it, see ``RETRYABLE_PUBLISH_CODES``)
@@ -92,6 +94,7 @@ __all__ = [
     "AlreadyExists",
     "Cancelled",
     "ClosedError",
+    "CredentialsError",
     "DataLoss",
     "DeadlineExceeded",
     "EoclientError",
@@ -159,6 +162,13 @@ class OrderingKeyPausedError(EoclientError):
 
 class MessageTooLargeError(EoclientError):
     """A single message can never fit in one publish request."""
+
+
+class CredentialsError(EoclientError):
+    """A TLS endpoint has no usable credentials: none found by Application Default
+    Credentials, credentials that cannot carry the quota project, a universe domain that
+    is not theirs, or google-auth missing. Raised when the client connects; the message
+    says what to do (and how to say plain text, for a local server)."""
 
 
 class SparkConnectorError(EoclientError, ValueError):

@@ -5,11 +5,11 @@
   (``run_server()``, in-process) **and** Google's emulator (``@pytest.mark.emulator``),
   asserting the same results; each test uses a project of its own, so the session-wide
   emulator's other resources never show up in a listing.
-* Where the emulator (0.8.20, measured here and in wire-contract §4.1) lacks a feature,
-  the shared test asserts only what both servers support, and a separate test pins the
-  difference: labels and expiration-policy updates are refused by the emulator, filters
-  are stored but not validated, DetachSubscription and UpdateSnapshot are UNIMPLEMENTED
-  there, and seeking an ordered subscription is UNIMPLEMENTED there.
+* Where the emulator (0.8.20, measured here; docs/protocol.md#where-the-emulator-differs)
+  lacks a feature, the shared test asserts only what both servers support, and a separate
+  test pins the difference: labels and expiration-policy updates are refused by the
+  emulator, filters are stored but not validated, DetachSubscription and UpdateSnapshot are
+  UNIMPLEMENTED there, and seeking an ordered subscription is UNIMPLEMENTED there.
 * Snapshots and Seek run on both servers too (the reference server on its fake clock,
   so times are read from the server's clock); UpdateSnapshot only on ours.
 """
@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import Wire
+from support.wire import Wire
 
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient._transport import Endpoint, PubSubTransport, create_channel
@@ -314,7 +314,7 @@ async def test_a_shared_transport_is_left_open(reference_target: Target) -> None
         async with AdminClient(transport=transport) as again:  # the channel still works
             assert (await again.get_topic(name)).name == name
             assert repr(again) == "<AdminClient shared transport>"
-        with pytest.raises(ValueError, match="not both"):
+        with pytest.raises(ValueError, match="only one of"):
             AdminClient(reference_target.address, transport=transport)
     finally:
         await transport.close()
@@ -369,7 +369,8 @@ async def test_admin_round_trip(target: Target) -> None:
             dead_letter_policy=DeadLetterPolicy(dead_name, 7),
             retry_policy=RetryPolicy(SECOND, 20 * SECOND),
             enable_exactly_once_delivery=True,
-            # Output only: the emulator fills in neither (wire-contract §1.5).
+            # Output only: the emulator fills in neither
+            # (docs/protocol.md#where-the-emulator-differs).
             topic_message_retention_duration=None if target.emulator else 2 * HOUR,
             state=active_sub,
         )
@@ -451,7 +452,8 @@ async def test_filter_is_stored_and_returned(target: Target) -> None:
 
 async def test_labels_and_expiration_updates(target: Target) -> None:
     """The reference server updates labels and the expiration policy; the emulator
-    refuses both (wire-contract §1.5), and the client surfaces its message."""
+    refuses both (docs/protocol.md#where-the-emulator-differs), and the client surfaces
+    its message."""
     async with AdminClient(target.address) as admin:
         topic = topic_path(target.project, "topic")
         await admin.create_topic(topic, labels={"a": "1"})
@@ -500,13 +502,13 @@ async def test_update_sends_the_mask_of_the_changed_fields(reference_target: Tar
     server = reference_target.server
     assert server is not None
     seen: list[list[str]] = []
-    original = server.broker.update_subscription
+    original = server.broker.subscriptions.update
 
     def spy(config: Any, paths: Any, *args: Any, **kwargs: Any) -> Any:
         seen.append(list(paths))
         return original(config, paths, *args, **kwargs)
 
-    server.broker.update_subscription = spy  # type: ignore[method-assign]
+    server.broker.subscriptions.update = spy  # type: ignore[method-assign]
     async with AdminClient(reference_target.address) as admin:
         topic = topic_path(reference_target.project, "topic")
         await admin.create_topic(topic)
@@ -555,7 +557,9 @@ async def test_injected_statuses_map_to_their_error_class(
     message = f"injected {code.lower()} for this test"
     server.faults.fail("GetSubscription", code, message)
     async with AdminClient(reference_target.address) as admin:
-        raised = await raises(error, admin.get_subscription(subscription_path("p", "s")))
+        # One attempt: by default UNAVAILABLE would be retried (tests/admin/test_admin_retry.py).
+        call = admin.get_subscription(subscription_path("p", "s"), retry=None)
+        raised = await raises(error, call)
     assert (raised.code, raised.message) == (code, message)
     assert raised.retryable is (code == "UNAVAILABLE")
 
@@ -644,7 +648,8 @@ async def test_snapshot_lifecycle(target: Target) -> None:
         # Measured here: the emulator drops a snapshot's labels (the request carries
         # them: test_create_snapshot_request_carries_labels).
         assert snapshot.labels == ({} if target.emulator else {"run": "1"})
-        # At most 7 days after creation (wire-contract §1.2); the emulator: exactly 7 d.
+        # At most 7 days after creation (docs/protocol.md#seek-and-snapshots); the
+        # emulator: exactly 7 d.
         assert snapshot.expire_time is not None
         assert snapshot.expire_time.tzinfo is UTC
         assert before + 6 * DAY < snapshot.expire_time <= before + 7 * DAY + 60 * SECOND
@@ -656,7 +661,8 @@ async def test_snapshot_lifecycle(target: Target) -> None:
             NotFound, admin.create_snapshot(snapshot_path(project, "other"), subscription + "x")
         )
         if target.emulator:
-            # Known emulator gap (wire-contract §4.1): UpdateSnapshot is UNIMPLEMENTED.
+            # Known emulator gap (docs/protocol.md#where-the-emulator-differs): UpdateSnapshot is
+            # UNIMPLEMENTED.
             error = await raises(Unimplemented, admin.update_snapshot(name, labels={"run": "2"}))
             assert error.message == (
                 "Method google.pubsub.v1.Subscriber/UpdateSnapshot is unimplemented"

@@ -1,4 +1,4 @@
-"""AdminClient's policy methods (issue 12) round trip against the in-process reference
+"""AdminClient's Pulsar-style policy methods round trip against the in-process reference
 server (FakeClock): typed results, removals, client-side refusals, server refusals as
 ``RpcError`` subclasses, and against Google's emulator an ``Unimplemented`` that says
 what is missing. Also the delayed-delivery attribute helpers (``eoclient.delayed_delivery``).

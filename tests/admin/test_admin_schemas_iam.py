@@ -1,4 +1,4 @@
-"""Issue 14, item 5: ``AdminClient`` for schemas, IAM policies and push configs, and
+"""``AdminClient`` for schemas, IAM policies and push configs, and
 ``PublisherClient`` raising the typed ``SchemaValidationError`` — against the in-process
 reference server, and the Avro parts against Google's emulator too."""
 

@@ -1,4 +1,4 @@
-"""The policy verbs (issue 12) against the reference server: skip-messages, retention,
+"""The broker-policy verbs against the reference server: skip-messages, retention,
 backlog quotas, message TTL, policies views, and seek's warning, in tables and JSON;
 bad values are one-line usage errors naming the flag; Pulsar's units and conventions
 (-1 infinite, 0 disables)."""

@@ -1,5 +1,5 @@
 """The gcloud CLI (installed here with the emulator) against the reference server's REST
-door: schemas, a topic bound to one, push and IAM (issue 14), as a gcloud user types them.
+door: schemas, a topic bound to one, push and IAM, as a gcloud user types them.
 
 gcloud is pointed at the door by ``CLOUDSDK_API_ENDPOINT_OVERRIDES_PUBSUB`` with credentials
 disabled, in a configuration directory of its own (the user's is never touched).

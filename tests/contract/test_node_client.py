@@ -1,5 +1,5 @@
 """Google's Node.js client (@google-cloud/pubsub, installed from npm) against the reference
-server: IAM policies, schemas and push delivery as a Node user calls them (issue 14).
+server: IAM policies, schemas and push delivery as a Node user calls them.
 
 The client is installed once per machine into ``~/.cache/eoclient-tests/node-pubsub`` (npm
 registry); the test skips, saying why, where ``node``/``npm`` are absent or the install

@@ -3,8 +3,8 @@
 The server runs in a subprocess (the ``served`` fixture) and the client finds it through
 PUBSUB_EMULATOR_HOST, exactly as a user would point it at Google's emulator. The
 exactly-once results are parsed by the client's own code (the streaming pull manager's
-``_get_status`` / ``_get_ack_errors``, wire-contract §1.6), so these tests prove the
-server's error shape, not just our reading of it.
+``_get_status`` / ``_get_ack_errors``, docs/protocol.md#rich-status-trailer), so these tests
+prove the server's error shape, not just our reading of it.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from concurrent import futures as cf
 from typing import Any
 
 import pytest
-from conftest import unique
 from google.api_core import exceptions as api_exceptions
 from google.cloud import pubsub_v1
 from google.cloud.pubsub_v1.subscriber.exceptions import AcknowledgeError, AcknowledgeStatus
 from google.cloud.pubsub_v1.subscriber.message import Message
+from support.wire import unique
 
 from eoclient.server_stub.server import ReferenceServer
 
@@ -178,7 +178,7 @@ def test_31_day_retention_without_an_expiration_policy(
     publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient
 ) -> None:
     # "ttl must be longer than message_retention_duration" binds a policy the caller
-    # sets, not the 31-day default (wire-contract §7).
+    # sets, not the 31-day default (docs/protocol.md#retention-and-expiration).
     month = {"seconds": 31 * 24 * 3600}
     _, subscription = make_topic_and_subscription(
         publisher, subscriber, message_retention_duration=month
@@ -376,7 +376,8 @@ async def test_transient_ack_failure_is_retried_then_succeeds(in_process: Any) -
     future = subscribe(subscriber, subscription, received)
     try:
         await asyncio.to_thread(received.wait_for, 1)
-        # The client retries transient failures after ~1 s (wire-contract §2.2).
+        # The client retries transient failures after ~1 s
+        # (docs/protocol.md#exactly-once-result-mapping).
         result = await asyncio.to_thread(received.futures[0].result, WAIT)
     finally:
         await asyncio.to_thread(stop, future)

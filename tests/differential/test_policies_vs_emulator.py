@@ -1,9 +1,10 @@
 """Dead letters and retry backoff: the same scenario against ``eoclient serve`` and Google's
-emulator (0.8.20), which agree here (wire-contract §1.5, §4.1).
+emulator (0.8.20), which agree here (docs/protocol.md#validation-and-error-texts).
 
-Both run on real time, so the retry scenarios use short backoffs and generous bounds:
-the emulator honours a retry policy only "roughly" (§4.1). The emulator lives for the
-whole session: every resource name is fresh.
+Both run on real time, so the retry scenarios use short backoffs and generous bounds: the
+emulator honours a retry policy only "roughly"
+(docs/protocol.md#where-the-emulator-differs). The emulator lives for the whole session:
+every resource name is fresh.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import Wire
+from support.wire import Wire
 
 from eoclient._proto import pubsub_pb2 as pb
 
@@ -125,7 +126,7 @@ async def test_retry_policy_delays_redelivery_on_both(ours: Wire, google: Wire) 
     for wire in (ours, google):
         _, second = await redelivery_delays(wire, 2, retry_policy=RETRY)
         # Ours: 2 s (1 s * 2 after the second failure); the emulator's is "roughly" the
-        # same (measured 1.9-2.0 s), its granularity being about a second (§4.1).
+        # same (measured 1.9-2.0 s), its granularity being about a second.
         assert 1.0 <= second < 6.0, (wire.address, second)
 
 

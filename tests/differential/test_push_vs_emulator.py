@@ -18,7 +18,7 @@ from typing import Any
 import grpc
 import pytest
 from aiohttp import web
-from conftest import Wire, unique
+from support.wire import Wire, unique
 
 from eoclient._proto import pubsub_pb2 as pb
 

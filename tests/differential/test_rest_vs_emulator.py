@@ -3,7 +3,7 @@
 A publish/pull/ack round trip gives JSON of the same shape from both (keys, JSON types,
 base64 data, string message ids, RFC 3339 publish times, ``{}`` for Acknowledge and for
 an empty Pull). Where the emulator is wrong the test says so and asserts both answers
-(wire-contract §1.4): its REST errors drop the details — an exactly-once ack failure
+(docs/protocol.md#rest-mapping): its REST errors drop the details — an exactly-once ack failure
 comes back as ``{"error": {"code": 400, "message": "", "status": "INVALID_ARGUMENT"}}``
 without the ErrorInfo the real service sends, which ours keeps.
 
@@ -24,7 +24,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from conftest import unique
+from support.wire import unique
 
 from eoclient.server_stub.server import run_server
 
@@ -167,11 +167,12 @@ async def stale_ack_error(rest: Rest) -> tuple[str, Any]:
 
 
 async def test_emulator_rest_errors_drop_the_exactly_once_details(ours: Rest, google: Rest) -> None:
-    # Emulator defect (wire-contract §1.4): no message, no details over REST, although
+    # Emulator defect (docs/protocol.md#rest-mapping): no message, no details over REST, although
     # its gRPC door sends the ErrorInfo for the same failure.
     _, theirs = await stale_ack_error(google)
     assert theirs == {"error": {"code": 400, "message": "", "status": "INVALID_ARGUMENT"}}
-    # Ours: the real service's message and ErrorInfo first (wire-contract §2.2).
+    # Ours: the real service's message and ErrorInfo first
+    # (docs/protocol.md#exactly-once-error-details).
     stale, mine = await stale_ack_error(ours)
     assert mine["error"]["code"] == 400
     assert mine["error"]["status"] == "INVALID_ARGUMENT"

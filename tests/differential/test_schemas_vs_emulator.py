@@ -2,9 +2,9 @@
 emulator (0.8.20; it has no Protocol Buffer schemas, answering UNIMPLEMENTED).
 
 The same scenario runs on both and must give the same status codes (texts differ:
-wire-contract §7), the same revisions and the same delivered attributes. Where the
-emulator departs from the proto (ListSchemas without a view answers FULL, the proto says
-BASIC), the test pins each answer.
+docs/protocol.md#where-the-emulator-differs), the same revisions and the same delivered
+attributes. Where the emulator departs from the proto (ListSchemas without a view answers
+FULL, the proto says BASIC), the test pins each answer.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import Wire, unique
 from google.protobuf import empty_pb2
+from support.wire import Wire, unique
 
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient._proto import schema_pb2 as sp

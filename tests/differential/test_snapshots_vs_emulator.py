@@ -1,8 +1,8 @@
 """Seek and snapshots against ``eoclient serve`` and Google's emulator (0.8.20).
 
-Replay scenarios run on both (``target``) with the same outcome; where the emulator
-departs from the service (wire-contract §4.1: UpdateSnapshot unimplemented), one test
-runs on both and pins each answer.
+Replay scenarios run on both (``target``) with the same outcome; where the emulator departs
+from the service (docs/protocol.md#where-the-emulator-differs: UpdateSnapshot
+unimplemented), one test runs on both and pins each answer.
 
 Times come from this machine's clock on both sides (the served reference server and
 the emulator's JVM), so the scenarios leave half a second of margin around them.
@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import Wire, unique
+from support.wire import Wire, unique
 
 from eoclient._proto import pubsub_pb2 as pb
 
@@ -179,7 +179,8 @@ async def test_missing_snapshot_and_subscription_are_not_found(target: Wire) -> 
 async def test_emulator_lacks_update_snapshot(
     served: str, emulator: str, wire_factory: Callable[[str], Wire]
 ) -> None:
-    """wire-contract §4.1: UpdateSnapshot is UNIMPLEMENTED on the emulator; ours applies it."""
+    """docs/protocol.md#where-the-emulator-differs: UpdateSnapshot is UNIMPLEMENTED on the
+    emulator; ours applies it."""
     for address in (served, emulator):
         wire = wire_factory(address)
         _, sub = await wire.subscription()
@@ -203,8 +204,9 @@ async def test_emulator_lacks_update_snapshot(
 
 
 async def test_expire_time_is_seven_days_minus_the_backlog_age(target: Wire) -> None:
-    """7 d after the oldest unacked message the snapshot retains (wire-contract §1.2);
-    measured here, the emulator agrees (§4.1's "now + 7 d" is the empty-backlog case)."""
+    """7 d after the oldest unacked message the snapshot retains
+    (docs/protocol.md#seek-and-snapshots); measured here, the emulator agrees
+    (docs/protocol.md#where-the-emulator-differs: "now + 7 d" is the empty-backlog case)."""
     age = 1.0
     topic, sub = await target.subscription()
     created_at = now().timestamp()

@@ -1,10 +1,10 @@
 """The same scenarios against ``eoclient serve`` and Google's emulator (0.8.20).
 
 Where the emulator behaves like the real service, each scenario runs against both (the
-``target`` fixture) and asserts the same observable outcome. Where it does not, one test
-per defect runs the scenario on both and asserts the emulator's wrong answer next to our
-right one (wire-contract §4.1, §1.5, §2); if Google fixes the emulator, that test fails
-and the note can go.
+``target`` fixture) and asserts the same observable outcome. Where it does not, one test per
+defect runs the scenario on both and asserts the emulator's wrong answer next to our right
+one (docs/protocol.md#where-the-emulator-differs); if Google fixes the emulator, that test
+fails and the note can go.
 
 The emulator lives for the whole session, so every test uses fresh resource names.
 """
@@ -17,8 +17,8 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import Wire, unique
 from google.rpc import code_pb2
+from support.wire import Wire, unique
 
 from eoclient._proto import pubsub_pb2 as pb
 
@@ -320,9 +320,10 @@ async def test_deleted_topic_leaves_subscriptions_behind(target: Wire) -> None:
 
 async def test_defect_expired_ack_id_still_acks_on_the_emulator(ours: Wire, google: Wire) -> None:
     """Real service: an id whose deadline passed is invalid for Acknowledge and
-    ModifyAckDeadline even before any redelivery (exactly-once doc, wire-contract §2.1.5).
-    Emulator 0.8.20: both succeed until the message is redelivered (measured here: even
-    the modack, which wire-contract §2.4 recorded as failing)."""
+    ModifyAckDeadline even before any redelivery (exactly-once doc,
+    docs/protocol.md#exactly-once-semantics). Emulator 0.8.20: both succeed until the
+    message is redelivered (measured here: even the modack, which
+    docs/protocol.md#ack-id-state-machine records as failing)."""
 
     async def scenario(wire: Wire) -> tuple[dict[str, str] | None, dict[str, str] | None, int]:
         topic, sub = await wire.subscription(enable_exactly_once_delivery=True)
@@ -438,7 +439,8 @@ async def test_defect_mixed_ordering_keys_in_one_publish_accepted(ours: Wire, go
 async def test_defect_empty_status_message_on_exactly_once_failure(
     ours: Wire, google: Wire
 ) -> None:
-    """The real service says why (wire-contract §2.2); the emulator's message is empty."""
+    """The real service says why (docs/protocol.md#exactly-once-error-details); the
+    emulator's message is empty."""
 
     async def failure_message(wire: Wire) -> str:
         topic, sub = await wire.subscription(enable_exactly_once_delivery=True)

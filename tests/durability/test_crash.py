@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import free_port
+from support.processes import free_port
 
 from . import crash_harness
 

@@ -24,13 +24,13 @@ async def test_reads_interleaved_with_commits_never_deadlock(tmp_path: Path) -> 
     store = SqliteStore(tmp_path, window=1, gc_interval=0)
     broker = Broker(SystemClock(), store=store, record_history=False)
     group = GroupCommit(store)
-    broker.create_topic(TopicConfig(TOPIC))
-    broker.create_subscription(SubscriptionConfig(SUB, TOPIC))
+    broker.topics.create(TopicConfig(TOPIC))
+    broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC))
     await group.durable()
 
     async def publisher() -> None:
         for _ in range(200):
-            broker.publish(TOPIC, [NewMessage(b"x")] * 10)
+            broker.publishing.publish(TOPIC, [NewMessage(b"x")] * 10)
             await group.durable()
 
     pulled = 0
@@ -39,10 +39,10 @@ async def test_reads_interleaved_with_commits_never_deadlock(tmp_path: Path) -> 
         nonlocal pulled
         acked = 0
         while pulled < 2_000:
-            deliveries = broker.pull(SUB, 1)
+            deliveries = broker.leasing.pull(SUB, 1)
             pulled += len(deliveries)
             if deliveries:
-                broker.acknowledge(SUB, [d.ack_id for d in deliveries])
+                broker.acks.acknowledge(SUB, [d.ack_id for d in deliveries])
                 acked += len(deliveries)
             # Plain acks wait for nothing: this loop stays ready, so its next pull (a
             # store read) can run right after a commit began, before its thread starts.

@@ -262,3 +262,16 @@ def test_a_held_batch_still_closes_when_full() -> None:
     assert batcher.add("t", "k", "a", 1, 1, now=0.0) == []
     full = batcher.add("t", "k", "b", 2, 1, now=0.0)
     assert [b.messages for b in full] == [("a", "b")]
+
+
+def test_a_message_with_other_options_closes_its_keys_batch_first() -> None:
+    batcher: Batcher[bytes, int] = Batcher(BatchSettings(max_latency=math.inf))
+    message, size = sized(b"m")
+    assert batcher.add(TOPIC, "k", message, 0, size, T0, ("retry", 1)) == []
+    assert batcher.add(TOPIC, "k", message, 1, size, T0, ("retry", 1)) == []  # equal: joins
+    [closed] = batcher.add(TOPIC, "k", message, 2, size, T0, ("retry", 2))
+    assert (closed.handles, closed.options) == ((0, 1), ("retry", 1))
+    assert batcher.add(TOPIC, "other", message, 3, size, T0, None) == []  # keys are apart
+    [rest, other] = batcher.flush()
+    assert (rest.handles, rest.options) == ((2,), ("retry", 2))
+    assert (other.handles, other.options) == ((3,), None)

@@ -1,6 +1,6 @@
 """PublisherClient against the in-process reference server (tier 3).
 
-Publish RPCs are counted by wrapping ``srv.broker.publish`` (the server has no RPC
+Publish RPCs are counted by wrapping ``srv.broker.publishing.publish`` (the server has no RPC
 counter); injected failures (``srv.faults``) are refused before the broker is reached,
 so the spy sees only the requests the server accepted, while the client's
 ``statistics().publish_rpcs`` counts every attempt.
@@ -77,7 +77,7 @@ async def srv() -> AsyncIterator[ReferenceServer]:
 @pytest.fixture
 def spy(srv: ReferenceServer) -> Spy:
     recorder = Spy()
-    original = srv.broker.publish
+    original = srv.broker.publishing.publish
 
     def publish(topic: str, messages: Sequence[NewMessage], request_bytes: int = 0) -> list[str]:
         ids = original(topic, messages, request_bytes)  # raises for unknown topics
@@ -86,7 +86,7 @@ def spy(srv: ReferenceServer) -> Spy:
         recorder.requests.append(Request(topic, list(messages), request_bytes, outstanding))
         return ids
 
-    srv.broker.publish = publish  # type: ignore[method-assign, assignment]
+    srv.broker.publishing.publish = publish  # type: ignore[method-assign, assignment]
     return recorder
 
 
@@ -94,8 +94,8 @@ def new_topic(srv: ReferenceServer) -> tuple[str, str]:
     """A new topic with one subscription (created before publishing, so it sees all)."""
     n = next(_names)
     topic, sub = f"projects/p1/topics/pub-{n}", f"projects/p1/subscriptions/pub-{n}"
-    srv.broker.create_topic(TopicConfig(name=topic))
-    srv.broker.create_subscription(SubscriptionConfig(name=sub, topic=topic))
+    srv.broker.topics.create(TopicConfig(name=topic))
+    srv.broker.subscriptions.create(SubscriptionConfig(name=sub, topic=topic))
     return topic, sub
 
 
@@ -134,7 +134,7 @@ async def test_publish_returns_ids_and_messages_arrive_intact(srv: ReferenceServ
         second = await client.publish(topic, b"ordered", ordering_key="k1", n="2")
         third = await client.publish(topic, b"", only="attributes")
     assert len({first, second, third}) == 3
-    delivered = {d.message.message_id: d.message for d in srv.broker.pull(sub, 10)}
+    delivered = {d.message.message_id: d.message for d in srv.broker.leasing.pull(sub, 10)}
     assert set(delivered) == {first, second, third}
     assert delivered[first].data == b"hello"
     assert dict(delivered[first].attributes) == {"colour": "blue", "size": "L"}
@@ -159,7 +159,7 @@ async def test_publish_nowait_250_messages_make_three_rpcs(srv: ReferenceServer,
     assert stats.publish_rpcs == 3
     assert stats.published_messages == 250
     assert stats.outstanding_messages == 0
-    assert len(srv.broker.pull(sub, 1000)) == 250
+    assert len(srv.broker.leasing.pull(sub, 1000)) == 250
 
 
 async def test_batches_never_exceed_max_bytes(srv: ReferenceServer, spy: Spy) -> None:
@@ -321,7 +321,7 @@ async def test_a_permanent_failure_pauses_the_key_until_resumed(srv: ReferenceSe
         srv, batch=BatchSettings(max_messages=10), enable_message_ordering=True
     ) as client:
         assert await client.publish(topic, b"before", ordering_key="k")
-        srv.broker.delete_topic(topic)
+        srv.broker.topics.delete(topic)
         futures = [client.publish_nowait(topic, b"%d" % i, ordering_key="k") for i in range(25)]
         results = await asyncio.gather(*futures, return_exceptions=True)
         assert isinstance(results[0], NotFound)
@@ -339,7 +339,7 @@ async def test_a_permanent_failure_pauses_the_key_until_resumed(srv: ReferenceSe
             await client.publish(topic, b"later", ordering_key="k")
         assert client.statistics().publish_rpcs == rpcs
 
-        srv.broker.create_topic(TopicConfig(name=topic))
+        srv.broker.topics.create(TopicConfig(name=topic))
         assert await client.publish(topic, b"other key", ordering_key="j")  # not paused
         client.resume_publish(topic, "k")
         client.resume_publish(topic, "k")  # harmless when not paused
@@ -476,7 +476,7 @@ async def test_aclose_flushes_pending_messages_and_is_idempotent(
     await client.aclose()
     assert client.state is PublisherState.CLOSED
     assert len(spy.requests) == 1
-    assert len(srv.broker.pull(sub, 10)) == 5
+    assert len(srv.broker.leasing.pull(sub, 10)) == 5
     with pytest.raises(ClosedError):
         client.publish_nowait(topic, b"late")
     with pytest.raises(ClosedError):

@@ -17,7 +17,8 @@ from eoclient.publisher.validation import MAX_PUBLISH_REQUEST_BYTES, MAX_PUBLISH
 
 
 def test_defaults_match_the_official_python_publisher() -> None:
-    # client-anchors §2.
+    # docs/protocol.md#publisher-batching, docs/protocol.md#publisher-flow-control and
+    # docs/protocol.md#publish-retries
     assert BatchSettings() == BatchSettings(max_messages=100, max_bytes=1_000_000, max_latency=0.01)
     assert PublishFlowControl() == PublishFlowControl(
         max_messages=1000, max_bytes=10_000_000, behavior=LimitExceededBehavior.IGNORE

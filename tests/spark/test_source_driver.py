@@ -47,8 +47,8 @@ class Scene:
         self.path = journal
         self.journal = Journal(journal)
         self.runners: list[Runner] = []
-        srv.broker.create_topic(TopicConfig(self.topic))
-        srv.broker.create_subscription(
+        srv.broker.topics.create(TopicConfig(self.topic))
+        srv.broker.subscriptions.create(
             SubscriptionConfig(
                 self.subscription,
                 self.topic,
@@ -60,7 +60,7 @@ class Scene:
     def publish(self, count: int) -> list[str]:
         ids: list[str] = []
         for start in range(0, count, 1000):
-            ids += self.srv.broker.publish(
+            ids += self.srv.broker.publishing.publish(
                 self.topic,
                 [
                     NewMessage(data=f"e-{i}".encode())
@@ -318,7 +318,7 @@ async def test_a_redelivery_of_a_committed_message_to_the_probe_is_acked(scene: 
     part = scene.journal.read_part(0, 0).table.to_pylist()
     lost = part[1]["message_id"]
     # The server takes that delivery back (as when a lease runs out): its ack id is dead.
-    scene.srv.broker.modify_ack_deadline(scene.subscription, [part[1]["ack_id"]], 0)
+    scene.srv.broker.acks.modify_ack_deadline(scene.subscription, [part[1]["ack_id"]], 0)
 
     # Batch 0 is committed: its redelivery reaches the probe, which acks it; nothing new.
     assert await scene.latest(runner, 1, 10) == 2
@@ -340,7 +340,7 @@ async def test_a_redelivery_of_a_committed_message_to_a_read_task_is_acked(scene
     assert await scene.latest(runner, 1, 4000) == 2  # a probe of 2,000 and a task of 2,000
     row = scene.journal.read_part(0, 0).table.to_pylist()[7]
     # Its lease runs out after batch 0 was committed: the read task of batch 1 gets it.
-    scene.srv.broker.modify_ack_deadline(scene.subscription, [row["ack_id"]], 0)
+    scene.srv.broker.acks.modify_ack_deadline(scene.subscription, [row["ack_id"]], 0)
 
     second = await scene.read_batch(runner, 1)
 
@@ -359,7 +359,7 @@ async def test_a_part_journaled_elsewhere_in_the_batch_is_kept_as_ack_only(scene
     probe = scene.journal.read_part(0, 0).table.to_pylist()
     taken = probe[0]
     # Its lease is lost (the batch ran long): the server redelivers it, to a read task.
-    scene.srv.broker.modify_ack_deadline(scene.subscription, [taken["ack_id"]], 0)
+    scene.srv.broker.acks.modify_ack_deadline(scene.subscription, [taken["ack_id"]], 0)
 
     rows = await scene.read_batch(runner, 0)
 
@@ -445,7 +445,7 @@ async def test_a_settle_gives_back_what_a_dead_read_task_held(scene: Scene) -> N
     assert await scene.latest(runner, 0, 3000) == 1  # a probe of 2,000, two tasks of 500
     # An attempt of part 1 died after pulling, before its journal: its lease log lists
     # what it holds.
-    held = scene.srv.broker.pull(scene.subscription, 10)
+    held = scene.srv.broker.leasing.pull(scene.subscription, 10)
     log = LeaseLog(scene.journal.attempt_log(0, 1))
     call = log.sent()
     log.answered(call, [m.ack_id for m in held])
@@ -506,7 +506,7 @@ async def test_a_restart_gives_back_what_the_dead_driver_s_probe_held(scene: Sce
     crashed = await scene.runner()
     assert crashed.log is not None
     # The probe pulled, and the driver died before journaling: its log lists what it held.
-    held = scene.srv.broker.pull(scene.subscription, 10)
+    held = scene.srv.broker.leasing.pull(scene.subscription, 10)
     call = crashed.log.sent()
     crashed.log.answered(call, [m.ack_id for m in held])
     scene.kill(crashed)

@@ -55,7 +55,7 @@ async def test_acknowledge_reports_each_id_and_sends_duplicates_once(srv: Refere
     async with SubscriberClient(srv.address) as client:
         first, second, third = await pull_all(client, env, 3)
         # The server releases the second delivery: its ack id is superseded.
-        srv.broker.modify_ack_deadline(env.subscription, [second.ack_id], 0)
+        srv.broker.acks.modify_ack_deadline(env.subscription, [second.ack_id], 0)
         results = await client.acknowledge(
             env.subscription, [first.ack_id, second.ack_id, first.ack_id, third.ack_id]
         )

@@ -104,7 +104,7 @@ def test_without_exactly_once_everything_succeeds(code: str | None) -> None:
 
 
 def test_emulator_malformed_ack_id_is_other_with_code_and_message() -> None:
-    # wire-contract §1.5: plain INVALID_ARGUMENT, no ErrorInfo.
+    # docs/protocol.md#validation-and-error-texts: plain INVALID_ARGUMENT, no ErrorInfo.
     outcome = classify_unary(
         ["bogus"],
         code="INVALID_ARGUMENT",
@@ -153,7 +153,8 @@ def test_metadata_value_decides_for_listed_ids(value: str, expected: object, cod
 
 
 def test_partial_success_unlisted_ids_succeed() -> None:
-    # wire-contract §2.2: the server lists exactly the failed ids and applied the rest.
+    # docs/protocol.md#exactly-once-error-details: the server lists exactly the failed ids and
+    # applied the rest.
     outcome = classify_unary(
         ["stale", "valid", "unordered"],
         code="INVALID_ARGUMENT",

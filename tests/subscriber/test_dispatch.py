@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from eoclient._proto import pubsub_pb2
 from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
-from eoclient.subscriber.acker import Acker, AckMode, AckRequest, Operation, _resolve
 from eoclient.subscriber.dispatch import Dispatcher
+from eoclient.subscriber.ledger import AckLedger, AckMode, Operation, Position
 from eoclient.subscriber.message import Message
 from eoclient.subscriber.settings import (
     AckRetrySettings,
@@ -20,6 +20,7 @@ from eoclient.subscriber.settings import (
     LeaseSettings,
     StreamSettings,
 )
+from eoclient.subscriber.waiters import deliver
 
 T0 = 1000.0
 
@@ -31,27 +32,30 @@ class Sink:
         self.dispatch: Dispatcher | None = None
         self.now = T0
 
-    def settle(self, message: Message, operation: Operation, seconds: int) -> AckRequest:
+    def settle(self, message: Message, operation: Operation, seconds: int) -> Position:
         assert self.dispatch is not None
         return self.dispatch.settle(message, operation, seconds, self.now)
 
-    def extend(self, message: Message, seconds: int) -> AckRequest:
+    def extend(self, message: Message, seconds: int) -> Position:
         assert self.dispatch is not None
         return self.dispatch.extend(message, seconds, self.now)
 
 
-def make(max_messages: int = 1000, *, max_lease: float = 3600.0) -> tuple[Dispatcher, Acker, Sink]:
-    acker = Acker("projects/p/subscriptions/s", transport=Any, retry=AckRetrySettings())  # type: ignore[arg-type]
+def make(
+    max_messages: int = 1000, *, max_lease: float = 3600.0
+) -> tuple[Dispatcher, AckLedger, Sink]:
+    ledger = AckLedger(AckRetrySettings())
+    ledger.mode = AckMode.STREAM  # exactly-once results come as stream confirmations
     sink = Sink()
     dispatch = Dispatcher(
-        acker,
+        ledger,
         sink,
         flow_control=FlowControl(max_messages=max_messages),
         lease=LeaseSettings(max_lease=max_lease),
         stream=StreamSettings(),
     )
     sink.dispatch = dispatch
-    return dispatch, acker, sink
+    return dispatch, ledger, sink
 
 
 def response(*ack_ids: str, exactly_once: bool = False, key: str = "") -> Any:
@@ -75,30 +79,53 @@ def take_all(dispatch: Dispatcher) -> list[Message]:
     return taken
 
 
-def pending(acker: Acker) -> list[tuple[str, Operation, int]]:
-    return [(r.ack_id, r.operation, r.seconds) for r in acker.take_pending()]
+def pending(ledger: AckLedger) -> list[tuple[str, Operation, int]]:
+    """What the ledger sends now on an open stream, as (ack id, operation, seconds): acks
+    first, then nacks and modacks, as on the wire."""
+    sent: list[tuple[str, Operation, int]] = []
+    for request in ledger.take(T0, stream_open=True, stopping=False).stream:
+        sent += [(ack_id, Operation.ACK, 0) for ack_id in request.ack_ids]
+        sent += [
+            (ack_id, Operation.NACK if seconds == 0 else Operation.MODACK, seconds)
+            for ack_id, seconds in zip(
+                request.modify_deadline_ack_ids, request.modify_deadline_seconds, strict=True
+            )
+        ]
+    return sent
+
+
+def confirm(
+    ledger: AckLedger, *, ack_ids: tuple[str, ...] = (), invalid: tuple[str, ...] = ()
+) -> None:
+    """The server's modify_ack_deadline_confirmation, handed back as the sender would."""
+    response = pubsub_pb2.StreamingPullResponse()
+    response.modify_ack_deadline_confirmation.ack_ids.extend(ack_ids)
+    response.modify_ack_deadline_confirmation.invalid_ack_ids.extend(invalid)
+    resolved, retry = ledger.on_confirmation(response)
+    assert retry == []
+    deliver(resolved)
 
 
 # ---------------------------------------------------------------- tables
 
 
 def test_plain_delivery_is_admitted_up_to_flow_control_and_modacked_on_receipt() -> None:
-    dispatch, acker, _ = make(max_messages=2)
+    dispatch, ledger, _ = make(max_messages=2)
     dispatch.on_response(response("a", "b", "c"), T0)
     assert [m.ack_id for m in take_all(dispatch)] == ["a", "b"]
     assert list(dispatch.held) == ["c"]
     # Receipt modacks with the lease deadline (10 s floor without exactly-once).
-    assert pending(acker) == [(i, Operation.MODACK, 10) for i in "abc"]
+    assert pending(ledger) == [(i, Operation.MODACK, 10) for i in "abc"]
 
 
 def test_settling_releases_room_for_a_held_message() -> None:
-    dispatch, acker, _ = make(max_messages=1)
+    dispatch, ledger, _ = make(max_messages=1)
     dispatch.on_response(response("a", "b"), T0)
     (a,) = take_all(dispatch)
-    acker.take_pending()
+    pending(ledger)
     a.ack()
     assert [m.ack_id for m in take_all(dispatch)] == ["b"]
-    assert pending(acker) == [("a", Operation.ACK, 0)]
+    assert pending(ledger) == [("a", Operation.ACK, 0)]
     assert "a" not in dispatch.leases
 
 
@@ -113,22 +140,28 @@ def test_settling_releases_room_for_a_held_message() -> None:
 def test_exactly_once_admits_only_after_a_successful_receipt(
     status: AcknowledgeStatus, admitted: bool
 ) -> None:
-    dispatch, acker, _ = make()
+    dispatch, ledger, _ = make()
     dispatch.on_response(response("a", exactly_once=True), T0)
     assert dispatch.take() is None  # waiting for the receipt's result
-    (receipt,) = acker.take_pending()
-    _resolve(receipt, AckResult(status))
+    assert pending(ledger) == [("a", Operation.MODACK, 60)]
+    if status is AcknowledgeStatus.SUCCESS:
+        confirm(ledger, ack_ids=("a",))
+    elif status is AcknowledgeStatus.INVALID_ACK_ID:
+        confirm(ledger, invalid=("a",))
+    else:
+        deliver(ledger.fail_all("gone"))
     assert [m.ack_id for m in take_all(dispatch)] == (["a"] if admitted else [])
     assert ("a" in dispatch.leases) is admitted
 
 
 def test_ordered_messages_wait_for_their_key_and_their_receipts_in_order() -> None:
-    dispatch, acker, _ = make()
-    dispatch.on_response(response("k1", "k2", exactly_once=True, key="key"), T0)
-    first, second = acker.take_pending()
-    _resolve(second, AckResult(AcknowledgeStatus.SUCCESS))
+    dispatch, ledger, _ = make()
+    dispatch.on_response(response("k1", exactly_once=True, key="key"), T0)
+    dispatch.on_response(response("k2", exactly_once=True, key="key"), T0)
+    assert [i for i, _, _ in pending(ledger)] == ["k1", "k2"]  # two receipt records
+    confirm(ledger, ack_ids=("k2",))
     assert dispatch.take() is None  # k2 must not overtake k1
-    _resolve(first, AckResult(AcknowledgeStatus.SUCCESS))
+    confirm(ledger, ack_ids=("k1",))
     (k1,) = take_all(dispatch)
     assert k1.ack_id == "k1"  # k2 parked behind it: one out per key
     k1.ack()
@@ -136,106 +169,88 @@ def test_ordered_messages_wait_for_their_key_and_their_receipts_in_order() -> No
 
 
 def test_a_nack_drops_the_keys_parked_messages() -> None:
-    dispatch, acker, _ = make()
+    dispatch, ledger, _ = make()
     dispatch.on_response(response("k1", "k2", "k3", key="key"), T0)
     (k1,) = take_all(dispatch)
-    acker.take_pending()
+    pending(ledger)
     k1.nack()
     assert take_all(dispatch) == []
     assert len(dispatch.leases) == 0  # the server redelivers the key in order
-    assert pending(acker) == [("k1", Operation.NACK, 0)]
+    assert pending(ledger) == [("k1", Operation.NACK, 0)]
 
 
 def test_stop_nacks_what_was_never_handed_out_and_admits_nothing_more() -> None:
-    dispatch, acker, _ = make(max_messages=1)
+    dispatch, ledger, _ = make(max_messages=1)
     dispatch.on_response(response("a", "b"), T0)
     dispatch.on_response(response("e", exactly_once=True), T0)
-    (receipt_e,) = [r for r in acker.take_pending() if r.ack_id == "e"]
+    assert ("e", Operation.MODACK, 60) in pending(ledger)
     dispatch.stop()
-    assert sorted(i for i, op, _ in pending(acker) if op is Operation.NACK) == ["a", "b"]
-    _resolve(receipt_e, AckResult(AcknowledgeStatus.SUCCESS))
-    assert pending(acker) == [("e", Operation.NACK, 0)]
+    assert sorted(i for i, op, _ in pending(ledger) if op is Operation.NACK) == ["a", "b"]
+    confirm(ledger, ack_ids=("e",))
+    assert pending(ledger) == [("e", Operation.NACK, 0)]
     dispatch.on_response(response("late"), T0)
-    assert pending(acker) == [("late", Operation.NACK, 0)]
+    assert pending(ledger) == [("late", Operation.NACK, 0)]
     assert dispatch.take() is None
 
 
 def test_nack_outstanding_settles_what_the_application_holds_as_other() -> None:
-    dispatch, acker, _ = make()
+    dispatch, ledger, _ = make()
     dispatch.on_response(response("a"), T0)
     (a,) = take_all(dispatch)
-    acker.take_pending()
+    pending(ledger)
     dispatch.nack_outstanding()
-    assert pending(acker) == [("a", Operation.NACK, 0)]
+    assert pending(ledger) == [("a", Operation.NACK, 0)]
     assert a.settled == "nack"
     a.ack()  # too late: reports the shutdown's nack
-    assert a._settlement is not None
-    assert a._settlement.result == AckResult(
+    position = a.settlement_position()
+    assert position is not None
+    record, index = position
+    assert record.result(index) == AckResult(
         AcknowledgeStatus.OTHER, "shutdown initiated, already nacked"
     )
-    assert acker.take_pending() == []
+    assert pending(ledger) == []
 
 
 def test_leases_are_renewed_when_due_and_released_past_max_lease() -> None:
-    dispatch, acker, _ = make(max_lease=30)
+    dispatch, ledger, _ = make(max_lease=30)
     dispatch.on_response(response("a"), T0)
     take_all(dispatch)
-    acker.take_pending()
+    pending(ledger)
     dispatch.due(T0 + 1)
-    assert acker.take_pending() == []  # nothing due yet
+    assert pending(ledger) == []  # nothing due yet
     dispatch.due(T0 + 9)
-    assert pending(acker) == [("a", Operation.MODACK, 10)]
+    assert pending(ledger) == [("a", Operation.MODACK, 10)]
     dispatch.due(T0 + 31)
-    assert acker.take_pending() == []
+    assert pending(ledger) == []
     assert dispatch.statistics().expired == 1
     assert dispatch.statistics().outstanding_messages == 0
 
 
+def test_a_batch_is_released_message_by_message_and_entered_as_one_record() -> None:
+    dispatch, ledger, _ = make(max_messages=2)
+    dispatch.on_response(response("a", "b", "c"), T0)
+    batch = dispatch.take_up_to(5)
+    assert [m.ack_id for m in batch] == ["a", "b"]  # c waits for room
+    pending(ledger)
+    positions = dispatch.settle_batch(batch, Operation.ACK, 0, T0 + 1)
+    assert [index for _, index in positions] == [0, 1]
+    assert positions[0][0] is positions[1][0]
+    assert [m.ack_id for m in take_all(dispatch)] == ["c"]  # both slots freed
+    assert pending(ledger) == [("a", Operation.ACK, 0), ("b", Operation.ACK, 0)]
+    assert "a" not in dispatch.leases
+
+
 def test_a_failed_session_resolves_settlements_other_without_sending() -> None:
-    dispatch, acker, _ = make()
+    dispatch, ledger, _ = make()
     dispatch.on_response(response("a"), T0)
     (a,) = take_all(dispatch)
-    acker.take_pending()
-    dispatch.failure = "stream refused"
-    request = dispatch.settle(a, Operation.ACK, 0, T0)
-    assert request.result == AckResult(
+    pending(ledger)
+    dispatch.fail("stream refused")
+    record, index = dispatch.settle(a, Operation.ACK, 0, T0)
+    assert record.result(index) == AckResult(
         AcknowledgeStatus.OTHER, "the subscriber failed: stream refused"
     )
-    assert acker.take_pending() == []
-
-
-# (exactly_once, mode, stream_open, stopping) -> (on the stream, by unary, left pending)
-ROUTES = [
-    (False, AckMode.UNKNOWN, True, False, ("all", "none", "none")),
-    (False, AckMode.UNKNOWN, False, False, ("none", "none", "all")),
-    (False, AckMode.UNKNOWN, False, True, ("none", "all", "none")),
-    (True, AckMode.STREAM, True, False, ("all", "none", "none")),
-    (True, AckMode.STREAM, False, False, ("none", "none", "all")),
-    (True, AckMode.UNARY, True, False, ("none", "all", "none")),
-    (True, AckMode.UNARY, False, False, ("none", "all", "none")),
-    (True, AckMode.UNKNOWN, True, False, ("modacks", "all", "none")),
-    (True, AckMode.UNKNOWN, False, False, ("none", "all", "none")),
-]
-
-
-@pytest.mark.parametrize(("exactly_once", "mode", "stream_open", "stopping", "expected"), ROUTES)
-def test_routing_table(
-    exactly_once: bool,
-    mode: AckMode,
-    stream_open: bool,
-    stopping: bool,
-    expected: tuple[str, str, str],
-) -> None:
-    _, acker, _ = make()
-    acker.exactly_once, acker.mode = exactly_once, mode
-    batch = [
-        AckRequest("a", Operation.ACK, 0),
-        AckRequest("n", Operation.NACK, 0),
-        AckRequest("m", Operation.MODACK, 30),
-    ]
-    stream, unary = acker.route(list(batch), stream_open=stream_open, stopping=stopping)
-    parts = {"all": batch, "none": [], "modacks": [batch[2]]}
-    assert (stream, unary, acker.pending) == tuple(parts[e] for e in expected)
+    assert pending(ledger) == []
 
 
 # ------------------------------------------------------------- Hypothesis
@@ -246,6 +261,7 @@ steps = st.lists(
         st.tuples(st.just("take"), st.integers(1, 5), st.just("")),
         st.tuples(st.sampled_from(["ack", "nack"]), st.integers(0, 9), st.just("")),
         st.tuples(st.just("advance"), st.integers(1, 40), st.just("")),
+        st.tuples(st.sampled_from(["ack batch", "nack batch"]), st.integers(1, 5), st.just("")),
     ),
     max_size=40,
 )
@@ -256,7 +272,7 @@ steps = st.lists(
 def test_every_message_is_in_exactly_one_place_and_flow_control_holds(
     steps: list[tuple[str, int, str]], max_messages: int
 ) -> None:
-    dispatch, acker, sink = make(max_messages=max_messages, max_lease=60)
+    dispatch, ledger, sink = make(max_messages=max_messages, max_lease=60)
     taken: list[Message] = []
     counter = 0
     for action, n, key in steps:
@@ -272,10 +288,17 @@ def test_every_message_is_in_exactly_one_place_and_flow_control_holds(
         elif action == "advance":
             sink.now += n
             dispatch.due(sink.now)
+        elif action.endswith("batch"):
+            batch = dispatch.take_up_to(n)
+            operation = Operation.ACK if action == "ack batch" else Operation.NACK
+            positions = dispatch.settle_batch(batch, operation, 0, sink.now)
+            assert len({record for record, _ in positions}) <= 1  # one record for the batch
+            for message, position in zip(batch, positions, strict=True):
+                message.record_settlement(operation, position)
         elif taken:
             message = taken.pop(n % len(taken))
             message.ack() if action == "ack" else message.nack()
-        acker.take_pending()
+        pending(ledger)
         stats = dispatch.statistics()
         # Flow control counts what is out and what is ready to be taken; never too many.
         assert stats.outstanding_messages == len(dispatch.out) + len(dispatch.ready)

@@ -2,7 +2,7 @@
 mapping place (``_transport.rpc_error_from_grpc``) and the ack classifier follow it.
 
 The local gRPC stack raises RESOURCE_EXHAUSTED for its size limits; those are
-permanent, while a server's quota RESOURCE_EXHAUSTED is retried (issue 17).
+permanent, while a server's quota RESOURCE_EXHAUSTED is retried.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""Settling thousands of expired ack ids in one call (issue 17 item 1).
+"""Settling thousands of expired ack ids in one call.
 
 An exactly-once Acknowledge / ModifyAckDeadline that the server rejects lists every
-failed id in the ErrorInfo of its ``grpc-status-details-bin`` trailer (wire-contract
-§2.2): ~400 bytes an id, so ~285 ids exceed gRPC's default 16 KiB metadata limit. A
-client channel with that default receives a locally generated RESOURCE_EXHAUSTED
-instead of the answer, which is permanent: retrying it only burns the retry deadline
-and ends in OTHER for every id. These tests check the answer gets through whole.
+failed id in the ErrorInfo of its ``grpc-status-details-bin`` trailer
+(docs/protocol.md#exactly-once-error-details): ~400 bytes an id, so ~285 ids exceed gRPC's default
+16 KiB metadata limit. A client channel with that default receives a locally generated
+RESOURCE_EXHAUSTED instead of the answer, which is permanent: retrying it only burns the retry
+deadline and ends in OTHER for every id. These tests check the answer gets through whole.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ async def srv(clock: FakeClock) -> AsyncIterator[ReferenceServer]:
 def short_deadline_env(srv: ReferenceServer, name: str) -> Env:
     topic = f"projects/{PROJECT}/topics/{name}"
     subscription = f"projects/{PROJECT}/subscriptions/{name}"
-    srv.broker.create_topic(TopicConfig(topic))
-    srv.broker.create_subscription(
+    srv.broker.topics.create(TopicConfig(topic))
+    srv.broker.subscriptions.create(
         SubscriptionConfig(
             subscription,
             topic,

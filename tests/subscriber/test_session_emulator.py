@@ -1,7 +1,7 @@
 """End to end against Google's Pub/Sub emulator (the ``emulator`` fixture, tests/conftest.py).
 
-The emulator sends no stream confirmations (wire-contract §2.3): on an exactly-once
-subscription results come from unary calls from the start, and the session's probe
+The emulator sends no stream confirmations (docs/protocol.md#streamingpull-confirmations): on an
+exactly-once subscription results come from unary calls from the start, and the session's probe
 (modacks also sent on the stream) times out.
 """
 
@@ -110,7 +110,7 @@ async def test_plain_subscription_on_the_emulator(emulator: str, admin: PubSubTr
 async def test_many_superseded_acks_in_one_unary_call_each_report_invalid(
     emulator: str, admin: PubSubTransport
 ) -> None:
-    # The streaming path of issue 17: on the emulator, exactly-once acks go by unary
+    # The streaming path: on the emulator, exactly-once acks go by unary
     # call; one that fails for hundreds of ids carries an ErrorInfo trailer far over
     # gRPC's default 16 KiB metadata limit. Each id must come back INVALID_ACK_ID (the
     # whole answer read), not OTHER after the retry deadline. (Over the 16 KiB default

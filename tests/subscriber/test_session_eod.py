@@ -1,4 +1,4 @@
-"""Exactly-once results end to end against the reference server (issue 3 §4).
+"""Exactly-once results end to end against the reference server.
 
 Happy path, transient and permanent per-message failures, superseded ack ids, the
 non-exactly-once path and the unary ``pull()``.
@@ -148,7 +148,7 @@ async def test_superseded_ack_id_is_invalid(srv: ReferenceServer) -> None:
     ):
         (first,) = await take(stream, 1)
         # Behind the client's back: the server takes the lease back and redelivers.
-        srv.broker.modify_ack_deadline(env.subscription, [first.ack_id], 0)
+        srv.broker.acks.modify_ack_deadline(env.subscription, [first.ack_id], 0)
         (second,) = await take(stream, 1)
         assert second.message_id == message_id
         assert second.ack_id != first.ack_id
@@ -234,7 +234,7 @@ async def test_pull_ack_of_a_superseded_id_is_invalid(srv: ReferenceServer) -> N
     env.publish(1)
     async with SubscriberClient(srv.address) as client:
         (message,) = await client.pull(env.subscription, 1)
-        srv.broker.modify_ack_deadline(env.subscription, [message.ack_id], 0)
+        srv.broker.acks.modify_ack_deadline(env.subscription, [message.ack_id], 0)
         assert await message.ack_with_response() is AcknowledgeStatus.INVALID_ACK_ID
         (again,) = await client.pull(env.subscription, 1)
         assert again.message_id == message.message_id

@@ -1,11 +1,12 @@
-"""The streaming session against an in-memory fake transport (test tier 2, issue 3 "Tests").
+"""The streaming session against an in-memory fake transport (test tier 2).
 
 Two groups:
 
 * Cancellation at every await the session reaches: the fake blocks at one await point,
   the consumer (or ``aclose()``) is cancelled by ``asyncio.timeout(0.05)``, and then no
   task is left behind, the cancellation came out as itself, ``aclose()`` completes and is
-  idempotent, and the bookkeeping is consistent (style-anchors §6 rule 8).
+  idempotent, and the bookkeeping is consistent
+  (docs/architecture.md#client-logic-against-a-fake-transport).
 * Protocol details that a real server makes hard to pin down: the first request, the
   reconnect policy per status code, keep-alives, the exactly-once mode probe, and how
   ambiguous and partially failed acks are reported.
@@ -26,7 +27,7 @@ import pytest
 
 from eoclient._clock import Clock, FakeClock
 from eoclient.errors import RpcError, rpc_error_class
-from eoclient.subscriber import acker as acker_module
+from eoclient.subscriber import ledger as ledger_module
 from eoclient.subscriber.ack_results import (
     PERMANENT_FAILURE_INVALID_ACK_ID,
     TEMPORARY_FAILURE,
@@ -388,7 +389,7 @@ async def test_cancelling_the_consumer_at_each_await(name: str) -> None:
     await assert_closed_cleanly(session, transport, before)
     for check in drive.checks:
         check()
-    if session.acker.exactly_once:
+    if session.ledger.exactly_once:
         # Acked but never confirmed (the write or the call never finished): the result
         # must not claim the ack was applied.
         for message in drive.taken:
@@ -665,8 +666,8 @@ async def enter_unary_mode(
     (receipts,) = transport.calls(MODIFY_ACK_DEADLINE)
     assert (receipts.ack_ids, receipts.seconds) == (ids, 60)
     assert session.statistics().ack_mode == "unknown"
-    clock.advance(acker_module.PROBE_TIMEOUT)
-    session.acker.wake.set()
+    clock.advance(ledger_module.PROBE_TIMEOUT)
+    session.sender.wake.set()
     await until(lambda: session.statistics().ack_mode == "unary", what="unary mode")
     return messages
 

@@ -1,4 +1,4 @@
-"""Client flow control and ordering keys against the reference server (issue 3 §2, §5)."""
+"""Client flow control and ordering keys against the reference server."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Leases against the reference server, on one FakeClock shared by client and server.
 
 The test moves time; the session's sender computes what is due from the clock when
-woken, so after each advance the test wakes it (``stream.acker.wake``) instead of
+woken, so after each advance the test wakes it (``stream.sender.wake``) instead of
 waiting for the real-time timer the sender set from the fake clock.
 """
 
@@ -34,12 +34,12 @@ async def srv(clock: FakeClock) -> AsyncIterator[ReferenceServer]:
 def advance(clock: FakeClock, srv: ReferenceServer, stream: StreamingSession, s: float) -> None:
     clock.advance(s)
     srv.tick()
-    stream.acker.wake.set()
+    stream.sender.wake.set()
 
 
 async def receipt_settled(stream: StreamingSession) -> None:
     """Wait for every copy of the receipt modack to land (before the test moves time)."""
-    await eventually(stream.acker.idle, what="receipt modacks answered")
+    await eventually(stream.ledger.idle, what="receipt modacks answered")
 
 
 def extended_once_since(env: Env, message_id: str, since: float) -> bool:

@@ -1,4 +1,4 @@
-"""Shutdown, cancellation and the handler form against the reference server (issue 3 §6).
+"""Shutdown, cancellation and the handler form against the reference server.
 
 "Promptly redelivered" below means well within the 60 s stream ack deadline: only a
 nack makes the server hand a message to the next subscriber that soon.

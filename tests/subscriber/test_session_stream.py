@@ -1,4 +1,4 @@
-"""The stream itself: reconnects under load, and permanent errors (issue 3 §1)."""
+"""The stream itself: reconnects under load, and permanent errors."""
 
 from __future__ import annotations
 
@@ -168,7 +168,7 @@ async def test_subscription_deleted_mid_stream(srv: ReferenceServer) -> None:
     ):
         first, second, third = await take(stream, 3)
         assert await first.ack_with_response() is AcknowledgeStatus.SUCCESS
-        srv.broker.delete_subscription(env.subscription)
+        srv.broker.subscriptions.delete(env.subscription)
         with pytest.raises(NotFound):
             await asyncio.wait_for(anext(stream), 5)
         # Settling after the failure resolves at once (it cannot be sent), never hangs.

@@ -36,7 +36,7 @@ class Env:
         """Publish ``count`` messages ``{prefix}-{i}``; returns their ids in order."""
         ids: list[str] = []
         for start in range(0, count, 1000):  # the server takes 1000 per request
-            ids += self.srv.broker.publish(
+            ids += self.srv.broker.publishing.publish(
                 self.topic,
                 [
                     NewMessage(data=f"{prefix}-{i}".encode(), ordering_key=ordering_key)
@@ -56,8 +56,8 @@ def make_env(srv: ReferenceServer, *, exactly_once: bool = True, ordered: bool =
     n = next(_names)
     topic = f"projects/{PROJECT}/topics/topic-{n}"
     subscription = f"projects/{PROJECT}/subscriptions/sub-{n}"
-    srv.broker.create_topic(TopicConfig(topic))
-    srv.broker.create_subscription(
+    srv.broker.topics.create(TopicConfig(topic))
+    srv.broker.subscriptions.create(
         SubscriptionConfig(
             subscription,
             topic,

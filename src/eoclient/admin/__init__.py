@@ -9,15 +9,17 @@ protobuf types in it).
         await admin.create_topic(topic_path("my-project", "orders"))
 """
 
-from eoclient.admin.client import (
-    AdminClient,
-    AsyncPager,
+from eoclient._retrying import DEFAULT, RetrySettings
+from eoclient.admin.calls import AsyncPager
+from eoclient.admin.client import AdminClient
+from eoclient.admin.iam import Binding, Condition, Policy
+from eoclient.admin.paths import (
     project_path,
+    schema_path,
     snapshot_path,
     subscription_path,
     topic_path,
 )
-from eoclient.admin.iam import Binding, Condition, Policy
 from eoclient.admin.policies import (
     BacklogQuota,
     BacklogQuotaAction,
@@ -29,14 +31,7 @@ from eoclient.admin.policies import (
     TopicPolicies,
     TopicPolicyCounters,
 )
-from eoclient.admin.schemas import (
-    Encoding,
-    Schema,
-    SchemaSettings,
-    SchemaType,
-    SchemaView,
-    schema_path,
-)
+from eoclient.admin.schemas import Encoding, Schema, SchemaSettings, SchemaType, SchemaView
 from eoclient.admin.types import (
     UNSET,
     DeadLetterPolicy,
@@ -52,6 +47,7 @@ from eoclient.admin.types import (
 )
 
 __all__ = [
+    "DEFAULT",
     "UNSET",
     "AdminClient",
     "AsyncPager",
@@ -66,6 +62,7 @@ __all__ = [
     "PushConfig",
     "RetentionPolicy",
     "RetryPolicy",
+    "RetrySettings",
     "Schema",
     "SchemaSettings",
     "SchemaType",

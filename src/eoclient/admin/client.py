@@ -14,8 +14,10 @@
         async for subscription in admin.list_subscriptions("my-project"):
             print(subscription.name, subscription.ack_deadline_seconds)
 
-Every call is one google.pubsub.v1 RPC (no retries: admin calls are rare and the
-caller knows whether repeating one is safe). Failures raise the
+Every call is one google.pubsub.v1 RPC, retried where the official client retries it
+(and, on DEADLINE_EXCEEDED, where a repeat cannot change the answer: the table in
+:mod:`eoclient.admin.calls`); ``retry=`` and ``timeout=`` change that for one call. Failures
+raise the
 :class:`~eoclient.errors.RpcError` subclass of the server's status, carrying the
 server's message unchanged (``NotFound``, ``AlreadyExists``, ``InvalidArgument``,
 ``FailedPrecondition``, ``PermissionDenied``, ``Unimplemented``, ...); arguments the
@@ -30,14 +32,25 @@ for an optional property clears it (the server then applies its default).
 from __future__ import annotations
 
 import datetime
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, Generic, TypeVar
+import random
+from collections.abc import Mapping
+from typing import Any
 
-from google.protobuf.message import Message
+import grpc
 
-from eoclient._transport import Endpoint, PubSubTransport, create_channel
+from eoclient._clock import AsyncClock, MonotonicClock
+from eoclient._retrying import DEFAULT, check_timeout
+from eoclient._transport import Endpoint, PubSubTransport
 from eoclient.admin import convert
+from eoclient.admin.calls import AsyncPager, Retry, Timeout, check_retry
 from eoclient.admin.iam import IamAdmin
+from eoclient.admin.paths import (
+    project_of,
+    project_path,
+    snapshot_path,
+    subscription_path,
+    topic_path,
+)
 from eoclient.admin.policy_calls import PolicyCalls
 from eoclient.admin.schemas import SchemaAdmin, SchemaSettings
 from eoclient.admin.types import (
@@ -53,89 +66,7 @@ from eoclient.admin.types import (
 )
 from eoclient.errors import ClosedError
 
-__all__ = [
-    "AdminClient",
-    "AsyncPager",
-    "project_path",
-    "snapshot_path",
-    "subscription_path",
-    "topic_path",
-]
-
-T = TypeVar("T")
-ResponseT = TypeVar("ResponseT", bound=Message)
-
-
-# ================================================================ paths
-
-
-def _segment(kind: str, value: str) -> str:
-    if not isinstance(value, str) or not value or "/" in value:
-        raise ValueError(f"{kind} must be a non-empty id without '/', got {value!r}")
-    return value
-
-
-def project_path(project: str) -> str:
-    """``projects/{project}``."""
-    return f"projects/{_segment('project', project)}"
-
-
-def topic_path(project: str, topic: str) -> str:
-    """``projects/{project}/topics/{topic}``."""
-    return f"{project_path(project)}/topics/{_segment('topic', topic)}"
-
-
-def subscription_path(project: str, subscription: str) -> str:
-    """``projects/{project}/subscriptions/{subscription}``."""
-    return f"{project_path(project)}/subscriptions/{_segment('subscription', subscription)}"
-
-
-def snapshot_path(project: str, snapshot: str) -> str:
-    """``projects/{project}/snapshots/{snapshot}``."""
-    return f"{project_path(project)}/snapshots/{_segment('snapshot', snapshot)}"
-
-
-def _project(project: str) -> str:
-    # Both "my-project" and "projects/my-project" are accepted.
-    return project if project.startswith("projects/") else project_path(project)
-
-
-# ================================================================ pagination
-
-
-class AsyncPager(Generic[T]):
-    """The items of a paged list call, fetched one page at a time as they are consumed.
-
-    ``async for item in pager`` yields items; ``async for page in pager.pages()``
-    yields each page's items as a list; ``await pager.collect()`` returns all items.
-    Nothing is requested until iteration starts, and every iteration starts again
-    from the first page. Errors (e.g. ``NotFound``) surface on the first ``async for``.
-    """
-
-    def __init__(self, fetch: Callable[[str], Awaitable[tuple[list[T], str]]]) -> None:
-        self._fetch = fetch
-
-    def __aiter__(self) -> AsyncIterator[T]:
-        return self._items()
-
-    async def _items(self) -> AsyncIterator[T]:
-        async for page in self.pages():
-            for item in page:
-                yield item
-
-    async def pages(self) -> AsyncIterator[list[T]]:
-        token = ""
-        while True:
-            items, token = await self._fetch(token)
-            yield items
-            if not token:
-                return
-
-    async def collect(self) -> list[T]:
-        return [item async for item in self]
-
-
-# ================================================================ client
+__all__ = ["AdminClient"]
 
 
 class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
@@ -145,11 +76,24 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
     eoclient's reference server only) come from :class:`~eoclient.admin.policy_calls.PolicyCalls`.
 
     Args:
-        endpoint: ``host:port`` of a plain-text server; ``None`` =
-            ``PUBSUB_EMULATOR_HOST`` if set, else the real service (TLS + credentials).
-        transport: share an existing channel (e.g. another client's) instead of
-            opening one; the AdminClient then never closes it.
-        timeout: deadline of each RPC, seconds (``None`` = no deadline).
+        endpoint: where to connect (:class:`~eoclient.Endpoint`): a string is TLS with
+            Application Default Credentials unless it is a loopback address or
+            ``PUBSUB_EMULATOR_HOST``'s value (plain text); ``None`` =
+            ``PUBSUB_EMULATOR_HOST`` if set, else the service.
+        channel: a ``grpc.aio.Channel`` to use instead of opening one; the AdminClient
+            never closes it.
+        transport: the same, as a ``PubSubTransport`` another client already wraps.
+        timeout: each call's time budget, seconds, retries included (``None`` = none);
+            a call's ``timeout=`` replaces it.
+        retry: the retry of every call that passes none: ``DEFAULT`` (each method's own,
+            below), ``None`` (never retry: a tool that reports an unreachable server at
+            once rather than after its timeout), or settings.
+        clock: what retry backoffs wait on (tests pass a ``FakeClock``).
+        rng: the random source of the backoffs' jitter.
+
+    Every method also takes ``retry=`` (:class:`~eoclient.admin.RetrySettings`; ``None`` = one
+    attempt; by default the method's GAPIC retry: :mod:`eoclient.admin.calls`) and
+    ``timeout=``.
 
     Use ``async with AdminClient() as admin:`` (or call :meth:`aclose`); the channel
     opens on the first call. After ``aclose`` every call raises ``ClosedError``.
@@ -159,19 +103,28 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         self,
         endpoint: str | Endpoint | None = None,
         *,
+        channel: grpc.aio.Channel | None = None,
         transport: PubSubTransport | None = None,
         timeout: float | None = 60.0,
+        retry: Retry = DEFAULT,
+        clock: AsyncClock | None = None,
+        rng: random.Random | None = None,
     ) -> None:
-        if endpoint is not None and transport is not None:
-            raise ValueError("pass endpoint= or transport=, not both")
-        self._endpoint = Endpoint.resolve(endpoint)
+        if sum(given is not None for given in (endpoint, channel, transport)) > 1:
+            raise ValueError("pass only one of endpoint=, channel= and transport=")
+        if channel is not None:
+            transport = PubSubTransport(channel, owns_channel=False)
+        self._endpoint = Endpoint.resolve(endpoint) if transport is None else None
         self._transport = transport
         self._owns_transport = transport is None
-        self._timeout = timeout
+        self._timeout = check_timeout(timeout)
+        self._retry = check_retry(retry)
+        self._clock = clock or MonotonicClock()
+        self._rng = rng or random.Random()
         self._closed = False
 
     def __repr__(self) -> str:
-        where = self._endpoint.target if self._owns_transport else "shared transport"
+        where = self._endpoint.target if self._endpoint is not None else "shared transport"
         return f"<AdminClient {where}{' closed' if self._closed else ''}>"
 
     async def __aenter__(self) -> AdminClient:
@@ -192,35 +145,9 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         if self._closed:
             raise ClosedError("the AdminClient is closed")
         if self._transport is None:
-            self._transport = PubSubTransport(create_channel(self._endpoint))
+            assert self._endpoint is not None
+            self._transport = PubSubTransport(self._endpoint.create_channel())
         return self._transport
-
-    async def _call(self, request: convert.Request[ResponseT]) -> ResponseT:
-        return await self._get_transport().call(
-            request.service,
-            request.method,
-            request.message,
-            request.response,
-            routing=request.routing,
-            timeout=self._timeout,
-        )
-
-    def _pager(
-        self,
-        build: Callable[[str, int, str], convert.Request[ResponseT]],
-        parse: Callable[[ResponseT], tuple[list[T], str]],
-        parent: str,
-        page_size: int | None,
-    ) -> AsyncPager[T]:
-        if page_size is not None and page_size <= 0:
-            raise ValueError(
-                f"page_size must be > 0 (None = the server's default), got {page_size}"
-            )
-
-        async def fetch(token: str) -> tuple[list[T], str]:
-            return parse(await self._call(build(parent, page_size or 0, token)))
-
-        return AsyncPager(fetch)
 
     # The official client's path helpers, also as static methods.
     project_path = staticmethod(project_path)
@@ -238,6 +165,8 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         message_retention_duration: datetime.timedelta | None = None,
         kms_key_name: str = "",
         schema_settings: SchemaSettings | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> Topic:
         """Create a topic; ``AlreadyExists`` if it does. Fields: see :class:`Topic`."""
         topic = Topic(
@@ -247,10 +176,12 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
             kms_key_name=kms_key_name,
             schema_settings=schema_settings,
         )
-        return convert.topic_from_pb(await self._call(convert.create_topic(topic)))
+        return convert.topic_from_pb(await self._call(convert.create_topic(topic), retry, timeout))
 
-    async def get_topic(self, name: str) -> Topic:
-        return convert.topic_from_pb(await self._call(convert.get_topic(name)))
+    async def get_topic(
+        self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> Topic:
+        return convert.topic_from_pb(await self._call(convert.get_topic(name), retry, timeout))
 
     async def update_topic(
         self,
@@ -260,6 +191,8 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         message_retention_duration: datetime.timedelta | Unset | None = UNSET,
         kms_key_name: str | Unset = UNSET,
         schema_settings: SchemaSettings | Unset | None = UNSET,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> Topic:
         """Change the given properties (the update mask names exactly those)."""
         changes = _changes(
@@ -268,29 +201,60 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
             kms_key_name=kms_key_name,
             schema_settings=schema_settings,
         )
-        return convert.topic_from_pb(await self._call(convert.update_topic(name, changes)))
+        return convert.topic_from_pb(
+            await self._call(convert.update_topic(name, changes), retry, timeout)
+        )
 
-    def list_topics(self, project: str, *, page_size: int | None = None) -> AsyncPager[Topic]:
+    def list_topics(
+        self,
+        project: str,
+        *,
+        page_size: int | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
+    ) -> AsyncPager[Topic]:
         """The project's topics (``project`` = ``"my-project"`` or ``"projects/my-project"``)."""
-        return self._pager(convert.list_topics, convert.topics_page, _project(project), page_size)
+        return self._pager(
+            convert.list_topics, convert.topics_page, project_of(project), page_size, retry, timeout
+        )
 
     def list_topic_subscriptions(
-        self, topic: str, *, page_size: int | None = None
+        self,
+        topic: str,
+        *,
+        page_size: int | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> AsyncPager[str]:
         """Names of the topic's subscriptions."""
-        return self._pager(convert.list_topic_subscriptions, convert.names_page, topic, page_size)
+        return self._pager(
+            convert.list_topic_subscriptions, convert.names_page, topic, page_size, retry, timeout
+        )
 
-    def list_topic_snapshots(self, topic: str, *, page_size: int | None = None) -> AsyncPager[str]:
+    def list_topic_snapshots(
+        self,
+        topic: str,
+        *,
+        page_size: int | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
+    ) -> AsyncPager[str]:
         """Names of the snapshots taken from the topic's subscriptions."""
-        return self._pager(convert.list_topic_snapshots, convert.names_page, topic, page_size)
+        return self._pager(
+            convert.list_topic_snapshots, convert.names_page, topic, page_size, retry, timeout
+        )
 
-    async def delete_topic(self, name: str) -> None:
+    async def delete_topic(
+        self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> None:
         """Delete a topic; its subscriptions remain, their topic reads ``_deleted-topic_``."""
-        await self._call(convert.delete_topic(name))
+        await self._call(convert.delete_topic(name), retry, timeout)
 
-    async def detach_subscription(self, name: str) -> None:
+    async def detach_subscription(
+        self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> None:
         """Detach a subscription from its topic: it stops receiving and pulls fail."""
-        await self._call(convert.detach_subscription(name))
+        await self._call(convert.detach_subscription(name), retry, timeout)
 
     # ================================================================ subscriptions
 
@@ -310,6 +274,8 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         retry_policy: RetryPolicy | None = None,
         enable_exactly_once_delivery: bool = False,
         push_config: PushConfig | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> Subscription:
         """Create a subscription to ``topic``. Fields and defaults: see :class:`Subscription`."""
         subscription = Subscription(
@@ -328,11 +294,15 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
             push_config=push_config,
         )
         return convert.subscription_from_pb(
-            await self._call(convert.create_subscription(subscription))
+            await self._call(convert.create_subscription(subscription), retry, timeout)
         )
 
-    async def get_subscription(self, name: str) -> Subscription:
-        return convert.subscription_from_pb(await self._call(convert.get_subscription(name)))
+    async def get_subscription(
+        self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> Subscription:
+        return convert.subscription_from_pb(
+            await self._call(convert.get_subscription(name), retry, timeout)
+        )
 
     async def update_subscription(
         self,
@@ -347,6 +317,8 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         retry_policy: RetryPolicy | Unset | None = UNSET,
         enable_exactly_once_delivery: bool | Unset = UNSET,
         push_config: PushConfig | Unset | None = UNSET,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> Subscription:
         """Change the given properties (the update mask names exactly those).
 
@@ -366,23 +338,42 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
             push_config=push_config,
         )
         return convert.subscription_from_pb(
-            await self._call(convert.update_subscription(name, changes))
+            await self._call(convert.update_subscription(name, changes), retry, timeout)
         )
 
     def list_subscriptions(
-        self, project: str, *, page_size: int | None = None
+        self,
+        project: str,
+        *,
+        page_size: int | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> AsyncPager[Subscription]:
         """The project's subscriptions, with all their properties."""
         return self._pager(
-            convert.list_subscriptions, convert.subscriptions_page, _project(project), page_size
+            convert.list_subscriptions,
+            convert.subscriptions_page,
+            project_of(project),
+            page_size,
+            retry,
+            timeout,
         )
 
-    async def modify_push_config(self, name: str, push_config: PushConfig | None) -> None:
+    async def modify_push_config(
+        self,
+        name: str,
+        push_config: PushConfig | None,
+        *,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
+    ) -> None:
         """Switch a subscription to push (to ``push_config``) or, with ``None``, to pull."""
-        await self._call(convert.modify_push_config(name, push_config))
+        await self._call(convert.modify_push_config(name, push_config), retry, timeout)
 
-    async def delete_subscription(self, name: str) -> None:
-        await self._call(convert.delete_subscription(name))
+    async def delete_subscription(
+        self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> None:
+        await self._call(convert.delete_subscription(name), retry, timeout)
 
     async def seek(
         self,
@@ -390,6 +381,8 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         *,
         time: datetime.datetime | None = None,
         snapshot: str | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> None:
         """Move the subscription's ack state to a point in time or to a snapshot.
 
@@ -398,20 +391,32 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         retains them, ``retain_acked_messages``). ``snapshot``: the subscription's ack
         state becomes the snapshot's (same topic required). Exactly one of the two.
         """
-        await self._call(convert.seek(subscription, time=time, snapshot=snapshot))
+        await self._call(convert.seek(subscription, time=time, snapshot=snapshot), retry, timeout)
 
     # ================================================================ snapshots
 
     async def create_snapshot(
-        self, name: str, subscription: str, *, labels: Mapping[str, str] | None = None
+        self,
+        name: str,
+        subscription: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> Snapshot:
         """Snapshot ``subscription``'s unacked backlog (and everything published after)."""
         return convert.snapshot_from_pb(
-            await self._call(convert.create_snapshot(name, subscription, labels or {}))
+            await self._call(
+                convert.create_snapshot(name, subscription, labels or {}), retry, timeout
+            )
         )
 
-    async def get_snapshot(self, name: str) -> Snapshot:
-        return convert.snapshot_from_pb(await self._call(convert.get_snapshot(name)))
+    async def get_snapshot(
+        self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> Snapshot:
+        return convert.snapshot_from_pb(
+            await self._call(convert.get_snapshot(name), retry, timeout)
+        )
 
     async def update_snapshot(
         self,
@@ -419,18 +424,36 @@ class AdminClient(SchemaAdmin, IamAdmin, PolicyCalls):
         *,
         labels: Mapping[str, str] | Unset = UNSET,
         expire_time: datetime.datetime | Unset | None = UNSET,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> Snapshot:
         """Change the given properties (the update mask names exactly those)."""
         changes = _changes(labels=labels, expire_time=expire_time)
-        return convert.snapshot_from_pb(await self._call(convert.update_snapshot(name, changes)))
-
-    def list_snapshots(self, project: str, *, page_size: int | None = None) -> AsyncPager[Snapshot]:
-        return self._pager(
-            convert.list_snapshots, convert.snapshots_page, _project(project), page_size
+        return convert.snapshot_from_pb(
+            await self._call(convert.update_snapshot(name, changes), retry, timeout)
         )
 
-    async def delete_snapshot(self, name: str) -> None:
-        await self._call(convert.delete_snapshot(name))
+    def list_snapshots(
+        self,
+        project: str,
+        *,
+        page_size: int | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
+    ) -> AsyncPager[Snapshot]:
+        return self._pager(
+            convert.list_snapshots,
+            convert.snapshots_page,
+            project_of(project),
+            page_size,
+            retry,
+            timeout,
+        )
+
+    async def delete_snapshot(
+        self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> None:
+        await self._call(convert.delete_snapshot(name), retry, timeout)
 
 
 def _changes(**fields: Any) -> dict[str, Any]:

@@ -3,16 +3,16 @@
 Two kinds of function:
 
 * resource converters (``topic_to_pb`` / ``topic_from_pb`` and friends), field by field
-  (wire-contract §1.2), with the proto's "unset" rules made explicit: an unset
-  ``message_retention_duration`` is ``None``, an ``expiration_policy`` present without a
-  ``ttl`` is ``ExpirationPolicy(ttl=None)`` (never expires), a ``push_config`` without an
-  endpoint is a pull subscription (``None``);
+  (docs/protocol.md#subscription-properties-and-defaults), with the proto's "unset" rules
+  made explicit: an unset ``message_retention_duration`` is ``None``, an
+  ``expiration_policy`` present without a ``ttl`` is ``ExpirationPolicy(ttl=None)`` (never
+  expires), a ``push_config`` without an endpoint is a pull subscription (``None``);
 * request builders, one per RPC, returning a :class:`Request` that carries everything
   :meth:`PubSubTransport.call` needs (service, method, message, response class, routing
   header), so that :mod:`eoclient.admin.client` never builds or reads a protobuf.
 
 Update requests carry a field mask of top-level, snake_case paths (gRPC ``FieldMask``;
-only the REST/JSON mapping uses camelCase, wire-contract §1.4). A path in the mask whose
+only the REST/JSON mapping uses camelCase: docs/protocol.md#update-masks). A path in the mask whose
 field is unset in the message clears the field: that is how ``None`` is sent.
 """
 
@@ -21,14 +21,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from google.protobuf import empty_pb2, timestamp_pb2
-from google.protobuf.message import Message
 
 from eoclient._proto import pubsub_pb2 as pb
-from eoclient.admin import schemas
+from eoclient.admin.calls import Request
+from eoclient.admin.schemas import settings_from_pb, settings_to_pb
 from eoclient.admin.types import (
     DeadLetterPolicy,
     ExpirationPolicy,
@@ -41,22 +40,9 @@ from eoclient.admin.types import (
     TopicState,
 )
 
-ResponseT = TypeVar("ResponseT", bound=Message)
-
 # Output-only fields: never sent, whatever the dataclass holds.
 _TOPIC_OUTPUT_ONLY = frozenset({"state"})
 _SUBSCRIPTION_OUTPUT_ONLY = frozenset({"state", "topic_message_retention_duration"})
-
-
-@dataclass(frozen=True, slots=True)
-class Request(Generic[ResponseT]):
-    """One google.pubsub.v1 call, ready for ``PubSubTransport.call``."""
-
-    service: str  # "Publisher", "Subscriber", "SchemaService" or "google.iam.v1.IAMPolicy"
-    method: str
-    message: Message
-    response: type[ResponseT]
-    routing: tuple[str, str]  # x-goog-request-params: (request field, resource name)
 
 
 # ================================================================ scalars
@@ -105,7 +91,7 @@ def topic_to_pb(topic: Topic) -> pb.Topic:
     if topic.message_retention_duration is not None:
         message.message_retention_duration.FromTimedelta(topic.message_retention_duration)
     if topic.schema_settings is not None:
-        schemas.settings_to_pb(topic.schema_settings, message.schema_settings)
+        settings_to_pb(topic.schema_settings, message.schema_settings)
     return message
 
 
@@ -120,7 +106,7 @@ def topic_from_pb(message: pb.Topic) -> Topic:
         ),
         kms_key_name=message.kms_key_name,
         schema_settings=(
-            schemas.settings_from_pb(message.schema_settings)
+            settings_from_pb(message.schema_settings)
             if message.HasField("schema_settings")
             else None
         ),
@@ -268,7 +254,8 @@ def _fields(cls: type[Any], exclude: Collection[str]) -> frozenset[str]:
 
 
 TOPIC_UPDATABLE = _fields(Topic, {"name", *_TOPIC_OUTPUT_ONLY})
-# enable_message_ordering and filter are immutable after creation (wire-contract §1.2, §3);
+# enable_message_ordering and filter are immutable after creation
+# (docs/protocol.md#subscription-properties-and-defaults);
 # detached is changed by DetachSubscription only.
 SUBSCRIPTION_UPDATABLE = _fields(
     Subscription,

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eoclient._proto import expr_pb2, iam_policy_pb2, policy_pb2
-
-if TYPE_CHECKING:
-    from eoclient.admin.convert import Request
+from eoclient._retrying import DEFAULT
+from eoclient.admin.calls import AdminCalls, Request, Retry, Timeout
 
 SERVICE = "google.iam.v1.IAMPolicy"
 
@@ -126,28 +125,38 @@ def policy_to_pb(policy: Policy) -> policy_pb2.Policy:
 
 
 def _request(method: str, message: Any, response: Any, resource: str) -> Request[Any]:
-    from eoclient.admin.convert import Request
-
     return Request(SERVICE, method, message, response, ("resource", resource))
 
 
-class IamAdmin:
+class IamAdmin(AdminCalls):
     """AdminClient's IAM methods, for topics, subscriptions, snapshots and schemas."""
 
-    async def _call(self, request: Request[Any]) -> Any:  # AdminClient's
-        raise NotImplementedError
-
-    async def get_iam_policy(self, resource: str, *, requested_policy_version: int = 3) -> Policy:
+    async def get_iam_policy(
+        self,
+        resource: str,
+        *,
+        requested_policy_version: int = 3,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
+    ) -> Policy:
         """The resource's policy (an empty one, etag ``ACAB``, if none was set).
         Version 3 by default so conditional bindings come back as they are."""
         request = iam_policy_pb2.GetIamPolicyRequest(resource=resource)
         request.options.requested_policy_version = requested_policy_version
         return policy_from_pb(
-            await self._call(_request("GetIamPolicy", request, policy_pb2.Policy, resource))
+            await self._call(
+                _request("GetIamPolicy", request, policy_pb2.Policy, resource), retry, timeout
+            )
         )
 
     async def set_iam_policy(
-        self, resource: str, policy: Policy, *, update_mask: Sequence[str] | None = None
+        self,
+        resource: str,
+        policy: Policy,
+        *,
+        update_mask: Sequence[str] | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> Policy:
         """Replace the policy (``Aborted`` if ``policy.etag`` is outdated); returns the
         stored policy with its new etag. ``update_mask`` limits what is replaced
@@ -156,10 +165,19 @@ class IamAdmin:
         if update_mask:
             request.update_mask.paths.extend(update_mask)
         return policy_from_pb(
-            await self._call(_request("SetIamPolicy", request, policy_pb2.Policy, resource))
+            await self._call(
+                _request("SetIamPolicy", request, policy_pb2.Policy, resource), retry, timeout
+            )
         )
 
-    async def test_iam_permissions(self, resource: str, permissions: Sequence[str]) -> list[str]:
+    async def test_iam_permissions(
+        self,
+        resource: str,
+        permissions: Sequence[str],
+        *,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
+    ) -> list[str]:
         """The subset of ``permissions`` (e.g. ``pubsub.topics.publish``) the caller holds."""
         request = iam_policy_pb2.TestIamPermissionsRequest(
             resource=resource, permissions=permissions
@@ -167,6 +185,8 @@ class IamAdmin:
         response = await self._call(
             _request(
                 "TestIamPermissions", request, iam_policy_pb2.TestIamPermissionsResponse, resource
-            )
+            ),
+            retry,
+            timeout,
         )
         return list(response.permissions)

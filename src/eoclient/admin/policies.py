@@ -60,7 +60,7 @@ class BacklogQuotaAction(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class RetentionPolicy:
     """How long and how much a topic keeps of what it published, acknowledged or not, for
-    seek to a time (Pulsar retention, wire-contract §5.2).
+    seek to a time (Pulsar retention; docs/protocol.md#topic-retention-policy).
 
     Attributes:
         time: how long after publish; ``None`` = no time limit (Pulsar's ``-1``).
@@ -77,7 +77,7 @@ class RetentionPolicy:
 
 @dataclass(frozen=True, slots=True)
 class BacklogQuota:
-    """A limit on each subscription's unacknowledged backlog (wire-contract §5.3).
+    """A limit on each subscription's unacknowledged backlog (docs/protocol.md#backlog-quotas).
 
     Attributes:
         limit_bytes: unacknowledged bytes per subscription; ``None`` = no size limit.

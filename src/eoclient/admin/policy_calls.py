@@ -16,12 +16,12 @@ import math
 from collections.abc import Iterable
 from typing import TypeVar
 
-import grpc
 from google.protobuf import duration_pb2
 from google.protobuf.message import Message
 
 from eoclient._proto import broker_policies_pb2 as pb
-from eoclient._transport import PubSubTransport, rpc_error_from_grpc
+from eoclient._retrying import DEFAULT
+from eoclient.admin.calls import AdminCalls, Request, Retry, Timeout
 from eoclient.admin.convert import utc_datetime
 from eoclient.admin.policies import (
     DEFAULT_HOLD_TIMEOUT,
@@ -164,42 +164,39 @@ def subscription_policies_from_pb(message: pb.SubscriptionPolicies) -> Subscript
 # ================================================================ calls
 
 
-class PolicyCalls:
-    """The policy methods of :class:`~eoclient.admin.AdminClient` (a mixin: it supplies
-    the channel and the deadline)."""
-
-    _timeout: float | None
-
-    def _get_transport(self) -> PubSubTransport:  # pragma: no cover - AdminClient's
-        raise NotImplementedError
+class PolicyCalls(AdminCalls):
+    """The policy methods of :class:`~eoclient.admin.AdminClient` (one of its bases)."""
 
     async def _call_policies(
-        self, method: str, request: Message, response: type[ResponseT], resource: tuple[str, str]
+        self,
+        method: str,
+        request: Message,
+        response: type[ResponseT],
+        resource: tuple[str, str],
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> ResponseT:
-        call = self._get_transport().channel.unary_unary(
-            f"/{SERVICE}/{method}",
-            request_serializer=lambda message: message.SerializeToString(),
-            response_deserializer=response.FromString,
-        )
-        # The routing header the service's own calls carry (client-anchors §1.9).
-        metadata = (("x-goog-request-params", f"{resource[0]}={resource[1]}"),)
         try:
-            result = await call(request, timeout=self._timeout, metadata=metadata)
-        except grpc.aio.AioRpcError as error:
-            mapped = rpc_error_from_grpc(error)
-            if isinstance(mapped, Unimplemented) and extension_missing(mapped):
+            return await self._call(
+                Request(SERVICE, method, request, response, resource), retry, timeout
+            )
+        except Unimplemented as missing:
+            if extension_missing(missing):
                 raise Unimplemented(
                     f"{method} needs eoclient's reference server (eoclient serve): this "
-                    f"server does not implement {SERVICE} ({mapped.message})"
-                ) from error
-            raise mapped from error
-        assert isinstance(result, response)
-        return result
+                    f"server does not implement {SERVICE} ({missing.message})"
+                ) from missing
+            raise
 
     # ------------------------------------------------------------ skip
 
     async def skip_messages(
-        self, subscription: str, message_ids: Iterable[str]
+        self,
+        subscription: str,
+        message_ids: Iterable[str],
+        *,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> dict[str, SkipOutcome]:
         """Acknowledge chosen messages on ``subscription`` as if a subscriber had (PIP-423).
 
@@ -214,7 +211,12 @@ class PolicyCalls:
             raise ValueError("skip_messages needs at least one message id")
         request = pb.SkipMessagesRequest(subscription=subscription, message_ids=ids)
         response = await self._call_policies(
-            "SkipMessages", request, pb.SkipMessagesResponse, ("subscription", subscription)
+            "SkipMessages",
+            request,
+            pb.SkipMessagesResponse,
+            ("subscription", subscription),
+            retry,
+            timeout,
         )
         return {
             result.message_id: _OUTCOME_FROM_PB.get(result.outcome, SkipOutcome.NOT_FOUND)
@@ -223,35 +225,50 @@ class PolicyCalls:
 
     # ------------------------------------------------------------ topic policies
 
-    async def get_topic_policies(self, topic: str) -> TopicPolicies:
+    async def get_topic_policies(
+        self, topic: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> TopicPolicies:
         request = pb.GetTopicPoliciesRequest(topic=topic)
         return topic_policies_from_pb(
             await self._call_policies(
-                "GetTopicPolicies", request, pb.TopicPolicies, ("topic", topic)
+                "GetTopicPolicies", request, pb.TopicPolicies, ("topic", topic), retry, timeout
             )
         )
 
     async def _set_topic_policy(
-        self, topic: str, path: str, policies: pb.TopicPolicies
+        self,
+        topic: str,
+        path: str,
+        policies: pb.TopicPolicies,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> TopicPolicies:
         request = pb.SetTopicPoliciesRequest(topic=topic, policies=policies)
         request.update_mask.paths.append(path)
         return topic_policies_from_pb(
             await self._call_policies(
-                "SetTopicPolicies", request, pb.TopicPolicies, ("topic", topic)
+                "SetTopicPolicies", request, pb.TopicPolicies, ("topic", topic), retry, timeout
             )
         )
 
     async def set_topic_retention(
-        self, topic: str, *, time: datetime.timedelta | None, size_bytes: int | None
+        self,
+        topic: str,
+        *,
+        time: datetime.timedelta | None,
+        size_bytes: int | None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> TopicPolicies:
         """Keep what ``topic`` published for ``time`` and up to ``size_bytes`` (``None``:
         no limit; both ``None``: forever), acknowledged or not, for seek to a time."""
         policies = pb.TopicPolicies(retention=retention_to_pb(RetentionPolicy(time, size_bytes)))
-        return await self._set_topic_policy(topic, "retention", policies)
+        return await self._set_topic_policy(topic, "retention", policies, retry, timeout)
 
-    async def remove_topic_retention(self, topic: str) -> TopicPolicies:
-        return await self._set_topic_policy(topic, "retention", pb.TopicPolicies())
+    async def remove_topic_retention(
+        self, topic: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> TopicPolicies:
+        return await self._set_topic_policy(topic, "retention", pb.TopicPolicies(), retry, timeout)
 
     async def set_topic_backlog_quota(
         self,
@@ -261,30 +278,54 @@ class PolicyCalls:
         limit_age: datetime.timedelta | None = None,
         action: BacklogQuotaAction = BacklogQuotaAction.PRODUCER_REQUEST_HOLD,
         hold_timeout: datetime.timedelta = DEFAULT_HOLD_TIMEOUT,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> TopicPolicies:
         """Limit each subscription's unacknowledged backlog of ``topic`` by size and/or
         age; ``action`` says what Publish does when a subscription is over it."""
         quota = BacklogQuota(limit_bytes, limit_age, action, hold_timeout)
         policies = pb.TopicPolicies(backlog_quota=backlog_quota_to_pb(quota))
-        return await self._set_topic_policy(topic, "backlog_quota", policies)
+        return await self._set_topic_policy(topic, "backlog_quota", policies, retry, timeout)
 
-    async def remove_topic_backlog_quota(self, topic: str) -> TopicPolicies:
-        return await self._set_topic_policy(topic, "backlog_quota", pb.TopicPolicies())
+    async def remove_topic_backlog_quota(
+        self, topic: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> TopicPolicies:
+        return await self._set_topic_policy(
+            topic, "backlog_quota", pb.TopicPolicies(), retry, timeout
+        )
 
-    async def set_topic_message_ttl(self, topic: str, ttl: datetime.timedelta) -> TopicPolicies:
+    async def set_topic_message_ttl(
+        self,
+        topic: str,
+        ttl: datetime.timedelta,
+        *,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
+    ) -> TopicPolicies:
         """Acknowledge unacknowledged messages of ``topic`` once older than ``ttl``, on
         every subscription without a TTL of its own."""
         policies = pb.TopicPolicies()
         _set_duration(policies.message_ttl, ttl, "ttl")
-        return await self._set_topic_policy(topic, "message_ttl", policies)
+        return await self._set_topic_policy(topic, "message_ttl", policies, retry, timeout)
 
-    async def remove_topic_message_ttl(self, topic: str) -> TopicPolicies:
-        return await self._set_topic_policy(topic, "message_ttl", pb.TopicPolicies())
+    async def remove_topic_message_ttl(
+        self, topic: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> TopicPolicies:
+        return await self._set_topic_policy(
+            topic, "message_ttl", pb.TopicPolicies(), retry, timeout
+        )
 
-    async def get_topic_policy_counters(self, topic: str) -> TopicPolicyCounters:
+    async def get_topic_policy_counters(
+        self, topic: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> TopicPolicyCounters:
         request = pb.GetTopicPolicyCountersRequest(topic=topic)
         message = await self._call_policies(
-            "GetTopicPolicyCounters", request, pb.TopicPolicyCounters, ("topic", topic)
+            "GetTopicPolicyCounters",
+            request,
+            pb.TopicPolicyCounters,
+            ("topic", topic),
+            retry,
+            timeout,
         )
         return TopicPolicyCounters(
             topic=message.topic,
@@ -298,18 +339,26 @@ class PolicyCalls:
 
     # ------------------------------------------------------------ subscription policies
 
-    async def get_subscription_policies(self, subscription: str) -> SubscriptionPolicies:
+    async def get_subscription_policies(
+        self, subscription: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> SubscriptionPolicies:
         request = pb.GetSubscriptionPoliciesRequest(subscription=subscription)
         message = await self._call_policies(
             "GetSubscriptionPolicies",
             request,
             pb.SubscriptionPolicies,
             ("subscription", subscription),
+            retry,
+            timeout,
         )
         return subscription_policies_from_pb(message)
 
     async def _set_subscription_ttl(
-        self, subscription: str, policies: pb.SubscriptionPolicies
+        self,
+        subscription: str,
+        policies: pb.SubscriptionPolicies,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> SubscriptionPolicies:
         request = pb.SetSubscriptionPoliciesRequest(subscription=subscription, policies=policies)
         request.update_mask.paths.append("message_ttl")
@@ -318,23 +367,34 @@ class PolicyCalls:
             request,
             pb.SubscriptionPolicies,
             ("subscription", subscription),
+            retry,
+            timeout,
         )
         return subscription_policies_from_pb(message)
 
     async def set_subscription_message_ttl(
-        self, subscription: str, ttl: datetime.timedelta
+        self,
+        subscription: str,
+        ttl: datetime.timedelta,
+        *,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> SubscriptionPolicies:
         """The subscription's own message TTL (it wins over its topic's)."""
         policies = pb.SubscriptionPolicies()
         _set_duration(policies.message_ttl, ttl, "ttl")
-        return await self._set_subscription_ttl(subscription, policies)
+        return await self._set_subscription_ttl(subscription, policies, retry, timeout)
 
-    async def remove_subscription_message_ttl(self, subscription: str) -> SubscriptionPolicies:
+    async def remove_subscription_message_ttl(
+        self, subscription: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> SubscriptionPolicies:
         """Remove the subscription's own TTL (its topic's applies again, if any)."""
-        return await self._set_subscription_ttl(subscription, pb.SubscriptionPolicies())
+        return await self._set_subscription_ttl(
+            subscription, pb.SubscriptionPolicies(), retry, timeout
+        )
 
     async def get_subscription_policy_counters(
-        self, subscription: str
+        self, subscription: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
     ) -> SubscriptionPolicyCounters:
         request = pb.GetSubscriptionPolicyCountersRequest(subscription=subscription)
         message = await self._call_policies(
@@ -342,6 +402,8 @@ class PolicyCalls:
             request,
             pb.SubscriptionPolicyCounters,
             ("subscription", subscription),
+            retry,
+            timeout,
         )
         return SubscriptionPolicyCounters(
             subscription=message.subscription,
@@ -362,6 +424,8 @@ class PolicyCalls:
         *,
         time: datetime.datetime | None = None,
         snapshot: str | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> SeekOutcome:
         """:meth:`seek`, answering how far back it reached: a seek to a time older than
         anything retained replays from the oldest retained message
@@ -375,6 +439,11 @@ class PolicyCalls:
         else:
             request.snapshot = snapshot or ""
         message = await self._call_policies(
-            "SeekWithOutcome", request, pb.SeekOutcome, ("subscription", subscription)
+            "SeekWithOutcome",
+            request,
+            pb.SeekOutcome,
+            ("subscription", subscription),
+            retry,
+            timeout,
         )
         return SeekOutcome(_instant(message, "replayable_from"), message.complete)

@@ -22,16 +22,15 @@ from __future__ import annotations
 import datetime
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from google.protobuf import empty_pb2
 
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient._proto import schema_pb2 as sp
-
-if TYPE_CHECKING:
-    from eoclient.admin.client import AsyncPager
-    from eoclient.admin.convert import Request
+from eoclient._retrying import DEFAULT
+from eoclient.admin.calls import AdminCalls, AsyncPager, Request, Retry, Timeout
+from eoclient.admin.paths import project_of, schema_path
 
 SERVICE = "SchemaService"  # google.pubsub.v1.SchemaService
 
@@ -97,15 +96,6 @@ class SchemaSettings:
     last_revision_id: str = ""
 
 
-def schema_path(project: str, schema: str) -> str:
-    """``projects/{project}/schemas/{schema}``."""
-    from eoclient.admin.client import project_path
-
-    if not schema or "/" in schema:
-        raise ValueError(f"schema must be a non-empty id without '/', got {schema!r}")
-    return f"{project_path(project)}/schemas/{schema}"
-
-
 # ================================================================ conversion
 
 
@@ -143,8 +133,6 @@ def settings_from_pb(message: pb.SchemaSettings) -> SchemaSettings:
 
 
 def _request(method: str, message: Any, response: Any, routing: tuple[str, str]) -> Request[Any]:
-    from eoclient.admin.convert import Request
-
     return Request(SERVICE, method, message, response, routing)
 
 
@@ -152,44 +140,50 @@ def _page(response: Any) -> tuple[list[Schema], str]:
     return [schema_from_pb(s) for s in response.schemas], response.next_page_token
 
 
-def _project(project: str) -> str:
-    from eoclient.admin.client import project_path
-
-    return project if project.startswith("projects/") else project_path(project)
-
-
 # ================================================================ the client's methods
 
 
-class SchemaAdmin:
-    """AdminClient's SchemaService methods (mixed into ``AdminClient``)."""
+class SchemaAdmin(AdminCalls):
+    """AdminClient's SchemaService methods (one of its bases)."""
 
     schema_path = staticmethod(schema_path)
 
-    async def _call(self, request: Request[Any]) -> Any:  # AdminClient's
-        raise NotImplementedError
-
-    def _pager(self, build: Any, parse: Any, parent: str, page_size: int | None) -> Any:
-        raise NotImplementedError
-
     async def create_schema(
-        self, project: str, schema_id: str, type: SchemaType, definition: str
+        self,
+        project: str,
+        schema_id: str,
+        type: SchemaType,
+        definition: str,
+        *,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> Schema:
         """Create a schema (its first revision); ``AlreadyExists`` if it does,
         ``InvalidArgument`` if the definition does not compile."""
-        parent = _project(project)
+        parent = project_of(project)
         request = sp.CreateSchemaRequest(
             parent=parent, schema=_schema_to_pb(type, definition), schema_id=schema_id
         )
         return schema_from_pb(
-            await self._call(_request("CreateSchema", request, sp.Schema, ("parent", parent)))
+            await self._call(
+                _request("CreateSchema", request, sp.Schema, ("parent", parent)), retry, timeout
+            )
         )
 
-    async def get_schema(self, name: str, *, view: SchemaView = SchemaView.FULL) -> Schema:
+    async def get_schema(
+        self,
+        name: str,
+        *,
+        view: SchemaView = SchemaView.FULL,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
+    ) -> Schema:
         """The newest revision, or the one ``name@revision_id`` names."""
         request = sp.GetSchemaRequest(name=name, view=view.value)  # type: ignore[arg-type]
         return schema_from_pb(
-            await self._call(_request("GetSchema", request, sp.Schema, ("name", name)))
+            await self._call(
+                _request("GetSchema", request, sp.Schema, ("name", name)), retry, timeout
+            )
         )
 
     def list_schemas(
@@ -198,6 +192,8 @@ class SchemaAdmin:
         *,
         view: SchemaView = SchemaView.BASIC,
         page_size: int | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> AsyncPager[Schema]:
         """The project's schemas (newest revision of each; BASIC: no definitions)."""
 
@@ -210,11 +206,16 @@ class SchemaAdmin:
             )
             return _request("ListSchemas", request, sp.ListSchemasResponse, ("parent", parent))
 
-        pager: AsyncPager[Schema] = self._pager(build, _page, _project(project), page_size)
-        return pager
+        return self._pager(build, _page, project_of(project), page_size, retry, timeout)
 
     def list_schema_revisions(
-        self, name: str, *, view: SchemaView = SchemaView.BASIC, page_size: int | None = None
+        self,
+        name: str,
+        *,
+        view: SchemaView = SchemaView.BASIC,
+        page_size: int | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> AsyncPager[Schema]:
         """Every revision of a schema, oldest first."""
 
@@ -229,41 +230,72 @@ class SchemaAdmin:
                 "ListSchemaRevisions", request, sp.ListSchemaRevisionsResponse, ("name", schema)
             )
 
-        pager: AsyncPager[Schema] = self._pager(build, _page, name, page_size)
-        return pager
+        return self._pager(build, _page, name, page_size, retry, timeout)
 
-    async def commit_schema(self, name: str, type: SchemaType, definition: str) -> Schema:
+    async def commit_schema(
+        self,
+        name: str,
+        type: SchemaType,
+        definition: str,
+        *,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
+    ) -> Schema:
         """Add a revision (the newest from now on)."""
         request = sp.CommitSchemaRequest(name=name, schema=_schema_to_pb(type, definition, name))
         return schema_from_pb(
-            await self._call(_request("CommitSchema", request, sp.Schema, ("name", name)))
+            await self._call(
+                _request("CommitSchema", request, sp.Schema, ("name", name)), retry, timeout
+            )
         )
 
-    async def rollback_schema(self, name: str, revision_id: str) -> Schema:
+    async def rollback_schema(
+        self, name: str, revision_id: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> Schema:
         """Add a revision with the definition of ``revision_id``."""
         request = sp.RollbackSchemaRequest(name=name, revision_id=revision_id)
         return schema_from_pb(
-            await self._call(_request("RollbackSchema", request, sp.Schema, ("name", name)))
+            await self._call(
+                _request("RollbackSchema", request, sp.Schema, ("name", name)), retry, timeout
+            )
         )
 
-    async def delete_schema_revision(self, name: str, revision_id: str) -> Schema:
+    async def delete_schema_revision(
+        self, name: str, revision_id: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> Schema:
         """Delete one revision (not the only one); returns it."""
         request = sp.DeleteSchemaRevisionRequest(name=f"{name}@{revision_id}")
         return schema_from_pb(
-            await self._call(_request("DeleteSchemaRevision", request, sp.Schema, ("name", name)))
+            await self._call(
+                _request("DeleteSchemaRevision", request, sp.Schema, ("name", name)), retry, timeout
+            )
         )
 
-    async def delete_schema(self, name: str) -> None:
+    async def delete_schema(
+        self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
+    ) -> None:
         """Delete a schema; topics bound to it then report ``_deleted-schema_``."""
         request = sp.DeleteSchemaRequest(name=name)
-        await self._call(_request("DeleteSchema", request, empty_pb2.Empty, ("name", name)))
+        await self._call(
+            _request("DeleteSchema", request, empty_pb2.Empty, ("name", name)), retry, timeout
+        )
 
-    async def validate_schema(self, project: str, type: SchemaType, definition: str) -> None:
+    async def validate_schema(
+        self,
+        project: str,
+        type: SchemaType,
+        definition: str,
+        *,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
+    ) -> None:
         """``InvalidArgument`` (naming the problem) unless ``definition`` compiles."""
-        parent = _project(project)
+        parent = project_of(project)
         request = sp.ValidateSchemaRequest(parent=parent, schema=_schema_to_pb(type, definition))
         await self._call(
-            _request("ValidateSchema", request, sp.ValidateSchemaResponse, ("parent", parent))
+            _request("ValidateSchema", request, sp.ValidateSchemaResponse, ("parent", parent)),
+            retry,
+            timeout,
         )
 
     async def validate_message(
@@ -274,12 +306,14 @@ class SchemaAdmin:
         *,
         schema: str | None = None,
         definition: tuple[SchemaType, str] | None = None,
+        retry: Retry = DEFAULT,
+        timeout: Timeout = DEFAULT,
     ) -> None:
         """``SchemaValidationError`` unless ``message`` matches ``schema`` (a name, or
         ``name@revision``) or the inline ``definition`` (type, text) — exactly one."""
         if (schema is None) == (definition is None):
             raise ValueError("pass schema= (a schema name) or definition=, exactly one")
-        parent = _project(project)
+        parent = project_of(project)
         request = sp.ValidateMessageRequest(
             parent=parent,
             message=message,
@@ -291,5 +325,7 @@ class SchemaAdmin:
             assert definition is not None
             request.schema.CopyFrom(_schema_to_pb(*definition))
         await self._call(
-            _request("ValidateMessage", request, sp.ValidateMessageResponse, ("parent", parent))
+            _request("ValidateMessage", request, sp.ValidateMessageResponse, ("parent", parent)),
+            retry,
+            timeout,
         )

@@ -1,6 +1,7 @@
 """Admin resources as frozen dataclasses: what ``AdminClient`` takes and returns.
 
-No protobuf here (architecture principle 9); :mod:`eoclient.admin.convert` is the only
+No protobuf here (docs/architecture.md#generated-protobuf-code-is-isolated);
+:mod:`eoclient.admin.convert` is the only
 place these meet the wire types. Conventions, the same in every class:
 
 * **durations** are :class:`datetime.timedelta` (wire: ``google.protobuf.Duration``);
@@ -10,7 +11,8 @@ place these meet the wire types. Conventions, the same in every class:
   value, left out of ``hash()``;
 * ``None`` means "not set on the wire", and each field says what the server does then.
 
-Field meanings and bounds follow google.pubsub.v1 (wire-contract §1.2).
+Field meanings and bounds follow google.pubsub.v1
+(docs/protocol.md#subscription-properties-and-defaults).
 """
 
 from __future__ import annotations

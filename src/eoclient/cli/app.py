@@ -32,7 +32,13 @@ from eoclient.admin import AdminClient
 from eoclient.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, CliError
 from eoclient.cli.names import PROJECT_ENV, Kind, project_id, required_project, resource_name
 from eoclient.cli.output import FORMATS, Format, Output
-from eoclient.errors import EoclientError, PermissionDenied, RpcError, Unavailable
+from eoclient.errors import (
+    CredentialsError,
+    EoclientError,
+    PermissionDenied,
+    RpcError,
+    Unavailable,
+)
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -83,7 +89,9 @@ class Invocation:
                 f"set --endpoint or {EMULATOR_HOST_ENV})"
             ) from error
         except Exception as error:
-            if type(error).__module__.startswith("google.auth"):  # no or bad credentials
+            if isinstance(error, CredentialsError) or type(error).__module__.startswith(
+                "google.auth"
+            ):  # no or bad credentials
                 raise CliError(
                     f"credentials for {SERVICE_ENDPOINT}: {error} (for a local server set "
                     f"--endpoint or {EMULATOR_HOST_ENV})"
@@ -98,7 +106,7 @@ async def check_exists(invocation: Invocation, kind: Kind, name: str) -> None:
     (publish retries UNAVAILABLE; a stream reconnects). A caller allowed to publish or
     consume but not to look (PERMISSION_DENIED on the get) goes ahead.
     """
-    async with AdminClient(invocation.endpoint, timeout=CHECK_TIMEOUT) as admin:
+    async with AdminClient(invocation.endpoint, timeout=CHECK_TIMEOUT, retry=None) as admin:
         try:
             if kind == "topic":
                 await admin.get_topic(name)

@@ -112,7 +112,7 @@ async def _announce_and_wait(
     help="Keep topics, subscriptions, snapshots, messages and acks in this directory "
     "(SQLite), so they survive a restart or a crash. Default: in memory only.",
 )
-# -- door security (issue 13; eoclient.server_stub.access.security) --------------------------
+# -- door security (eoclient.server_stub.access.security) ----------------------------------
 @click.option(
     "--allow-host",
     "allow_hosts",

@@ -40,7 +40,8 @@ from eoclient.cli.views import (
 )
 from eoclient.subscriber import AckResult, SubscriberClient
 
-# RetryPolicy's wire defaults, used for the bound a flag leaves out (wire-contract §1.2).
+# RetryPolicy's wire defaults, used for the bound a flag leaves out
+# (docs/protocol.md#subscription-properties-and-defaults).
 DEFAULT_MIN_RETRY_DELAY = RetryPolicy().minimum_backoff
 DEFAULT_MAX_RETRY_DELAY = RetryPolicy().maximum_backoff
 DEFAULT_MAX_DELIVERY_ATTEMPTS = DeadLetterPolicy("").max_delivery_attempts
@@ -163,7 +164,7 @@ def create(
         )
 
     async def call() -> Subscription:
-        async with AdminClient(invocation.endpoint) as admin:
+        async with AdminClient(invocation.endpoint, retry=None) as admin:
             return await admin.create_subscription(
                 name,
                 topic_name,
@@ -190,7 +191,7 @@ def list_(invocation: Invocation) -> None:
     project = invocation.required_project("subscriptions list")
 
     async def call() -> list[Subscription]:
-        async with AdminClient(invocation.endpoint) as admin:
+        async with AdminClient(invocation.endpoint, retry=None) as admin:
             return await admin.list_subscriptions(project).collect()
 
     found = invocation.run(call())
@@ -211,7 +212,7 @@ def describe(invocation: Invocation, subscription: str) -> None:
     name = invocation.name("subscription", subscription)
 
     async def call() -> Subscription:
-        async with AdminClient(invocation.endpoint) as admin:
+        async with AdminClient(invocation.endpoint, retry=None) as admin:
             return await admin.get_subscription(name)
 
     show_subscription(invocation, invocation.run(call()))
@@ -299,7 +300,7 @@ def update(
         raise UsageProblem("nothing to update: pass at least one flag (see --help)")
 
     async def call() -> Subscription:
-        async with AdminClient(invocation.endpoint) as admin:
+        async with AdminClient(invocation.endpoint, retry=None) as admin:
             if merges:
                 # Flags that change part of a policy keep the rest of it as it is.
                 current = await admin.get_subscription(name)
@@ -353,7 +354,7 @@ def delete(invocation: Invocation, subscription: str) -> None:
     name = invocation.name("subscription", subscription)
 
     async def call() -> None:
-        async with AdminClient(invocation.endpoint) as admin:
+        async with AdminClient(invocation.endpoint, retry=None) as admin:
             await admin.delete_subscription(name)
 
     invocation.run(call())
@@ -368,7 +369,7 @@ def detach(invocation: Invocation, subscription: str) -> None:
     name = invocation.name("subscription", subscription)
 
     async def call() -> None:
-        async with AdminClient(invocation.endpoint) as admin:
+        async with AdminClient(invocation.endpoint, retry=None) as admin:
             await admin.detach_subscription(name)
 
     invocation.run(call())
@@ -463,8 +464,8 @@ def seek(
     snapshot_name = invocation.name("snapshot", snapshot, snapshot_project) if snapshot else None
 
     async def call() -> SeekOutcome | None:
-        async with AdminClient(invocation.endpoint) as admin:
-            if to_time is not None:  # issue 12: how far back it reached (policies.py)
+        async with AdminClient(invocation.endpoint, retry=None) as admin:
+            if to_time is not None:  # how far back it reached (policies.py)
                 return await policies.seek_with_outcome(admin, name, to_time)
             await admin.seek(name, snapshot=snapshot_name)
             return None

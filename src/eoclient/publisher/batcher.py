@@ -1,14 +1,14 @@
 """Groups published messages into ``PublishRequest``-sized batches (pure, injected clock).
 
 One open batch per (topic, ordering key): all messages of one ``PublishRequest`` must
-share the ordering key (wire-contract §1.2, ``PubsubMessage.ordering_key``), and the
+share the ordering key (``PubsubMessage.ordering_key``; docs/protocol.md#publish-limits), and the
 empty key is a key like any other here (the sequencer decides what may go
 concurrently). The shell feeds messages in with :meth:`Batcher.add`, asks
 :meth:`Batcher.next_deadline` when to wake up, collects :meth:`Batcher.due` batches
 then, and :meth:`Batcher.flush` es on close. Every method returns the batches that are
 now *ready*: closed, immutable, to be handed to the sequencer in the order returned.
 
-Rules (Python ``_batch/thread.py`` ``Batch.publish``, client-anchors §2):
+Rules (Python ``_batch/thread.py`` ``Batch.publish``; docs/protocol.md#publisher-batching):
 
 * a batch is ready when it holds ``BatchSettings.max_messages`` messages;
 * a message that would take the batch's encoded request size above
@@ -25,6 +25,13 @@ for its latency to pass, since no further message could join it.
 
 Each message travels with an opaque *handle* (e.g. the future the shell returns from
 ``publish``); a ready batch carries messages, handles and sizes in publish order.
+
+A message may also carry *options* (the shell's per-call retry and timeout), which the
+whole batch's request is sent with. A message whose options differ from those of its
+key's open batch closes that batch first, as a message that does not fit does: no message
+travels under another's options, and a key's messages still leave in order. (The
+official publisher lets a message join a batch opened with other options, which then
+apply to it silently.)
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ class Batch(Generic[M, H]):
             control must release).
         request_bytes: the encoded size of the whole ``PublishRequest``, exactly.
         opened_at: the ``now`` at which the first message was added.
+        options: the options every message of the batch was added with (opaque).
     """
 
     topic: str
@@ -70,6 +78,7 @@ class Batch(Generic[M, H]):
     sizes: tuple[int, ...]
     request_bytes: int
     opened_at: float
+    options: object = None
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -83,14 +92,15 @@ class Batch(Generic[M, H]):
 
 
 class _OpenBatch(Generic[M, H]):
-    __slots__ = ("handles", "messages", "opened_at", "request_bytes", "sizes")
+    __slots__ = ("handles", "messages", "opened_at", "options", "request_bytes", "sizes")
 
-    def __init__(self, overhead: int, opened_at: float) -> None:
+    def __init__(self, overhead: int, opened_at: float, options: object) -> None:
         self.messages: list[M] = []
         self.handles: list[H] = []
         self.sizes: list[int] = []
         self.request_bytes = overhead
         self.opened_at = opened_at
+        self.options = options
 
 
 class Batcher(Generic[M, H]):
@@ -146,7 +156,14 @@ class Batcher(Generic[M, H]):
         return sum(len(batch.messages) for batch in self._open.values())
 
     def add(
-        self, topic: str, ordering_key: str, message: M, handle: H, size: int, now: float
+        self,
+        topic: str,
+        ordering_key: str,
+        message: M,
+        handle: H,
+        size: int,
+        now: float,
+        options: object = None,
     ) -> list[Batch[M, H]]:
         """Add a message to the open batch of (topic, ordering_key).
 
@@ -156,10 +173,13 @@ class Batcher(Generic[M, H]):
             size: the message's encoded ``PubsubMessage`` size, from
                 :func:`~eoclient.publisher.validation.validate_message`.
             now: current time, seconds; never less than in an earlier call.
+            options: the batch's request options (compared with ``==``); a message
+                with other options than the open batch's starts a new batch.
 
         Returns:
             The batches that became ready, oldest first: none, the batch this message
-            did not fit in, and/or the batch it filled (at most two).
+            did not fit in (or whose options it does not share), and/or the batch it
+            filled (at most two).
 
         Raises:
             MessageTooLargeError: the message can never fit in a ``PublishRequest`` to
@@ -178,11 +198,14 @@ class Batcher(Generic[M, H]):
         key = (topic, ordering_key)
         entry = request_entry_size(size)
         batch = self._open.get(key)
-        if batch is not None and batch.request_bytes + entry > self._byte_limit:
+        if batch is not None and (
+            batch.request_bytes + entry > self._byte_limit
+            or (batch.options is not options and batch.options != options)
+        ):
             ready.append(self._close(key))
             batch = None
         if batch is None:
-            batch = _OpenBatch(self._overhead(topic), now)
+            batch = _OpenBatch(self._overhead(topic), now, options)
             self._open[key] = batch
         batch.messages.append(message)
         batch.handles.append(handle)
@@ -212,7 +235,8 @@ class Batcher(Generic[M, H]):
 
         For ordering keys: while a batch of the key is in flight the next one cannot
         be sent, so closing it at ``max_latency`` would only queue a half-full batch;
-        the official publisher likewise fills the waiting batch (client-anchors §2).
+        the official publisher likewise fills the waiting batch
+        (docs/protocol.md#publisher-batching).
         A held batch still closes when it is full.
         """
         self._held.add((topic, ordering_key))
@@ -281,4 +305,5 @@ class Batcher(Generic[M, H]):
             sizes=tuple(batch.sizes),
             request_bytes=batch.request_bytes,
             opened_at=batch.opened_at,
+            options=batch.options,
         )

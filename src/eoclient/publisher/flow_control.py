@@ -4,7 +4,7 @@ A message is *outstanding* from the moment ``publish`` accepts it until its futu
 resolves; sizes are encoded ``PubsubMessage`` sizes (``PublishFlowControl`` docstring).
 
 Behaviours (:class:`~eoclient.publisher.settings.LimitExceededBehavior`, Python
-``publisher/flow_controller.py``, client-anchors §2):
+``publisher/flow_controller.py``; docs/protocol.md#publisher-flow-control):
 
 * ``IGNORE`` — every message is admitted; totals are still counted, for statistics.
 * ``ERROR`` — a message that does not fit raises ``FlowControlLimitError`` and is

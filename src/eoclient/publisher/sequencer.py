@@ -1,9 +1,9 @@
 """Ordering keys on the publisher: which ready batches may be sent now (pure).
 
-Modelled on Python's ``_sequencer/ordered_sequencer.py`` (client-anchors §2): per
-(topic, ordering key) at most **one batch in flight**; the batches of a key leave in
-the order they became ready; when a batch of a key fails for good, the key is
-**paused**: every batch queued behind it fails with
+Modelled on Python's ``_sequencer/ordered_sequencer.py``
+(docs/protocol.md#publisher-ordering-keys): per (topic, ordering key) at most **one batch in
+flight**; the batches of a key leave in the order they became ready; when a batch of a key
+fails for good, the key is **paused**: every batch queued behind it fails with
 :class:`~eoclient.errors.OrderingKeyPausedError`, and so does every later publish to
 the key, until ``resume``. Messages with the empty ordering key are not sequenced:
 their batches are sent at once and may be in flight together (Python's

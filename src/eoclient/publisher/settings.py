@@ -1,11 +1,12 @@
-"""Publisher settings, grouped by concern (architecture principle 7).
+"""Publisher settings, grouped by concern (docs/architecture.md#settings-are-frozen-dataclasses).
 
 Every class is a frozen dataclass that validates itself in ``__post_init__`` and
 raises :class:`ValueError` naming the field, the value and the allowed range.
 All durations are in **seconds** (``float``); all sizes in **bytes**.
 
-Defaults follow the official Python publisher (client-anchors §2), which agrees
-with Go's ``DefaultPublishSettings`` (client-anchors §3.6) except where noted.
+Defaults follow the official Python publisher, which agrees with Go's
+``DefaultPublishSettings`` except where noted (docs/protocol.md#publisher-batching,
+docs/protocol.md#publisher-flow-control, docs/protocol.md#publish-retries).
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ __all__ = [
     "PublishRetrySettings",
 ]
 
-# The status codes the official GAPIC publish retry retries (client-anchors §2,
-# wire-contract §1.6). CANCELLED is among them although errors.Cancelled is not marked
-# retryable in general: for Publish, a cancelled attempt (e.g. a server-side stream
-# reset) is safe to resend because the publisher owns no server state.
+# The status codes the official GAPIC publish retry retries
+# (docs/protocol.md#status-codes-and-retryability). CANCELLED is among them although
+# errors.Cancelled is not marked retryable in general: for Publish, a cancelled attempt
+# (e.g. a server-side stream reset) is safe to resend because the publisher owns no
+# server state.
 RETRYABLE_PUBLISH_CODES: frozenset[str] = frozenset(
     {
         "ABORTED",
@@ -106,7 +108,7 @@ class LimitExceededBehavior(enum.Enum):
     """What ``publish`` does when a message would exceed :class:`PublishFlowControl`.
 
     Same three values as Python's ``types.LimitExceededBehavior`` and Go's
-    ``FlowControlSettings.LimitExceededBehavior`` (client-anchors §2, §3.6).
+    ``FlowControlSettings.LimitExceededBehavior`` (docs/protocol.md#publisher-flow-control).
     """
 
     BLOCK = "block"
@@ -174,13 +176,13 @@ class PublishRetrySettings:
     shell adds jitter); retrying stops once ``deadline`` seconds have passed since the
     first attempt, and the batch's futures then fail with the last error.
 
-    Defaults are the official GAPIC publish retry (client-anchors §2): 0.1 s initial,
+    Defaults are the official GAPIC publish retry (docs/protocol.md#publish-retries): 0.1 s initial,
     ×4, capped at 60 s, 600 s total, each attempt limited to 60 s
     (``ConstantTimeout(60)``; Go ``PublishSettings.Timeout`` is also 60 s).
 
     With ordering keys, a batch that finally fails pauses its key (see
     :mod:`eoclient.publisher.sequencer`). Python therefore forces the deadline to
-    2**32 s when ordering is enabled (client-anchors §2, python-pubsub#1134); pass
+    2**32 s when ordering is enabled (python-pubsub#1134); pass
     ``deadline=math.inf`` for the same effect.
 
     Attributes:

@@ -3,7 +3,7 @@
 Pure functions: no I/O, no protobuf objects. Messages are described by their three
 publisher-set fields, ``data``, ``attributes`` and ``ordering_key``; ``message_id``
 and ``publish_time`` are server-assigned and never set by a publisher
-(wire-contract §1.2).
+(docs/protocol.md#publish-limits).
 
 Limits and their sources (the "Resource limits" table of
 https://cloud.google.com/pubsub/quotas, quoted in google-cloud-python#2774 and
@@ -18,15 +18,15 @@ messages per PublishRequest      1000            enforced by the batcher / Batch
 attributes per message           100             ValueError
 attribute key                    256 B           ValueError
 attribute value                  1024 B          ValueError
-ordering key                     1024 B (1 KB)   ValueError (wire-contract §1.2 [doc])
+ordering key                     1024 B (1 KB)   ValueError (the field's documentation)
 empty message                    —               ValueError ("Some messages are empty",
-                                                 wire-contract §1.5; PubsubMessage docs:
+                                                 the service's text; PubsubMessage docs:
                                                  "must contain either a non-empty data
                                                  field or at least one attribute")
 ===============================  ==============  =========================================
 
 Not checked, on purpose: attribute keys starting with ``goog``. That rule is
-documented for resource *names* (wire-contract §1.5), not for attribute keys, and the
+documented for resource *names* (docs/protocol.md#resource-names), not for attribute keys, and the
 official Python client itself publishes ``googclient_``-prefixed attributes when
 OpenTelemetry tracing is on (``open_telemetry/context_propagation.py``), so the real
 service must accept them.
@@ -74,7 +74,7 @@ __all__ = [
 
 # Server limits (module docstring). 10,000,000 is decimal: Python's
 # _SERVER_PUBLISH_MAX_BYTES = 10 * 1000 * 1000 and Go's MaxPublishRequestBytes = 1e7
-# (client-anchors §2, §3.6).
+# (docs/protocol.md#publish-limits).
 MAX_PUBLISH_REQUEST_BYTES = 10 * 1000 * 1000
 MAX_PUBLISH_REQUEST_MESSAGES = 1000
 MAX_ATTRIBUTES = 100

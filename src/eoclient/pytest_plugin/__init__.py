@@ -28,6 +28,11 @@ Fixtures (all function-scoped; nothing is shared between tests):
 The server runs in a thread of its own with its own event loop, so everything above
 except the three asyncio clients works in plain ``def`` tests, in ``async def`` tests,
 and without any asyncio plugin.
+
+The server needs ``pip install 'eoclient[server]'``. The plugin is loaded in every
+project that installs eoclient, so it never needs the extra to load: without it, the
+tests that ask for ``pubsub_server`` (or a fixture built on it) fail with one line
+saying so, and every other test runs as if the plugin were not there.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from eoclient._extras import install_hint
 
 if TYPE_CHECKING:
     from eoclient.pytest_plugin.handles import (
@@ -63,7 +70,7 @@ PROJECT_ENV = "PUBSUB_PROJECT_ID"
 
 def __getattr__(name: str) -> Any:
     # pytest imports this module in every run of every project that has eoclient
-    # installed: the server (grpc, aiohttp) is imported only when a test uses it.
+    # installed: the server (aiohttp, ...) is imported only when a test uses it.
     if name == "ServerThread":
         from eoclient.pytest_plugin.server_thread import ServerThread
 
@@ -100,6 +107,7 @@ def pubsub_project() -> str:
 @pytest.fixture
 def pubsub_clock() -> PubSubClock:
     """A hand-moved clock for the server: request it and ``pubsub_server`` runs on it."""
+    _require_server("pubsub_clock")
     from eoclient.pytest_plugin.handles import PubSubClock
 
     return PubSubClock()
@@ -111,6 +119,7 @@ def pubsub_server(
 ) -> Iterator[PubSubServer]:
     """The reference server for this test (fresh state, a free port); sets
     ``PUBSUB_EMULATOR_HOST`` and ``PUBSUB_PROJECT_ID`` while the test runs."""
+    _require_server("pubsub_server")
     from eoclient.pytest_plugin.handles import PubSubServer
     from eoclient.pytest_plugin.server_thread import ServerThread
 
@@ -153,3 +162,10 @@ def pubsub_subscription_factory(
     factory = SubscriptionFactory(pubsub_server, pubsub_topic_factory)
     yield factory
     factory.cleanup()
+
+
+def _require_server(fixture: str) -> None:
+    """Fail the test with one line when the server extra is not installed."""
+    hint = install_hint("server", f"{fixture} (eoclient's pytest plugin)")
+    if hint is not None:
+        pytest.fail(hint, pytrace=False)

@@ -7,13 +7,18 @@ closed after the test.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import pytest_asyncio
 
 from eoclient.admin import AdminClient
 from eoclient.publisher import PublisherClient
-from eoclient.pytest_plugin.handles import PubSubServer
 from eoclient.subscriber import SubscriberClient
+
+if TYPE_CHECKING:
+    # Registered in every run with pytest-asyncio, server extra or not: the server's
+    # modules are imported only by a test that asks for pubsub_server.
+    from eoclient.pytest_plugin.handles import PubSubServer
 
 
 @pytest_asyncio.fixture

@@ -29,15 +29,15 @@ from eoclient._clock import Clock, SystemClock
 from eoclient._tasks import cancel_and_wait
 from eoclient.server_stub.access.security import DoorSecurity, exposure_warnings
 from eoclient.server_stub.core import Broker
-from eoclient.server_stub.core.dispatch import DEFAULT_MAX_LEASES
 from eoclient.server_stub.core.history import MessageHistory
+from eoclient.server_stub.core.leasing import DEFAULT_MAX_LEASES
 from eoclient.server_stub.doors.grpc.door import GrpcDoor
 from eoclient.server_stub.doors.grpc.streams import StreamRegistry
 from eoclient.server_stub.doors.rest.door import RestDoor
 from eoclient.server_stub.group_commit import GroupCommit
 from eoclient.server_stub.observe.dashboard import Dashboard
 from eoclient.server_stub.observe.metrics import ServerMetrics
-from eoclient.server_stub.push import PushDispatcher
+from eoclient.server_stub.push import PushSender
 from eoclient.server_stub.services.faults import InjectedStatus, RpcFaults
 from eoclient.server_stub.services.table import Services
 
@@ -60,7 +60,7 @@ class ReferenceServer:
         self.group_commit = GroupCommit(broker.store)
         self.services = Services(broker, self.faults, self.group_commit, self.security.tokens)
         # Push subscriptions are delivered by the server itself (``push/``).
-        self.push = PushDispatcher(broker, clock)
+        self.push = PushSender(broker, clock)
         broker.set_listener(self._notify)
         self.metrics = ServerMetrics(broker)  # /metrics on the REST door (observe/metrics.py)
         self.dashboard = Dashboard(self.services, clock)  # / on the REST door (observe/dashboard/)
@@ -139,7 +139,7 @@ class ReferenceServer:
     async def _start_rest(self, host: str, port: int) -> int:
         # gRPC (HTTP/2) and HTTP/1.1 cannot share grpc.aio's port: REST gets its own.
         policy = self.security.browser.with_host(host)
-        runner = RestDoor(self.services, policy, self.metrics, self.dashboard).runner()
+        runner = RestDoor(self.services, policy, (self.metrics, self.dashboard)).runner()
         await runner.setup()
         self._rest = runner
         site = web.TCPSite(runner, host, port, ssl_context=self.security.rest_ssl_context())
@@ -206,7 +206,7 @@ class ReferenceServer:
         times: int = 1,
         operations: Iterable[str] = ("ack", "modack"),
     ) -> None:
-        self.broker.inject_ack_failure(
+        self.broker.acks.inject_failure(
             subscription, message_id, reason, times=times, operations=operations
         )
 

@@ -1,6 +1,7 @@
 """The asyncio subscriber: StreamingPull with flow control, leases and exactly-once results."""
 
 from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
+from eoclient.subscriber.batch import MessageBatch
 from eoclient.subscriber.client import SubscriberClient
 from eoclient.subscriber.message import Message
 from eoclient.subscriber.session import StreamingSession, SubscriberStatistics
@@ -20,6 +21,7 @@ __all__ = [
     "FlowControl",
     "LeaseSettings",
     "Message",
+    "MessageBatch",
     "ShutdownBehavior",
     "ShutdownOptions",
     "StreamSettings",

@@ -1,12 +1,13 @@
-"""Exactly-once ack results: wire response → per-ack-id outcome (architecture principle 4).
+"""Exactly-once ack results: wire response → per-ack-id outcome
+(docs/architecture.md#exactly-once-results-are-classified-in-one-function).
 
 Two pure, total functions, one per way the server reports on acks and modacks:
 
 * :func:`classify_unary` for a unary ``Acknowledge`` / ``ModifyAckDeadline`` call
-  (its gRPC status and ``google.rpc.ErrorInfo``; wire-contract §2.2), with
+  (its gRPC status and ``google.rpc.ErrorInfo``; docs/protocol.md#exactly-once-error-details), with
   :func:`classify_unary_error` as the adapter for an :class:`~eoclient.errors.RpcError`;
 * :func:`classify_confirmation` for ``StreamingPullResponse.acknowledge_confirmation`` /
-  ``modify_ack_deadline_confirmation`` (wire-contract §1.2, §2.3).
+  ``modify_ack_deadline_confirmation`` (docs/protocol.md#streamingpull-confirmations).
 
 They decide; they resolve nothing. The caller resolves futures with
 :attr:`AckOutcome.final` and resends :attr:`AckOutcome.retry` with backoff
@@ -37,7 +38,7 @@ __all__ = [
 ]
 
 # ErrorInfo.reason of the per-ack-id failure response; its metadata maps each failed ack id
-# to a failure string (wire-contract §2.2; client-anchors §1.6).
+# to a failure string (docs/protocol.md#exactly-once-error-details).
 EXACTLY_ONCE_ACKID_FAILURE = "EXACTLY_ONCE_ACKID_FAILURE"
 # Metadata values: every "TRANSIENT_…" value is retryable (known ones:
 # TRANSIENT_FAILURE_UNORDERED_ACK_ID, TRANSIENT_FAILURE_OTHER); of the permanent ones only the
@@ -45,7 +46,8 @@ EXACTLY_ONCE_ACKID_FAILURE = "EXACTLY_ONCE_ACKID_FAILURE"
 TRANSIENT_FAILURE_PREFIX = "TRANSIENT_"
 PERMANENT_FAILURE_INVALID_ACK_ID = "PERMANENT_FAILURE_INVALID_ACK_ID"
 # Retry reasons for the stream confirmations: the same strings the unary metadata would carry
-# for the same condition (wire-contract §2.3 gives the mapping), so logs read alike either way.
+# for the same condition (docs/protocol.md#streamingpull-confirmations gives the mapping), so logs
+# read alike either way.
 UNORDERED_ACK_ID = "TRANSIENT_FAILURE_UNORDERED_ACK_ID"
 TEMPORARY_FAILURE = "TRANSIENT_FAILURE_OTHER"
 
@@ -54,7 +56,7 @@ class AcknowledgeStatus(enum.Enum):
     """Final result of an ack, nack or modack under exactly-once delivery.
 
     The same five buckets as the official Python (``subscriber.exceptions``) and Go
-    clients (client-anchors §1.6, §3.1), with Python's numbering.
+    clients (docs/protocol.md#exactly-once-result-mapping), with Python's numbering.
     """
 
     SUCCESS = 1
@@ -135,23 +137,26 @@ def classify_unary(
 
     1. Call succeeded → SUCCESS.
     2. Exactly-once off → SUCCESS whatever happened: acks are best effort and the
-       server does not report on them (client-anchors §1.6, both official clients).
+       server does not report on them (docs/protocol.md#exactly-once-result-mapping, both official
+       clients).
     3. The id is in the ErrorInfo metadata (whatever the reason, like Python, which
        reads the first detail's metadata without checking it):
        ``TRANSIENT_…`` → retry; ``PERMANENT_FAILURE_INVALID_ACK_ID`` → INVALID_ACK_ID;
        any other value → OTHER(value).
     4. The id is not in the metadata, but the response is an
        ``EXACTLY_ONCE_ACKID_FAILURE`` with non-empty metadata → **SUCCESS**: the server
-       lists exactly the ids that failed and applied the rest (wire-contract §2.2,
-       "partial success", measured on the emulator). The official Python and Go clients
-       report these ids as OTHER, i.e. claim an applied ack failed; Java and
-       google-cloud-rust report SUCCESS, and so do we (client-anchors §1.6 "Quirks").
+       lists exactly the ids that failed and applied the rest
+       (docs/protocol.md#exactly-once-error-details, "partial success", measured on the emulator).
+       The official Python and Go clients report these ids as OTHER, i.e. claim an applied ack
+       failed; Java and google-cloud-rust report SUCCESS, and so do we
+       (docs/protocol.md#exactly-once-result-mapping).
     5. No per-id information: a retryable status (``errors.is_retryable``: DEADLINE_EXCEEDED,
        RESOURCE_EXHAUSTED, ABORTED, INTERNAL, UNAVAILABLE, UNKNOWN) → retry; PERMISSION_DENIED
        and FAILED_PRECONDITION → the status of that name; anything else → OTHER("CODE:
        message"), e.g. the emulator's plain INVALID_ARGUMENT "Invalid ack id (ack_id=…)" for
-       a malformed id (wire-contract §1.5), NOT_FOUND for a deleted subscription, or a
-       RESOURCE_EXHAUSTED whose message names a gRPC size limit (permanent: errors.py).
+       a malformed id (docs/protocol.md#validation-and-error-texts), NOT_FOUND for a deleted
+       subscription, or a RESOURCE_EXHAUSTED whose message names a gRPC size limit (permanent:
+       errors.py).
     """
     ids = dict.fromkeys(ack_ids)  # ordered de-duplication
     if code is None or code == "OK" or not exactly_once:
@@ -166,8 +171,9 @@ def classify_unary(
     elif is_retryable(code, message):
         # Whole-request failures worth retrying: the five of Python's
         # _EXACTLY_ONCE_DELIVERY_TEMPORARY_RETRY_ERRORS and Go's processResults
-        # (client-anchors §1.6, §3.4) plus UNKNOWN, less a RESOURCE_EXHAUSTED that names a
-        # gRPC size limit (permanent) — errors.py's table, read from there, not repeated.
+        # (docs/protocol.md#status-codes-and-retryability) plus UNKNOWN, less a RESOURCE_EXHAUSTED
+        # that names a gRPC size limit (permanent) — errors.py's table, read from there, not
+        # repeated.
         unlisted = described
     elif code == "PERMISSION_DENIED":
         unlisted = AckResult(AcknowledgeStatus.PERMISSION_DENIED, described)

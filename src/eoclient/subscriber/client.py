@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import weakref
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any
 
 from eoclient._clock import AsyncClock, MonotonicClock
 from eoclient._transport import Endpoint, PubSubTransport, create_channel
 from eoclient.errors import ClosedError
 from eoclient.subscriber.ack_results import AckResult
-from eoclient.subscriber.acker import Acker, AckRequest, Operation
 from eoclient.subscriber.handler import run_handler
+from eoclient.subscriber.ledger import AckLedger, Operation, Position
 from eoclient.subscriber.message import Message, message_from_wire
+from eoclient.subscriber.sender import AckSender
 from eoclient.subscriber.session import StreamingSession, new_client_id
 from eoclient.subscriber.settings import (
     MAX_ACK_DEADLINE,
@@ -24,6 +26,8 @@ from eoclient.subscriber.settings import (
     ShutdownOptions,
     StreamSettings,
 )
+
+logger = logging.getLogger("eoclient.subscriber")
 
 # aclose() gives settlements of pulled messages still in flight this long to finish
 # (as a streaming session's default ShutdownOptions.flush_timeout).
@@ -48,14 +52,15 @@ class SubscriberClient:
         self._transport: PubSubTransport | None = None
         self._closed = False
         self._clock = clock
-        # Stable across reconnects so the server can keep affinity (client-anchors §1.8).
+        # Stable across reconnects so the server can keep affinity
+        # (docs/protocol.md#initial-streamingpull-request).
         self.client_id = new_client_id()
         # Sessions not yet garbage: aclose() closes the ones still open before the channel.
         self._sessions: weakref.WeakSet[StreamingSession] = weakref.WeakSet()
         # pull(): one unary sink per subscription and retry settings, and the unary
         # settlement tasks still running (referenced here: an unreferenced task may be
         # garbage-collected mid-flight; aclose() waits for them).
-        self._unary_sinks: dict[tuple[str, AckRetrySettings], _UnarySink] = {}
+        self._unary_sinks: dict[tuple[str, AckRetrySettings], _PulledSettler] = {}
         self._settling: set[asyncio.Task[None]] = set()
 
     def __repr__(self) -> str:
@@ -201,63 +206,92 @@ class SubscriberClient:
         seconds: int,
         ack_retry: AckRetrySettings | None,
     ) -> dict[str, AckResult]:
-        self._get_transport()  # a closed client refuses (ClosedError)
-        requests = [AckRequest(ack_id, operation, seconds) for ack_id in dict.fromkeys(ack_ids)]
-        if requests:
-            acker = self._unary_sink(subscription, ack_retry or AckRetrySettings()).acker
-            await acker.send_unary(requests)
+        transport = self._get_transport()  # a closed client refuses (ClosedError)
+        distinct = list(dict.fromkeys(ack_ids))
+        if not distinct:
+            return {}
+        # A ledger of its own: these calls are awaited here, apart from pulled messages'.
+        settler = _PulledSettler(
+            subscription, transport, ack_retry or AckRetrySettings(), self._clock, set()
+        )
+        records = settler.ledger.submit_many(distinct, operation, seconds)
+        await settler.send_now()
         results: dict[str, AckResult] = {}
-        for request in requests:
-            assert request.result is not None  # send_unary resolves every request
-            results[request.ack_id] = request.result
+        for record in records:
+            for index, ack_id in enumerate(record.ack_ids):
+                result = record.result(index)
+                assert result is not None  # every unary call ends with a result for each id
+                results[ack_id] = result
         return results
 
-    def _unary_sink(self, subscription: str, ack_retry: AckRetrySettings) -> _UnarySink:
+    def _unary_sink(self, subscription: str, ack_retry: AckRetrySettings) -> _PulledSettler:
         key = (subscription, ack_retry)
         sink = self._unary_sinks.get(key)
         if sink is None:
-            acker = Acker(
-                subscription,
-                self._get_transport(),
-                ack_retry,
-                exactly_once=True,
-                stream_capable=False,
-                clock=self._clock,
+            sink = self._unary_sinks[key] = _PulledSettler(
+                subscription, self._get_transport(), ack_retry, self._clock, self._settling
             )
-            sink = self._unary_sinks[key] = _UnarySink(acker, self._settling)
         return sink
 
 
-class _UnarySink:
+class _PulledSettler:
     """Settles pulled messages by unary calls, one batch per event-loop turn.
 
-    The first settlement of a turn schedules a flush with ``call_soon``; everything
-    settled before the flush runs (the rest of that turn) goes in the same
-    ``send_unary`` batch, which makes one call per operation and deadline.
+    The first settlement of a turn schedules a flush with ``call_soon`` (the ledger's
+    ``on_pending``); everything settled before the flush runs (the rest of that turn) is
+    sent together: one call per operation and deadline.
     """
 
-    def __init__(self, acker: Acker, tasks: set[asyncio.Task[None]]) -> None:
-        self.acker = acker
+    def __init__(
+        self,
+        subscription: str,
+        transport: PubSubTransport,
+        ack_retry: AckRetrySettings,
+        clock: AsyncClock | None,
+        tasks: set[asyncio.Task[None]],
+    ) -> None:
+        self._clock = clock or MonotonicClock()
         self._tasks = tasks
-        self._batch: list[AckRequest] = []
+        self.ledger = AckLedger(
+            ack_retry, exactly_once=True, stream_capable=False, on_pending=self._schedule_flush
+        )
+        self.sender = AckSender(
+            self.ledger,
+            transport,
+            subscription,
+            clock=self._clock,
+            rng=random.Random(),
+            spawn=self._spawn,
+            fail=self._log_failure,
+        )
+        self._flush_scheduled = False
 
-    def settle(self, message: Message, operation: Operation, seconds: int) -> AckRequest:
-        return self._queue(AckRequest(message.ack_id, operation, seconds))
+    def settle(self, message: Message, operation: Operation, seconds: int) -> Position:
+        return self.ledger.submit(message.ack_id, operation, seconds)
 
-    def extend(self, message: Message, seconds: int) -> AckRequest:
-        return self._queue(AckRequest(message.ack_id, Operation.MODACK, seconds))
+    def extend(self, message: Message, seconds: int) -> Position:
+        return self.ledger.submit(message.ack_id, Operation.MODACK, seconds)
 
-    def _queue(self, request: AckRequest) -> AckRequest:
-        if not self._batch:
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
-        self._batch.append(request)
-        return request
 
     def flush(self) -> None:
         """Send what was settled since the last flush (the scheduled one, or aclose)."""
-        batch, self._batch = self._batch, []
-        if not batch:
-            return
-        task = asyncio.get_running_loop().create_task(self.acker.send_unary(batch))
+        self._flush_scheduled = False
+        outgoing = self.ledger.take(self._clock.now(), stream_open=False, stopping=True)
+        self.sender.start_unary(outgoing.unary)
+
+    async def send_now(self) -> None:
+        """Send what is pending and wait for every result."""
+        outgoing = self.ledger.take(self._clock.now(), stream_open=False, stopping=True)
+        await self.sender.send_unary(outgoing.unary)
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _log_failure(self, error: BaseException) -> None:
+        logger.error("settling pulled messages failed: %s", error, exc_info=error)

@@ -6,14 +6,17 @@ What happens to a message between the stream and the application, and back:
   (one message out per key) → flow gate (at most max_messages / max_bytes out) →
   ``ready``, the queue the application reads;
 * flow-control release: a settled message frees room; held messages move to ``ready``;
-* settlement: an ack / nack / modack becomes an :class:`~eoclient.subscriber.acker.AckRequest`
-  queued in the ledger (the ``Acker``), whose sending the shell performs;
+* settlement: an ack / nack / modack becomes a position in the ack ledger
+  (:class:`~eoclient.subscriber.ledger.AckLedger`), whose sending the shell performs; a
+  response's receipt modacks, and a batch settled together, are one ledger record each;
 * leases: due renewals become modacks, leases past ``max_lease`` are released;
 * shutdown: what was never handed out is nacked, then what the application still holds.
 
 The session (``session.py``) is the shell: it feeds responses in, takes messages out,
-and sends what the ledger holds. Readiness is signalled through ``notify_ready``, called
-synchronously whenever ``ready`` gains a message, so the shell can wake its reader.
+and its sender sends what the ledger holds. Readiness is signalled through
+``notify_ready``, called synchronously whenever ``ready`` gains messages, so the shell can
+wake its reader. A receipt record's results come back through its ``on_resolved``
+callback, which the shell runs when it hands the ledger's results out.
 """
 
 from __future__ import annotations
@@ -21,20 +24,22 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from eoclient._proto import pubsub_pb2
 from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
-from eoclient.subscriber.acker import Acker, AckRequest, Operation
 from eoclient.subscriber.flow_control import FlowGate
 from eoclient.subscriber.histogram import LatencyHistogram, bounded_deadline
 from eoclient.subscriber.leases import LeaseTable
-from eoclient.subscriber.message import Message, _AckSink, message_from_wire
+from eoclient.subscriber.ledger import AckLedger, AckRecord, Operation, Position, settled_record
+from eoclient.subscriber.message import AckSink, Message
 from eoclient.subscriber.ordering import OrderingGate
 from eoclient.subscriber.settings import FlowControl, LeaseSettings, StreamSettings
 
 logger = logging.getLogger("eoclient.subscriber")
+
+SUCCESS = AcknowledgeStatus.SUCCESS
 
 __all__ = ["DispatchStatistics", "Dispatcher"]
 
@@ -54,15 +59,15 @@ class Dispatcher:
 
     def __init__(
         self,
-        acker: Acker,
-        sink: _AckSink,
+        ledger: AckLedger,
+        sink: AckSink,
         *,
         flow_control: FlowControl,
         lease: LeaseSettings,
         stream: StreamSettings,
         notify_ready: Callable[[], None] = lambda: None,
     ) -> None:
-        self.acker = acker
+        self.ledger = ledger
         self.sink = sink  # what received messages settle through (the session)
         self.lease_settings = lease
         self.stream_settings = stream
@@ -78,16 +83,23 @@ class Dispatcher:
         # result, in arrival order, and the results that came in out of that order.
         self._awaiting_receipt: dict[str, deque[Message]] = {}
         self._receipt_results: dict[str, AckResult] = {}
+        self._receipts: dict[AckRecord, list[Message]] = {}  # receipt record → its messages
         self.lease_check_at = math.inf  # see due()
         self.received = 0
         self.stopped = False  # shutdown: nothing more is admitted
-        self.failure = ""  # set once the session failed: settlements resolve OTHER
+        self.failure = ""  # set once the session failed (fail()): settlements resolve OTHER
+
+    def fail(self, reason: str) -> None:
+        """The session has failed: from now on settlements resolve OTHER with ``reason``
+        (nothing will send them)."""
+        self.failure = reason
 
     # ------------------------------------------------------------ deadlines
 
     def stream_ack_deadline(self) -> float:
         # The stream deadline covers messages until their receipt modack; like the
-        # official clients use 60 s, or max_extension when set (client-anchors §1.3).
+        # official clients use 60 s, or max_extension when set
+        # (docs/protocol.md#initial-streamingpull-request).
         if self.lease_settings.max_extension:
             return max(10.0, min(600.0, self.lease_settings.max_extension))
         return self.stream_settings.stream_ack_deadline
@@ -97,7 +109,7 @@ class Dispatcher:
             self.histogram.percentile(99),
             min_extension=self.lease_settings.min_extension,
             max_extension=self.lease_settings.max_extension,
-            exactly_once=self.acker.exactly_once,
+            exactly_once=self.ledger.exactly_once,
         )
 
     def _lease_check_soon(self, now: float, lease_seconds: float) -> None:
@@ -107,63 +119,69 @@ class Dispatcher:
 
     # ------------------------------------------------------------- receiving
 
-    def on_response(
-        self, response: pubsub_pb2.StreamingPullResponse, now: float
-    ) -> list[AckRequest]:
-        """Take in one StreamingPull response; returns requests to resend by unary call."""
+    def on_response(self, response: pubsub_pb2.StreamingPullResponse, now: float) -> None:
+        """Take in one StreamingPull response's properties and deliveries (its
+        confirmations are the ledger's: the shell hands them there)."""
         if response.HasField("subscription_properties"):
-            self.acker.exactly_once = response.subscription_properties.exactly_once_delivery_enabled
-        retry: list[AckRequest] = []
-        if response.HasField("acknowledge_confirmation") or response.HasField(
-            "modify_ack_deadline_confirmation"
-        ):
-            retry = self.acker.on_confirmation(response)
+            self.ledger.set_exactly_once(
+                response.subscription_properties.exactly_once_delivery_enabled
+            )
         if response.received_messages:
-            self._receive(response, now)
-        return retry
+            self.receive(response.received_messages, now)
 
-    def _receive(self, response: pubsub_pb2.StreamingPullResponse, now: float) -> None:
+    def receive(self, deliveries: Iterable[pubsub_pb2.ReceivedMessage], now: float) -> None:
+        """Deliveries of one response: the one place a received message enters the core."""
+        ledger = self.ledger
         if self.stopped:
             # Shutting down: what the server had in flight goes back at once.
-            for received in response.received_messages:
-                self.acker.submit(received.ack_id, Operation.NACK)
+            ledger.submit_many([d.ack_id for d in deliveries], Operation.NACK)
             return
-        stream_deadline = self.stream_ack_deadline()
+        sink = self.sink
         deadline = int(self.lease_deadline())
-        arrived: list[Message] = []
-        for received in response.received_messages:
-            if received.ack_id in self.leases:
-                continue  # a duplicate delivery of a lease we hold
-            message = message_from_wire(received, self.sink, now)
-            self.leases.add(
-                received.ack_id,
-                message.size,
-                now,
-                deadline=stream_deadline,
-                ordering_key=message.ordering_key,
-            )
-            arrived.append(message)
+        # The receipt modack goes out at once: each lease runs from now for its deadline.
+        # A delivery of an ack id already leased (a duplicate) is dropped here.
+        arrived = self.leases.add_many(
+            [Message(received, sink, now) for received in deliveries], now, deadline=deadline
+        )
         if not arrived:
             return
         self.received += len(arrived)
-        receipts = [self.acker.submit(m.ack_id, Operation.MODACK, deadline) for m in arrived]
-        self.leases.extended([m.ack_id for m in arrived], deadline, now)
-        self._lease_check_soon(now, min(deadline, stream_deadline))
-        if self.acker.exactly_once:
-            # Hand out only messages whose receipt modack succeeded: an invalid id
-            # means the lease is already lost (client-anchors §1.5).
-            for message in arrived:
-                if message.ordering_key:
-                    self._awaiting_receipt.setdefault(message.ordering_key, deque()).append(message)
-            pending = _ReceiptBatch(arrived, receipts, self._admit_after_receipt)
-            for receipt in receipts:
-                receipt.callback = pending.one_done
-        else:
-            for message in arrived:
-                self._admit(message)
+        receipts = ledger.submit_many([m.ack_id for m in arrived], Operation.MODACK, deadline)
+        self._lease_check_soon(now, min(deadline, self.stream_ack_deadline()))
+        if not ledger.exactly_once:
+            self._admit_all(arrived)
+            return
+        # Hand out only messages whose receipt modack succeeded: an invalid id means the
+        # lease is already lost (docs/protocol.md#receipt-modacks).
+        for message in arrived:
+            if message.ordering_key:
+                self._awaiting_receipt.setdefault(message.ordering_key, deque()).append(message)
+        start = 0
+        for record in receipts:
+            self._receipts[record] = arrived[start : start + len(record)]
+            start += len(record)
+            record.when_resolved(self._receipt_resolved)
 
-    def _admit_after_receipt(self, messages: list[Message], results: list[AckResult]) -> None:
+    def _receipt_resolved(self, record: AckRecord) -> None:
+        messages = self._receipts.pop(record, None)
+        if messages is None:
+            return
+        results = record.results
+        assert results is not None  # called once every position has its result
+        self._admit_after_receipt(messages, results)
+
+    def _admit_after_receipt(
+        self, messages: list[Message], results: Sequence[AckResult | None]
+    ) -> None:
+        if (
+            not self.stopped
+            and all(r is not None and r.status is SUCCESS for r in results)
+            and not any(m.ordering_key for m in messages)
+        ):
+            self._admit_all(messages)  # the common case: every receipt succeeded, no keys
+            return
         for message, result in zip(messages, results, strict=True):
+            assert result is not None
             if not message.ordering_key:
                 self._after_receipt(message, result)
                 continue
@@ -181,7 +199,7 @@ class Dispatcher:
     def _after_receipt(self, message: Message, result: AckResult) -> None:
         if self.stopped:
             self.leases.remove(message.ack_id)
-            self.acker.submit(message.ack_id, Operation.NACK)
+            self.ledger.submit(message.ack_id, Operation.NACK)
         elif result.status is AcknowledgeStatus.SUCCESS:
             self._admit(message)
         else:
@@ -190,6 +208,20 @@ class Dispatcher:
     def _admit(self, message: Message) -> None:
         if self.ordering.offer(message.ordering_key, message):
             self._offer_flow(message)
+
+    def _admit_all(self, messages: list[Message]) -> None:
+        """``_admit`` for each of ``messages``, waking the reader once."""
+        if any(m.ordering_key for m in messages):
+            for message in messages:
+                self._admit(message)
+            return
+        # No ordering key: the flow gate admits a prefix and holds the rest, in order.
+        admitted = self.flow.offer_many(messages)
+        if admitted:
+            self.ready.extend(messages[:admitted] if admitted < len(messages) else messages)
+            self.notify_ready()
+        for message in messages[admitted:]:
+            self.held[message.ack_id] = message
 
     def _offer_flow(self, message: Message) -> None:
         if self.flow.offer(message.ack_id, message.size):
@@ -217,35 +249,97 @@ class Dispatcher:
         self.out[message.ack_id] = message
         return message
 
+    def take_up_to(self, count: int) -> list[Message]:
+        """Up to ``count`` ready messages for the application (none is waited for)."""
+        ready, out = self.ready, self.out
+        taken = [ready.popleft() for _ in range(min(count, len(ready)))]
+        for message in taken:
+            out[message.ack_id] = message
+        return taken
+
     # -------------------------------------------------------------- settling
 
-    def settle(
-        self, message: Message, operation: Operation, seconds: int, now: float
-    ) -> AckRequest:
-        """An ack / nack of ``message``: free its room and lease, queue the request."""
-        if operation is Operation.ACK:
-            self.histogram.record(now - message.received_at)
-        was_out = self.out.pop(message.ack_id, None) is not None
-        self._forget(message)
-        if operation is Operation.NACK and message.ordering_key:
-            # The server redelivers the rest of the key in order: drop our copies.
-            for stale in self.ordering.discard_key(message.ordering_key):
-                self._forget(stale)
-        if was_out and message.ordering_key:
-            # Only the key's message out moves its key on: one released past max_lease
-            # and settled late must not release the key's next message a second time.
-            released = self.ordering.done(message.ordering_key)
-            if released is not None:
-                self._offer_flow(released)
+    def settle(self, message: Message, operation: Operation, seconds: int, now: float) -> Position:
+        """An ack / nack of ``message``: free its room and lease, enter it in the ledger."""
+        self._release_settled(message, operation, now)
         if self.failure:
             # Nothing will send it: the session has failed.
             return unsent(message.ack_id, operation, f"the subscriber failed: {self.failure}")
-        return self.acker.submit(message.ack_id, operation, seconds)
+        return self.ledger.submit(message.ack_id, operation, seconds)
 
-    def extend(self, message: Message, seconds: int, now: float) -> AckRequest:
+    def settle_batch(
+        self, messages: list[Message], operation: Operation, seconds: int, now: float
+    ) -> list[Position]:
+        """Settle ``messages`` together: each released as by :meth:`settle` (a modack
+        extends each lease), one ledger record for all."""
+        ack_ids = [m.ack_id for m in messages]
+        if operation is Operation.MODACK:
+            self.leases.extended(ack_ids, seconds, now)
+            self._lease_check_soon(now, seconds)
+        elif any(m.ordering_key for m in messages):
+            for message in messages:
+                self._release_settled(message, operation, now)
+        else:
+            # What _release_settled does, once for the batch: messages received in one
+            # response share their receipt time, so the histogram takes a count each.
+            if operation is Operation.ACK:
+                received: dict[float, int] = {}
+                for message in messages:
+                    received[message.received_at] = received.get(message.received_at, 0) + 1
+                for received_at, count in received.items():
+                    self.histogram.record(now - received_at, count)
+            out, held = self.out, self.held
+            for ack_id in ack_ids:
+                out.pop(ack_id, None)
+            if held:
+                for ack_id in ack_ids:
+                    held.pop(ack_id, None)
+            self.leases.remove_many(ack_ids)
+            for key in self.flow.release_many(ack_ids):
+                waiting = held.pop(key, None)
+                if waiting is not None:
+                    self._hand_out(waiting)
+        if self.failure:
+            record = settled_record(
+                ack_ids,
+                operation,
+                AckResult(AcknowledgeStatus.OTHER, f"the subscriber failed: {self.failure}"),
+            )
+            return [(record, index) for index in range(len(ack_ids))]
+        return [
+            (record, index)
+            for record in self.ledger.submit_many(ack_ids, operation, seconds)
+            for index in range(len(record))
+        ]
+
+    def _release_settled(self, message: Message, operation: Operation, now: float) -> None:
+        if operation is Operation.ACK:
+            self.histogram.record(now - message.received_at)
+        ack_id = message.ack_id
+        was_out = self.out.pop(ack_id, None) is not None
+        self.leases.remove(ack_id)
+        if self.held:
+            self.held.pop(ack_id, None)
+        admitted = self.flow.release(ack_id)
+        if admitted:
+            self._hand_out_held(admitted)
+        key = message.ordering_key
+        if key:
+            if operation is Operation.NACK:
+                # The server redelivers the rest of the key in order: drop our copies.
+                for stale in self.ordering.discard_key(key):
+                    self._forget(stale)
+            if was_out:
+                # Only the key's message out moves its key on: one released past max_lease
+                # and settled late must not release the key's next message a second time.
+                released = self.ordering.done(key)
+                if released is not None:
+                    self._offer_flow(released)
+
+    def extend(self, message: Message, seconds: int, now: float) -> Position:
         self.leases.extended([message.ack_id], seconds, now)
         self._lease_check_soon(now, seconds)
-        return self.acker.submit(message.ack_id, Operation.MODACK, seconds)
+        return self.ledger.submit(message.ack_id, Operation.MODACK, seconds)
 
     def _forget(self, message: Message) -> None:
         """Stop leasing and counting a message (acked, nacked, dropped)."""
@@ -254,8 +348,13 @@ class Dispatcher:
         self._release(message.ack_id)
 
     def _release(self, ack_id: str) -> None:
-        for admitted in self.flow.release(ack_id):
-            held = self.held.pop(admitted, None)
+        admitted = self.flow.release(ack_id)
+        if admitted:
+            self._hand_out_held(admitted)
+
+    def _hand_out_held(self, admitted: list[str]) -> None:
+        for key in admitted:
+            held = self.held.pop(key, None)
             if held is not None:
                 self._hand_out(held)
 
@@ -290,8 +389,8 @@ class Dispatcher:
                     self.ordering.done(released.ordering_key)
             if message is not None:
                 logger.info("message %s held past max_lease; released", message.message_id)
-        for ack_id in actions.extend:
-            self.acker.submit(ack_id, Operation.MODACK, actions.deadline_seconds)
+        if actions.extend:
+            self.ledger.submit_many(actions.extend, Operation.MODACK, actions.deadline_seconds)
 
     # -------------------------------------------------------------- shutdown
 
@@ -301,7 +400,8 @@ class Dispatcher:
         never_out = list(self.ready) + list(self.held.values()) + self.ordering.drain()
         for message in never_out:
             self._forget(message)
-            self.acker.submit(message.ack_id, Operation.NACK)
+        if never_out:
+            self.ledger.submit_many([m.ack_id for m in never_out], Operation.NACK)
         # Cleared after the loop: forgetting one message frees room that moves a held
         # one to ``ready`` (it is nacked above all the same, and must not be handed out).
         self.ready.clear()
@@ -309,14 +409,19 @@ class Dispatcher:
 
     def nack_outstanding(self) -> None:
         """Shutdown: nack what the application still holds; its later acks report OTHER."""
-        for message in list(self.out.values()):
-            message._settled_as = Operation.NACK
-            self.acker.submit(message.ack_id, Operation.NACK)
-            message._settlement = unsent(
-                message.ack_id, Operation.NACK, "shutdown initiated, already nacked"
-            )
-            self._forget(message)
+        outstanding = list(self.out.values())
         self.out.clear()
+        if not outstanding:
+            return
+        self.ledger.submit_many([m.ack_id for m in outstanding], Operation.NACK)
+        record = settled_record(
+            [m.ack_id for m in outstanding],
+            Operation.NACK,
+            AckResult(AcknowledgeStatus.OTHER, "shutdown initiated, already nacked"),
+        )
+        for index, message in enumerate(outstanding):
+            message.record_settlement(Operation.NACK, (record, index))
+            self._forget(message)
 
     def statistics(self) -> DispatchStatistics:
         flow = self.flow.statistics()
@@ -330,36 +435,6 @@ class Dispatcher:
         )
 
 
-def unsent(ack_id: str, operation: Operation, info: str) -> AckRequest:
-    """A request that will not be sent, resolved OTHER with ``info``."""
-    return AckRequest.resolved(ack_id, operation, AckResult(AcknowledgeStatus.OTHER, info))
-
-
-class _ReceiptBatch:
-    """The receipt modacks of one response: when all have results, admit the messages.
-
-    Plain callbacks rather than a gathered future per modack: one fewer future,
-    callback and loop iteration per message on the exactly-once hot path.
-    """
-
-    __slots__ = ("_done", "_messages", "_remaining", "_requests")
-
-    def __init__(
-        self,
-        messages: list[Message],
-        requests: list[AckRequest],
-        done: Callable[[list[Message], list[AckResult]], None],
-    ) -> None:
-        self._messages = messages
-        self._requests = requests
-        self._remaining = len(requests)
-        self._done = done
-
-    def one_done(self, _: AckRequest) -> None:
-        self._remaining -= 1
-        if self._remaining == 0:
-            results: list[AckResult] = []
-            for request in self._requests:
-                assert request.result is not None  # called only once a result is set
-                results.append(request.result)
-            self._done(self._messages, results)
+def unsent(ack_id: str, operation: Operation, info: str) -> Position:
+    """A settlement that will not be sent, resolved OTHER with ``info``."""
+    return settled_record([ack_id], operation, AckResult(AcknowledgeStatus.OTHER, info)), 0

@@ -5,19 +5,31 @@ shell releases it (acked, nacked, or dropped). Messages that arrive while the li
 are reached are *held* in arrival order and handed out, first in first out, as
 outstanding ones are released; none is ever dropped (``FlowControl`` docstring).
 
-This replaces Python's load-based pause/resume (client-anchors §1.2): the stream keeps
-being read, so pings and confirmations still arrive, and the server-side limits
+This replaces Python's load-based pause/resume (docs/protocol.md#subscriber-flow-control): the
+stream keeps being read, so pings and confirmations still arrive, and the server-side limits
 (``max_outstanding_messages`` / ``max_outstanding_bytes``) keep the held set small.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from eoclient.subscriber.settings import FlowControl
 
-__all__ = ["FlowGate", "FlowGateStatistics"]
+__all__ = ["FlowGate", "FlowGateStatistics", "FlowItem"]
+
+
+class FlowItem(Protocol):
+    """What :meth:`FlowGate.offer_many` reads of each item (a received message)."""
+
+    @property
+    def ack_id(self) -> str: ...
+
+    @property
+    def size(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +102,7 @@ class FlowGate:
         Raises:
             ValueError: ``key`` is already outstanding or held, or ``size`` < 0.
         """
-        if key in self:
+        if key in self._outstanding or key in self._held:
             raise ValueError(f"FlowGate.offer: key {key!r} is already in the gate")
         if size < 0:
             raise ValueError(f"FlowGate.offer: size must be >= 0, got {size!r}")
@@ -101,6 +113,44 @@ class FlowGate:
         self._held[key] = size
         self._held_bytes += size
         return False
+
+    def offer_many(self, items: Sequence[FlowItem]) -> int:
+        """:meth:`offer` for each of ``items`` (keyed by ``ack_id``), in order.
+
+        Returns:
+            How many of them, from the first, are outstanding now; the rest are held
+            (holding is FIFO, so the admitted ones are always a prefix).
+
+        Raises:
+            ValueError: as :meth:`offer`, before anything is admitted or held.
+        """
+        outstanding, held = self._outstanding, self._held
+        for item in items:
+            if item.ack_id in outstanding or item.ack_id in held:
+                raise ValueError(f"FlowGate.offer: key {item.ack_id!r} is already in the gate")
+            if item.size < 0:
+                raise ValueError(f"FlowGate.offer: size must be >= 0, got {item.size!r}")
+        admitted = 0
+        if not held:
+            max_messages, max_bytes = self._limits.max_messages, self._limits.max_bytes
+            count, total = len(outstanding), self._outstanding_bytes
+            for item in items:
+                size = item.size
+                # _fits, written out: this runs once per received message.
+                if count and (
+                    (max_messages and count >= max_messages)
+                    or (max_bytes and total + size > max_bytes)
+                ):
+                    break
+                outstanding[item.ack_id] = size
+                count += 1
+                total += size
+                admitted += 1
+            self._outstanding_bytes = total
+        for item in items[admitted:]:
+            held[item.ack_id] = item.size
+            self._held_bytes += item.size
+        return admitted
 
     def release(self, key: str) -> list[str]:
         """Forget a message (acked, nacked or dropped) and admit what now fits.
@@ -120,7 +170,22 @@ class FlowGate:
             if size is None:
                 return []
             self._held_bytes -= size
-        return self._admit_held()
+        return self._admit_held() if self._held else []
+
+    def release_many(self, keys: Iterable[str]) -> list[str]:
+        """:meth:`release` for each of ``keys``; returns the held keys now outstanding."""
+        outstanding, held = self._outstanding, self._held
+        freed = 0
+        for key in keys:
+            size = outstanding.pop(key, None)
+            if size is not None:
+                freed += size
+            elif held:
+                size = held.pop(key, None)
+                if size is not None:
+                    self._held_bytes -= size
+        self._outstanding_bytes -= freed
+        return self._admit_held() if held else []
 
     def drain_held(self) -> list[str]:
         """Remove and return every held key, in arrival order (for shutdown: nack them).

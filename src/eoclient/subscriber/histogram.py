@@ -1,8 +1,9 @@
 """Ack-latency distribution and the lease deadline derived from it.
 
 The subscriber extends leases by the 99th percentile of how long the application
-has taken to ack, bounded by the user's settings (client-anchors §1.3; Go
-``internal/distribution/distribution.go`` and ``iterator.go::boundedDuration``, §3.3).
+has taken to ack, bounded by the user's settings
+(docs/protocol.md#ack-deadline-from-the-latency-histogram; Go
+``internal/distribution/distribution.go`` and ``iterator.go::boundedDuration``).
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ __all__ = [
 ]
 
 # With exactly-once delivery and no user floor, leases are at least 60 s: an expired ack id can
-# no longer be acked at all under EOD (wire-contract §2.1 rule 5), so a longer lease trades a
-# later redelivery for fewer failed acks. Python _MIN_ACK_DEADLINE_SECS_WHEN_EXACTLY_ONCE_ENABLED,
-# Go minDurationPerLeaseExtensionExactlyOnce (client-anchors §1.3, §3.3).
+# no longer be acked at all under EOD (docs/protocol.md#exactly-once-semantics, rule 5), so a longer
+# lease trades a later redelivery for fewer failed acks. Python
+# _MIN_ACK_DEADLINE_SECS_WHEN_EXACTLY_ONCE_ENABLED, Go minDurationPerLeaseExtensionExactlyOnce
+# (docs/protocol.md#ack-deadline-from-the-latency-histogram).
 EXACTLY_ONCE_MIN_DEADLINE = 60
 
 
@@ -41,8 +43,8 @@ class LatencyHistogram:
     One counter per possible value (591 buckets): ``record`` is O(1) and
     ``percentile`` O(591), which is cheap at the rate the lease deadline is recomputed.
     Values are rounded **up** to whole seconds, as Python records
-    ``ceil(now - received)`` (client-anchors §1.3): a lease must cover the whole
-    handling time, so rounding down would under-lease.
+    ``ceil(now - received)`` (docs/protocol.md#ack-deadline-from-the-latency-histogram): a lease
+    must cover the whole handling time, so rounding down would under-lease.
     """
 
     __slots__ = ("_buckets", "_count")
@@ -58,18 +60,23 @@ class LatencyHistogram:
     def __repr__(self) -> str:
         return f"<LatencyHistogram count={self._count} p99={self.percentile(99)}>"
 
-    def record(self, seconds: float) -> None:
-        """Record one latency.
+    def record(self, seconds: float, count: int = 1) -> None:
+        """Record one latency (``count`` times: acks of one batch received together).
 
         Raises:
             ValueError: ``seconds`` is NaN. Negative values and infinity are clamped.
         """
+        # The common case first, in one comparison: an ack within the 10 s floor.
+        if 0 <= seconds <= MIN_ACK_DEADLINE:
+            self._buckets[0] += count
+            self._count += count
+            return
         if math.isnan(seconds):
             raise ValueError("LatencyHistogram.record: seconds must be a number, got nan")
         # Clamp before ceil so that inf does not overflow int().
         value = math.ceil(min(max(seconds, MIN_ACK_DEADLINE), MAX_ACK_DEADLINE))
-        self._buckets[value - MIN_ACK_DEADLINE] += 1
-        self._count += 1
+        self._buckets[value - MIN_ACK_DEADLINE] += count
+        self._count += count
 
     def percentile(self, p: float) -> int:
         """The ``p``-th percentile (0 < p <= 100) by the nearest-rank method.
@@ -114,7 +121,8 @@ def bounded_deadline(
         Seconds, always within [10, 600]. The cap by ``max_extension`` is applied first,
         then the floor (``min_extension`` if set, else 60 s under exactly-once), so a floor
         wins over a cap, as in Go ``boundedDuration`` and Python ``_obtain_ack_deadline``
-        (client-anchors §1.3 steps 3–4, §3.3). ``LeaseSettings`` rejects min > max anyway.
+        (docs/protocol.md#ack-deadline-from-the-latency-histogram). ``LeaseSettings`` rejects min >
+        max anyway.
     """
     deadline = p99
     if max_extension > 0:

@@ -3,10 +3,10 @@
 For each ack id the table knows when the server's ack deadline for it ends: the
 time it was received plus ``stream_ack_deadline_seconds``, then the time of each
 modack sent for it plus that modack's ``ack_deadline_seconds`` (a modack sets the
-deadline relative to when it arrives; wire-contract §1.2). From that it says, at a
-given ``now``, which ids to extend and which to give up on; the shell sends the
+deadline relative to when it arrives; docs/protocol.md#ack-id-state-machine). From that it says, at
+a given ``now``, which ids to extend and which to give up on; the shell sends the
 modacks. Go extends every leased id on one ticker and Python every id on each
-jittered loop (client-anchors §1.4, §3.3); tracking per-id deadlines instead lets a
+jittered loop (docs/protocol.md#lease-extension-cadence); tracking per-id deadlines instead lets a
 message received mid-period be extended when *it* needs it, not when the oldest does.
 
 Complexity: ``due`` and ``next_wakeup`` scan the table, O(leased). They run once per
@@ -19,12 +19,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from eoclient.subscriber.settings import MAX_ACK_DEADLINE
 
 __all__ = [
     "MIN_RENEWAL_MARGIN",
     "RENEWAL_MARGIN_FRACTION",
+    "Leasable",
     "LeaseActions",
     "LeaseStatistics",
     "LeaseTable",
@@ -33,10 +35,11 @@ __all__ = [
 ]
 
 # How long before the server's deadline an extension is sent: the larger of
-#   * 5 s, Go's gracePeriod (client-anchors §3.3): the sender's batching tick (100 ms), one
-#     ModifyAckDeadline round trip, and a retry or an event-loop stall on a busy process; and
+#   * 5 s, Go's gracePeriod (docs/protocol.md#lease-extension-cadence): the sender's batching tick
+#     (100 ms), one ModifyAckDeadline round trip, and a retry or an event-loop stall on a busy
+#     process; and
 #   * 10 % of the lease, what Python's leaser leaves at least (it sleeps at most 90 % of the
-#     deadline, §1.4); it scales the slack for long leases, where a stall of a few seconds
+#     deadline); it scales the slack for long leases, where a stall of a few seconds
 #     (a handler blocking the loop, a GC pause) is likelier over the period.
 # and never more than half the lease, so that an extension always buys time (only matters for
 # leases under 10 s, which the server does not grant for deliveries anyway).
@@ -47,6 +50,22 @@ RENEWAL_MARGIN_FRACTION = 0.1
 def renewal_margin(lease_seconds: float) -> float:
     """Seconds before the end of a ``lease_seconds`` long deadline to extend it."""
     return min(max(MIN_RENEWAL_MARGIN, RENEWAL_MARGIN_FRACTION * lease_seconds), lease_seconds / 2)
+
+
+class Leasable(Protocol):
+    """What :meth:`LeaseTable.add_many` reads of each thing it leases (a received message)."""
+
+    @property
+    def ack_id(self) -> str: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def ordering_key(self) -> str: ...
+
+
+L = TypeVar("L", bound=Leasable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +197,26 @@ class LeaseTable:
         )
         self._leased_bytes += size
 
+    def add_many(self, items: Iterable[L], now: float, *, deadline: float) -> list[L]:
+        """:meth:`add` for each of ``items`` received together, each leased for ``deadline``
+        seconds from ``now``; returns those that were not leased already (an ack id seen
+        twice, in the table or among ``items``, is leased once: a duplicate delivery)."""
+        _check_deadline("add_many", deadline)
+        leases = self._leases
+        expires_at = now + deadline
+        added: list[L] = []
+        size_total = 0
+        for item in items:
+            ack_id = item.ack_id
+            if ack_id in leases:
+                continue
+            size = item.size
+            leases[ack_id] = _Lease(size, item.ordering_key, now, expires_at, deadline)
+            size_total += size
+            added.append(item)
+        self._leased_bytes += size_total
+        return added
+
     def remove(self, ack_id: str) -> bool:
         """Stop leasing (acked, nacked, or found invalid). Unknown ids are ignored.
 
@@ -189,6 +228,16 @@ class LeaseTable:
             return False
         self._leased_bytes -= lease.size
         return True
+
+    def remove_many(self, ack_ids: Iterable[str]) -> None:
+        """:meth:`remove` for each of ``ack_ids``."""
+        leases = self._leases
+        freed = 0
+        for ack_id in ack_ids:
+            lease = leases.pop(ack_id, None)
+            if lease is not None:
+                freed += lease.size
+        self._leased_bytes -= freed
 
     def extended(self, ack_ids: Iterable[str], deadline_seconds: float, now: float) -> None:
         """Record a modack sent at ``now`` (e.g. the receipt modack). Unknown ids are ignored.
@@ -287,7 +336,8 @@ def _renew_at(lease: _Lease, margin: float | None) -> float:
 
 
 def _check_deadline(method: str, deadline: float) -> float:
-    # ModifyAckDeadlineRequest.ack_deadline_seconds is 0..600 and 0 means nack (wire-contract §1.2).
+    # ModifyAckDeadlineRequest.ack_deadline_seconds is 0..600 and 0 means nack
+    # (docs/protocol.md#ack-id-state-machine).
     if not (0 < deadline <= MAX_ACK_DEADLINE):
         raise ValueError(
             f"LeaseTable.{method}: deadline must be in (0, {MAX_ACK_DEADLINE}] seconds, "

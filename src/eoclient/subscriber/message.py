@@ -4,49 +4,78 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
-from eoclient.subscriber.acker import AckRequest, Operation
+from eoclient.subscriber.ledger import Operation, Position
+from eoclient.subscriber.settings import MAX_ACK_DEADLINE
+from eoclient.subscriber.waiters import result_of
 
 if TYPE_CHECKING:
-    from eoclient._proto.pubsub_pb2 import ReceivedMessage
+    from eoclient._proto.pubsub_pb2 import PubsubMessage, ReceivedMessage
+
+__all__ = ["AckSink", "Message", "message_from_wire"]
 
 
-class _AckSink(Protocol):
-    """Where a message's settlement goes (the streaming session or the unary acker)."""
+class AckSink(Protocol):
+    """Where a message's settlements go (the streaming session, or ``pull()``'s unary
+    settler): each returns the settlement's position in the ack ledger."""
 
-    def settle(self, message: Message, operation: Operation, seconds: int) -> AckRequest: ...
+    def settle(self, message: Message, operation: Operation, seconds: int) -> Position: ...
 
-    def extend(self, message: Message, seconds: int) -> AckRequest: ...
+    def extend(self, message: Message, seconds: int) -> Position: ...
 
 
-@dataclass(eq=False, slots=True)
 class Message:
     """One delivery of a Pub/Sub message.
 
-    ``ack()`` / ``nack()`` settle it once: the first call wins, later ones send
-    nothing and report the first outcome. On an exactly-once subscription,
+    ``ack()`` / ``nack()`` settle it once: the first call wins, later ones send nothing
+    and report the first outcome. On an exactly-once subscription,
     ``await message.ack_with_response()`` returning ``AcknowledgeStatus.SUCCESS``
-    guarantees the message will NOT be delivered again; any other status means it
-    may be (wire-contract §2.1). Without exactly-once, every result is SUCCESS once
+    guarantees the message will NOT be delivered again; any other status means it may be
+    (docs/protocol.md#exactly-once-semantics). Without exactly-once, every result is SUCCESS once
     the request is sent (acks are best effort there).
+
+    Attributes:
+        ack_id: this delivery's ack id (a redelivery has another).
+        ordering_key: the message's ordering key, ``""`` for none.
+        size: the message's encoded size in bytes (what flow control counts).
+        received_at: when the subscriber received it (its clock's seconds).
+
+    ``data``, ``attributes``, ``message_id``, ``publish_time``, ``delivery_attempt`` are
+    read from the received protobuf when first asked for: a consumer that reads only the
+    data pays for nothing else. The message keeps the received protobuf, and with it the
+    response it came in, until the message itself is gone.
     """
 
-    data: bytes
-    attributes: Mapping[str, str]
-    message_id: str
-    publish_seconds: int  # publish time: seconds and nanos since the epoch, as on the wire
-    publish_nanos: int
-    ordering_key: str
-    delivery_attempt: int
-    ack_id: str
-    size: int
-    received_at: float = 0.0
-    _sink: _AckSink | None = field(default=None, repr=False)
-    _settlement: AckRequest | None = field(default=None, repr=False)
-    _settled_as: str = field(default="", repr=False)
+    __slots__ = (
+        "_attributes",
+        "_data",
+        "_pb",
+        "_received",
+        "_settled_as",
+        "_settlement",
+        "_sink",
+        "ack_id",
+        "ordering_key",
+        "received_at",
+        "size",
+    )
+
+    def __init__(self, received: ReceivedMessage, sink: AckSink | None, received_at: float) -> None:
+        # Each protobuf field read once: this runs once per delivery.
+        pb = received.message
+        self._received = received
+        self._pb: PubsubMessage = pb
+        self.ack_id: str = received.ack_id
+        self.ordering_key: str = pb.ordering_key
+        self.size: int = pb.ByteSize()
+        self.received_at = received_at
+        self._sink = sink
+        self._settlement: Position | None = None
+        self._settled_as = ""
+        self._data: bytes | None = None
+        self._attributes: Mapping[str, str] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -54,26 +83,77 @@ class Message:
             f"ordering_key={self.ordering_key!r}, delivery_attempt={self.delivery_attempt})"
         )
 
+    # Contents ----------------------------------------------------------------------
+
+    @property
+    def data(self) -> bytes:
+        data = self._data
+        if data is None:
+            data = self._data = self._pb.data
+        return data
+
+    @property
+    def attributes(self) -> Mapping[str, str]:
+        attributes = self._attributes
+        if attributes is None:
+            attributes = self._attributes = dict(self._pb.attributes)
+        return attributes
+
+    @property
+    def message_id(self) -> str:
+        return self._pb.message_id
+
+    @property
+    def publish_seconds(self) -> int:
+        """Publish time: whole seconds since the epoch, as on the wire."""
+        return self._pb.publish_time.seconds
+
+    @property
+    def publish_nanos(self) -> int:
+        return self._pb.publish_time.nanos
+
     @property
     def publish_time(self) -> datetime.datetime:
         """When the server accepted the message (UTC, microsecond precision)."""
-        # Computed on demand: converting every delivery up front cost ~3 µs a message.
+        publish_time = self._pb.publish_time
         return datetime.datetime.fromtimestamp(
-            self.publish_seconds, datetime.UTC
-        ) + datetime.timedelta(microseconds=self.publish_nanos // 1000)
+            publish_time.seconds, datetime.UTC
+        ) + datetime.timedelta(microseconds=publish_time.nanos // 1000)
+
+    @property
+    def delivery_attempt(self) -> int:
+        """``ReceivedMessage.delivery_attempt``: 0 unless the subscription has a dead-letter
+        policy."""
+        return self._received.delivery_attempt
+
+    # Settlement ----------------------------------------------------------------------
 
     @property
     def settled(self) -> str:
         """``"ack"``, ``"nack"`` (an :class:`Operation`, a ``str``) or ``""`` (not yet)."""
         return self._settled_as
 
-    def _settle(self, operation: Operation) -> AckRequest:
-        if self._settlement is None:
-            if self._sink is None:
+    def settlement_position(self) -> Position | None:
+        """Where this message's settlement is in the ack ledger (``None``: not settled)."""
+        return self._settlement
+
+    def record_settlement(self, operation: Operation, position: Position) -> None:
+        """Settled on this message's behalf (its batch, or the session's shutdown): later
+        calls report this settlement. Only for a message not yet settled."""
+        if self._settlement is not None:
+            raise RuntimeError(f"message {self.ack_id!r} is already settled ({self._settled_as})")
+        self._settled_as = operation
+        self._settlement = position
+
+    def _settle(self, operation: Operation) -> Position:
+        settlement = self._settlement
+        if settlement is None:
+            sink = self._sink
+            if sink is None:
                 raise RuntimeError("this message was not received through eoclient")
             self._settled_as = operation
-            self._settlement = self._sink.settle(self, operation, 0)
-        return self._settlement
+            settlement = self._settlement = sink.settle(self, operation, 0)
+        return settlement
 
     # Fire-and-forget forms ------------------------------------------------------
 
@@ -93,26 +173,30 @@ class Message:
 
     async def ack_with_response(self) -> AcknowledgeStatus:
         """Acknowledge and return the outcome (SUCCESS guarantees no redelivery on EOD)."""
-        request = self._settle(Operation.ACK)
-        # Inlined rather than a shared helper coroutine: this is the exactly-once hot path.
-        return (request.result or await request.wait()).status
+        # Written out rather than through _wait: this is the exactly-once hot path, and a
+        # second coroutine costs more than the lines.
+        record, index = self._settle(Operation.ACK)
+        results = record.results
+        result = None if results is None else results[index]
+        if result is None:
+            result = await result_of(record, index)
+        return result.status
 
     async def nack_with_response(self) -> AcknowledgeStatus:
-        request = self._settle(Operation.NACK)
-        return (request.result or await request.wait()).status
+        return (await _wait(self._settle(Operation.NACK))).status
 
     async def modify_ack_deadline_with_response(self, seconds: int) -> AcknowledgeStatus:
-        request = self._extend(seconds)
-        return (request.result or await request.wait()).status
+        return (await _wait(self._extend(seconds))).status
 
     async def ack_result(self) -> AckResult:
         """Like ``ack_with_response`` but with the server's reason for a failure."""
-        request = self._settle(Operation.ACK)
-        return request.result or await request.wait()
+        return await _wait(self._settle(Operation.ACK))
 
-    def _extend(self, seconds: int) -> AckRequest:
-        if not 0 <= seconds <= 600:
-            raise ValueError(f"modify_ack_deadline: seconds must be in 0..600, got {seconds}")
+    def _extend(self, seconds: int) -> Position:
+        if not 0 <= seconds <= MAX_ACK_DEADLINE:
+            raise ValueError(
+                f"modify_ack_deadline: seconds must be in 0..{MAX_ACK_DEADLINE}, got {seconds}"
+            )
         if seconds == 0:
             return self._settle(Operation.NACK)
         if self._settlement is not None:
@@ -123,23 +207,14 @@ class Message:
         return self._sink.extend(self, seconds)
 
 
-def message_from_wire(received: ReceivedMessage, sink: _AckSink, received_at: float) -> Message:
+async def _wait(position: Position) -> AckResult:
+    """The result at ``position`` of the ack ledger, once known."""
+    record, index = position
+    return record.result(index) or await result_of(record, index)
+
+
+def message_from_wire(
+    received: ReceivedMessage, sink: AckSink | None, received_at: float
+) -> Message:
     """The application's view of one ``google.pubsub.v1.ReceivedMessage``."""
-    # Positional, and each protobuf field read once: this runs once per delivery, and
-    # keyword arguments and repeated sub-message reads cost ~3 µs of its ~6 (measured).
-    pb = received.message
-    attributes = pb.attributes
-    publish_time = pb.publish_time
-    return Message(
-        pb.data,
-        dict(attributes) if attributes else {},
-        pb.message_id,
-        publish_time.seconds,
-        publish_time.nanos,
-        pb.ordering_key,
-        received.delivery_attempt,
-        received.ack_id,
-        pb.ByteSize(),
-        received_at,
-        sink,
-    )
+    return Message(received, sink, received_at)

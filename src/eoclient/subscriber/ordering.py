@@ -4,14 +4,15 @@ Rule: messages of one ordering key are handed to the application one at a time, 
 arrival order; the next only after the previous one is acked or nacked. Messages
 with an empty key are not ordered and pass straight through. Source: Python
 ``MessagesOnHold`` / ``activate_ordering_keys``, which release the next message of a
-key from ``Dispatcher.drop``, i.e. after ack, nack or drop (client-anchors §1.10).
-Go releases on callback return instead (§3.2); ack/nack is the safer point under
-exactly-once, where acks of an ordered key must arrive in order (wire-contract §2.1
-rule 8), and with an async API "the handler returned" is not a well-defined moment.
+key from ``Dispatcher.drop``, i.e. after ack, nack or drop
+(docs/protocol.md#ordering-on-the-subscriber). Go releases on callback return instead; ack/nack is
+the safer point under exactly-once, where acks of an ordered key must arrive in order
+(docs/protocol.md#exactly-once-semantics, rule 6), and with an async API "the handler returned" is
+not a well-defined moment.
 
 Like Python, the gate goes by the message's ``ordering_key`` alone and ignores
-``SubscriptionProperties.message_ordering_enabled`` (client-anchors §1.10): a key on a
-message of an unordered subscription costs some concurrency, never correctness.
+``SubscriptionProperties.message_ordering_enabled`` (docs/protocol.md#ordering-on-the-subscriber): a
+key on a message of an unordered subscription costs some concurrency, never correctness.
 
 Composition (the shell's job): put this gate *before* the flow gate, so a message
 waiting for its key's predecessor takes no flow-control slot.
@@ -45,7 +46,7 @@ class OrderingGate(Generic[T]):
     arrival order.
 
     On a nack, the server redelivers the nacked message and every later one of its
-    key, in order (wire-contract §1.5 "Ordering"); the parked ones are then stale
+    key, in order (docs/protocol.md#ordering-keys); the parked ones are then stale
     copies. The shell calls :meth:`discard_key` **first** (and nacks or forgets what it
     returns), **then** :meth:`done`, so that no stale copy is handed out; the
     redeliveries arrive and queue behind the key as usual.

@@ -1,13 +1,15 @@
 """One subscription's StreamingPull session: the async shell around the pure cores.
 
-The decisions live in :class:`~eoclient.subscriber.dispatch.Dispatcher` (admission,
-flow control, leases, settlement, shutdown) and :class:`~eoclient.subscriber.acker.Acker`
-(the ledger of ack requests: batching, routing, confirmations, retries). This shell
-performs them: the lifecycle, iteration and settlement here, the stream's receiver and
-sender in :class:`~eoclient.subscriber.stream_tasks.StreamTasks`, unary calls in
-``unary.py``. Every task belongs to the session's one TaskGroup (architecture principle
-5) and never raises into it: a permanent failure is stored and reaches the user once,
-as one exception, on their next ``await`` (``__anext__``).
+The decisions live in two pure cores: :class:`~eoclient.subscriber.dispatch.Dispatcher`
+(admission, flow control, leases, settlement, shutdown) and
+:class:`~eoclient.subscriber.ledger.AckLedger` (acks, nacks and modacks from settlement to
+result: batching, routing, confirmations, retries). The shells perform them: the
+lifecycle, iteration and settlement here, the stream's reading in
+:class:`~eoclient.subscriber.receiver.StreamReceiver`, its writing and the unary calls in
+:class:`~eoclient.subscriber.sender.AckSender`. Every task belongs to the session's one
+TaskGroup (docs/architecture.md#every-background-task-belongs-to-one-taskgroup) and never raises
+into it: a permanent failure is stored and reaches the user once, as one exception, on their next
+``await`` (``__anext__``).
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eoclient._clock import AsyncClock, MonotonicClock
-from eoclient.subscriber.acker import Acker, AckMode, AckRequest, Operation
+from eoclient.subscriber.batch import MessageBatch
 from eoclient.subscriber.dispatch import Dispatcher, unsent
+from eoclient.subscriber.ledger import AckLedger, AckMode, Operation, Position
 from eoclient.subscriber.message import Message
+from eoclient.subscriber.receiver import StreamReceiver
+from eoclient.subscriber.sender import AckSender
 from eoclient.subscriber.settings import (
     AckRetrySettings,
     FlowControl,
@@ -34,15 +39,28 @@ from eoclient.subscriber.settings import (
     ShutdownOptions,
     StreamSettings,
 )
-from eoclient.subscriber.stream_tasks import StreamTasks
 from eoclient.subscriber.transport import SubscriberTransport
 
 logger = logging.getLogger("eoclient.subscriber")
 
-# __anext__ lets other tasks run after handing out this many messages in a row: small
-# enough that acks flow back while a large response is being consumed (pipelining with
-# the server's flow control), large enough that the extra turn (~5 µs) costs < 0.1 µs each.
-YIELD_EVERY_MESSAGES = 100
+# __anext__ lets other tasks run (the sender, the application's handlers) after handing out
+# half the flow-control window in a row: the acks of that half go back while the server
+# still has the other half to deliver, so its flow control never runs dry. Fewer turns mean
+# fewer, larger ack requests; measured with benchmarks/subscriber.py (max_messages=1000),
+# a turn every 500 messages cost 5.2-6.2 µs of client CPU a message with plain acks against
+# 7.1-9.0 µs for a turn every 100, at the same or a better rate. Never fewer than 100 (a
+# turn costs ~5 µs), and 500 when the window is unlimited.
+MIN_YIELD_EVERY = 100
+UNLIMITED_YIELD_EVERY = 500
+
+
+def yield_every(flow_control: FlowControl) -> int:
+    """After how many messages in a row ``__anext__`` yields to the event loop."""
+    if not flow_control.max_messages:
+        return UNLIMITED_YIELD_EVERY
+    return max(MIN_YIELD_EVERY, flow_control.max_messages // 2)
+
+
 # While shutdown flushes, how often it checks whether the acks have all been answered.
 FLUSH_POLL_INTERVAL = 0.005
 
@@ -75,7 +93,19 @@ class SubscriberStatistics:
 
 
 class StreamingSession:
-    """``async with client.subscribe(...) as stream: async for message in stream: ...``"""
+    """One subscription's StreamingPull session (``client.subscribe(...)``).
+
+    ::
+
+        async with client.subscribe(subscription) as stream:
+            async for message in stream:                      # one message at a time
+                status = await message.ack_with_response()
+            async for batch in stream.batches(max_messages=100):   # or what has arrived
+                statuses = await batch.ack_with_response()     # one request, one await
+
+    ``statistics()`` is a snapshot of its counters; ``aclose()`` (or leaving the ``async
+    with``) stops receiving, settles what is left per the shutdown options and closes.
+    """
 
     def __init__(
         self,
@@ -100,32 +130,44 @@ class StreamingSession:
         self.clock = clock or MonotonicClock()
         self.rng = rng or random.Random()
         self.state = SessionState.UNOPENED
-        self.acker = Acker(subscription, transport, ack_retry, clock=self.clock, rng=self.rng)
         self._ready_event = asyncio.Event()
+        self.ledger = AckLedger(ack_retry, on_pending=self._wake_sender)
         self.dispatch = Dispatcher(
-            self.acker,
+            self.ledger,
             self,
             flow_control=flow_control,
             lease=lease,
             stream=stream,
             notify_ready=self._ready_event.set,
         )
-        self.stream = StreamTasks(
+        self.sender = AckSender(
+            self.ledger,
             transport,
             subscription,
-            acker=self.acker,
+            clock=self.clock,
+            rng=self.rng,
+            spawn=self._spawn,
+            fail=self._fail,
+            before_send=self.dispatch.due,
+            next_due=self._next_lease_check,
+            keepalive_interval=stream.keepalive_interval,
+        )
+        self.receiver = StreamReceiver(
+            transport,
+            subscription,
+            sender=self.sender,
             dispatch=self.dispatch,
             flow_control=flow_control,
             stream=stream,
             client_id=client_id,
             clock=self.clock,
             rng=self.rng,
-            spawn=self._spawn,
             fail=self._fail,
         )
         self._settled_event = asyncio.Event()
         self._closed_event = asyncio.Event()
         self._handed_since_yield = 0
+        self._yield_every = yield_every(flow_control)
         self._fatal: BaseException | None = None
         self._fatal_reported = False
         self._group: asyncio.TaskGroup | None = None
@@ -151,9 +193,9 @@ class StreamingSession:
         self._group = asyncio.TaskGroup()
         await self._group.__aenter__()
         self._receive_task = self._spawn(
-            self.stream.receive(), f"eoclient-receive {self.subscription}"
+            self.receiver.run(), f"eoclient-receive {self.subscription}"
         )
-        self._spawn(self.stream.send(), f"eoclient-send {self.subscription}")
+        self._spawn(self.sender.run(), f"eoclient-send {self.subscription}")
         return self
 
     async def __aexit__(self, exc_type: object, *_: object) -> None:
@@ -188,7 +230,7 @@ class StreamingSession:
         would keep delivering on it); wait for handlers per the options, nack what they
         still hold, and flush. Later settlements go by unary call."""
         self.dispatch.stop()
-        self.stream.ready.set()  # a sender waiting for a reconnect sends by unary call
+        self.sender.begin_shutdown()
         await self._close_stream()
         options = self.shutdown_options
         if wait_for_processing and options.behavior is ShutdownBehavior.WAIT_FOR_PROCESSING:
@@ -201,18 +243,17 @@ class StreamingSession:
         self.dispatch.nack_outstanding()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(options.flush_timeout):
-                while not self.acker.idle() and self._fatal is None:
-                    self.acker.wake.set()
+                while not self.ledger.idle() and self._fatal is None:
+                    self.sender.wake.set()
                     await self.clock.sleep(FLUSH_POLL_INTERVAL)
 
     async def _close_stream(self) -> None:
         """Half-close the stream (through the sender, its only writer) and read it to its
         end: confirmations and the deliveries in flight (nacked) arrive before it ends."""
         receiver = self._receive_task
-        if receiver is None or receiver.done() or self.stream.call is None:
+        if receiver is None or receiver.done() or self.sender.call is None:
             return  # between streams: nothing to half-close; _hard_stop cancels the receiver
-        self.stream.half_close = True
-        self.acker.wake.set()
+        self.sender.half_close()
         await asyncio.wait({receiver}, timeout=self.shutdown_options.stream_close_timeout)
 
     async def _hard_stop(self) -> None:
@@ -221,8 +262,8 @@ class StreamingSession:
             # holds, or an ack of it arriving while the tasks wind down would wait for a
             # result nobody sends.
             self.dispatch.nack_outstanding()
-        self.acker.fail_all("the subscriber was closed before the server answered")
-        call, self.stream.call = self.stream.call, None
+        self.sender.fail_all("the subscriber was closed before the server answered")
+        call = self.sender.call
         if call is not None:
             call.cancel()
         group, self._group = self._group, None
@@ -241,10 +282,10 @@ class StreamingSession:
     def _fail(self, error: BaseException) -> None:
         if self._fatal is None:
             self._fatal = error
-            self.dispatch.failure = str(error)
+            self.dispatch.fail(str(error))
             logger.warning("subscription %s failed: %s", self.subscription, error)
             # Nothing sends after a fatal error: resolve what waits.
-            self.acker.fail_all(f"the subscriber failed before the server answered: {error}")
+            self.sender.fail_all(f"the subscriber failed before the server answered: {error}")
         self._ready_event.set()
         self._settled_event.set()
 
@@ -255,40 +296,98 @@ class StreamingSession:
 
     async def __anext__(self) -> Message:
         self._handed_since_yield += 1
-        if self._handed_since_yield >= YIELD_EVERY_MESSAGES:
+        if self._handed_since_yield >= self._yield_every:
             # Without this, a consumer that awaits nothing else would take every ready
             # message before the sender runs: no pipelining of acks.
             self._handed_since_yield = 0
             await asyncio.sleep(0)
         while True:
-            if self._fatal is not None:
-                if self._fatal_reported:
-                    raise StopAsyncIteration
-                self._fatal_reported = True
-                raise self._fatal
+            self._raise_fatal_once()
             message = self.dispatch.take()
             if message is not None:
                 return message
-            if self.state is not SessionState.RUNNING:
+            await self._wait_for_ready()
+
+    async def batches(self, max_messages: int = 100) -> AsyncIterator[MessageBatch]:
+        """Messages in batches as they arrive: ``async for batch in stream.batches(100)``.
+
+        Each batch holds what is ready when the previous one was taken, up to
+        ``max_messages`` (at least one; no waiting for a batch to fill). Settle a batch with
+        one request and one awaitable — ``batch.ack()``, ``await batch.ack_with_response()``
+        (one :class:`AcknowledgeStatus` per message, in order), ``nack`` and
+        ``modify_ack_deadline`` likewise — or its messages one by one. Flow control, leases,
+        ordering keys and exactly-once results work per message, as with ``async for
+        message in stream``. Ends like the message iteration: when the session closes, or
+        by raising its permanent failure once.
+        """
+        if max_messages < 1:
+            raise ValueError(f"batches: max_messages must be >= 1, got {max_messages}")
+        while True:
+            await asyncio.sleep(0)  # let acks flow between batches (see yield_every)
+            try:
+                self._raise_fatal_once()
+            except StopAsyncIteration:
+                return
+            messages = self.dispatch.take_up_to(max_messages)
+            if messages:
+                yield MessageBatch(messages, self)
+                continue
+            try:
+                await self._wait_for_ready()
+            except StopAsyncIteration:
+                return
+
+    def _raise_fatal_once(self) -> None:
+        if self._fatal is not None:
+            if self._fatal_reported:
                 raise StopAsyncIteration
-            self._ready_event.clear()
-            self._handed_since_yield = 0
-            await self._ready_event.wait()
+            self._fatal_reported = True
+            raise self._fatal
 
-    # ======================================================= settling (_AckSink)
+    async def _wait_for_ready(self) -> None:
+        """Wait until a message may be ready; StopAsyncIteration once none will be."""
+        if self.state is not SessionState.RUNNING:
+            raise StopAsyncIteration
+        self._ready_event.clear()
+        self._handed_since_yield = 0
+        await self._ready_event.wait()
 
-    def settle(self, message: Message, operation: Operation, seconds: int) -> AckRequest:
+    # ============================================== settling (AckSink, BatchSink)
+
+    def settle(self, message: Message, operation: Operation, seconds: int) -> Position:
         """Called once per message by ``Message.ack`` / ``nack``."""
         if self.state is SessionState.CLOSED:
             return unsent(message.ack_id, operation, "the subscriber is closed")
-        request = self.dispatch.settle(message, operation, seconds, self.clock.now())
-        self._settled_event.set()
-        return request
+        position = self.dispatch.settle(message, operation, seconds, self.clock.now())
+        if self.state is not SessionState.RUNNING:
+            self._settled_event.set()  # a closing session waits for the outstanding ones
+        return position
 
-    def extend(self, message: Message, seconds: int) -> AckRequest:
+    def settle_batch(
+        self, messages: list[Message], operation: Operation, seconds: int
+    ) -> list[Position]:
+        """Called by ``MessageBatch`` for its messages not yet settled: one ledger record."""
+        if self.state is SessionState.CLOSED or (
+            operation is Operation.MODACK and self._fatal is not None
+        ):
+            return [
+                unsent(m.ack_id, operation, "the subscriber is closed or failed") for m in messages
+            ]
+        positions = self.dispatch.settle_batch(messages, operation, seconds, self.clock.now())
+        if self.state is not SessionState.RUNNING:
+            self._settled_event.set()
+        return positions
+
+    def extend(self, message: Message, seconds: int) -> Position:
         if self._fatal is not None or self.state is SessionState.CLOSED:
             return unsent(message.ack_id, Operation.MODACK, "the subscriber is closed or failed")
         return self.dispatch.extend(message, seconds, self.clock.now())
+
+    def _wake_sender(self) -> None:
+        self.sender.wake.set()
+
+    def _next_lease_check(self) -> float:
+        return self.dispatch.lease_check_at
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None] | None:
         """Start a background task in the session's TaskGroup (and remember it to cancel)."""
@@ -304,20 +403,20 @@ class StreamingSession:
 
     def statistics(self) -> SubscriberStatistics:
         dispatch = self.dispatch.statistics()
-        acker = self.acker.stats
+        ledger = self.ledger.stats
         return SubscriberStatistics(
             outstanding_messages=dispatch.outstanding_messages,
             outstanding_bytes=dispatch.outstanding_bytes,
             held_messages=dispatch.held_messages,
             leased_messages=dispatch.leased_messages,
             received=dispatch.received,
-            acked=acker.acks,
-            nacked=acker.nacks,
+            acked=ledger.acks,
+            nacked=ledger.nacks,
             expired=dispatch.expired,
-            retried=acker.retried,
-            reconnects=self.stream.reconnects,
-            ack_mode=self.acker.mode.value if self.acker.exactly_once else "stream",
-            ack_results=dict(acker.ack_results),
+            retried=ledger.retried,
+            reconnects=self.receiver.reconnects,
+            ack_mode=self.ledger.mode.value if self.ledger.exactly_once else "stream",
+            ack_results=dict(ledger.ack_results),
         )
 
 

@@ -1,11 +1,11 @@
-"""Subscriber settings, grouped by concern (architecture principle 7).
+"""Subscriber settings, grouped by concern (docs/architecture.md#settings-are-frozen-dataclasses).
 
 Every class is a frozen dataclass that validates itself in ``__post_init__`` and
 raises :class:`ValueError` naming the field, the value and the allowed range.
 All durations are in **seconds** (``float``); all sizes in **bytes**.
 
 Defaults follow the official clients unless a reason to differ is given next to
-the field (sources: client-anchors §1.2–1.9 for Python, §3.2–3.5 for Go).
+the field (docs/protocol.md#initial-streamingpull-request and the sections after it).
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ __all__ = [
 ]
 
 # Bounds of every ack deadline the server accepts: Subscription.ack_deadline_seconds and
-# StreamingPullRequest.stream_ack_deadline_seconds are 10..600 (wire-contract §1.2); the
-# official clients clamp lease extensions to the same range (client-anchors §1.3, §3.3).
+# StreamingPullRequest.stream_ack_deadline_seconds are 10..600
+# (docs/protocol.md#subscription-properties-and-defaults); the official clients clamp lease
+# extensions to the same range (docs/protocol.md#ack-deadline-from-the-latency-histogram).
 MIN_ACK_DEADLINE = 10
 MAX_ACK_DEADLINE = 600
 
@@ -54,11 +55,11 @@ class FlowControl:
     Messages received beyond the limits are held in arrival order, never dropped.
     The same numbers are sent to the server as
     ``StreamingPullRequest.max_outstanding_messages`` / ``max_outstanding_bytes``
-    (wire-contract §1.2, fields 7 and 8), as the official clients do (client-anchors §1.9).
+    (docs/protocol.md#subscriber-flow-control), as the official clients do.
 
     Attributes:
         max_messages: at most this many messages outstanding; ``0`` = unlimited.
-            Default 1000, as Python and Go (client-anchors §1.2, §3.2).
+            Default 1000, as Python and Go (docs/protocol.md#subscriber-flow-control).
         max_bytes: at most this many bytes of message data outstanding; ``0`` =
             unlimited. Default 100 MiB, as Python (Go uses 1 GB; 100 MiB keeps a
             single asyncio process's memory modest). One message larger than the
@@ -86,14 +87,17 @@ class LeaseSettings:
     Attributes:
         min_extension: floor of each lease extension, seconds; ``0`` = unset, else
             10..600. Unset with exactly-once delivery on, the floor is 60 s
-            (client-anchors §1.3 step 4, Go ``minDurationPerLeaseExtensionExactlyOnce``).
+            (docs/protocol.md#ack-deadline-from-the-latency-histogram; Go
+            ``minDurationPerLeaseExtensionExactlyOnce``).
         max_extension: cap of each lease extension, seconds; ``0`` = unset, else
-            10..600. Also bounds the stream ack deadline (client-anchors §1.3).
+            10..600. Also bounds the stream ack deadline
+            (docs/protocol.md#ack-deadline-from-the-latency-histogram).
         max_lease: total time a message is kept leased, seconds, counted from receipt.
             After it the client stops extending the lease and forgets the message
             **without** acking or nacking it; the server redelivers it once the last
             extension expires. Must be > 0; ``math.inf`` = never give up. Default 1 h,
-            as Python ``max_lease_duration`` and Go ``MaxExtension`` (§1.2, §3.2).
+            as Python ``max_lease_duration`` and Go ``MaxExtension``
+            (docs/protocol.md#subscriber-flow-control).
 
     Values between 0 and 10 are rejected for the extensions: every ack deadline is
     clamped to 10..600 (the server's range), so 5 would silently mean 10.
@@ -135,11 +139,11 @@ class AckRetrySettings:
     unresolved then resolve as ``AcknowledgeStatus.OTHER``.
 
     Defaults: 0.1 s → 10 s, ×2, 600 s total. Go uses 1 s → 64 s with a 600 s total and
-    Python 1 s → 600 s with no total (client-anchors §1.7, §3.4). We start lower
+    Python 1 s → 600 s with no total (docs/protocol.md#exactly-once-retries). We start lower
     because the commonest transient failure, ``TRANSIENT_FAILURE_UNORDERED_ACK_ID``,
     clears as soon as the preceding ack of the key lands (milliseconds), and an
     ordered EOD subscriber waits on each ack; 0.1 s is also the GAPIC
-    Acknowledge/ModifyAckDeadline retry's first delay (§1.7 table). The 10 s cap is a
+    Acknowledge/ModifyAckDeadline retry's first delay. The 10 s cap is a
     sixth of the 60 s minimum EOD lease, so a retried modack gets several tries
     before the lease it protects expires; at one request per 10 s per batch the load
     is negligible. The 600 s total equals Go's ``exactlyOnceDeliveryRetryDeadline``
@@ -151,7 +155,7 @@ class AckRetrySettings:
         multiplier: growth factor per attempt; >= 1.
         deadline: total time to keep retrying, seconds, from the first attempt;
             >= 0, where ``0`` = never retry (transient failures resolve OTHER at once)
-            and ``math.inf`` = retry until a final result (Python's behaviour, §1.7).
+            and ``math.inf`` = retry until a final result (Python's behaviour).
     """
 
     initial_backoff: float = 0.1
@@ -175,7 +179,7 @@ class AckRetrySettings:
 class ShutdownBehavior(enum.Enum):
     """What closing a subscriber does with messages the application still has.
 
-    Mirrors Go v2 ``ShutdownOptions.Behavior`` (client-anchors §3.1).
+    Mirrors Go v2 ``ShutdownOptions.Behavior`` (docs/protocol.md#subscriber-shutdown).
     """
 
     WAIT_FOR_PROCESSING = "wait_for_processing"
@@ -189,14 +193,14 @@ class ShutdownBehavior(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class ShutdownOptions:
-    """Shutdown policy as a value (architecture principle 6).
+    """Shutdown policy as a value (docs/architecture.md#lifecycle-is-explicit).
 
     Attributes:
         behavior: see :class:`ShutdownBehavior`.
         timeout: seconds to wait for outstanding messages; ``None`` = wait forever,
-            ``0`` = do not wait. Default 30 s rather than Go's "no timeout" (§3.1): a
-            bound by default keeps ``aclose()`` finite (architecture principle 6), and
-            30 s is the stop grace period process managers commonly give (Kubernetes'
+            ``0`` = do not wait. Default 30 s rather than Go's "no timeout": a
+            bound by default keeps ``aclose()`` finite (docs/architecture.md#lifecycle-is-explicit),
+            and 30 s is the stop grace period process managers commonly give (Kubernetes'
             default ``terminationGracePeriodSeconds``); lower it if the process must
             finish other work within that window.
         flush_timeout: seconds the acks, nacks and modacks still unsent or unanswered at
@@ -235,15 +239,16 @@ class StreamSettings:
         stream_ack_deadline: ``StreamingPullRequest.stream_ack_deadline_seconds``, the
             deadline the server applies to messages delivered on the stream until the
             client modacks them; 10..600. Default 60 s, as Python and Go
-            (client-anchors §1.3, §3.5). A set ``LeaseSettings.max_extension`` should
-            take precedence, as in both official clients; that is the shell's choice.
+            (docs/protocol.md#initial-streamingpull-request). A set ``LeaseSettings.max_extension``
+            should take precedence, as in both official clients; that is the shell's choice.
         keepalive_interval: seconds between client pings (empty requests) on an idle
             stream; > 0. Default 30 s: the server closes streams idle for about 60 s,
-            and Python, Go and the gRPC channel keepalive all use 30 s (§1.1, §1.7, §3.5).
+            and Python, Go and the gRPC channel keepalive all use 30 s
+            (docs/protocol.md#initial-streamingpull-request).
         reconnect_initial_backoff: first delay before reopening a broken stream,
             seconds; > 0. Default 0.1 s, the GAPIC StreamingPull setup retry's first
-            delay (§1.7): the commonest break is the server's periodic close, which
-            should be healed at once.
+            delay (docs/protocol.md#stream-reconnection): the commonest break is the server's
+            periodic close, which should be healed at once.
         reconnect_max_backoff: cap of the reopen delay, seconds; >= the initial one.
             Default 10 s: short against the 60 s stream ack deadline, so a stream that
             comes back can still extend the leases of messages already in hand.

@@ -1,7 +1,7 @@
 """Who may use the reference server's doors: the REST door's browser policy, TLS, tokens.
 
 A developer's local server is reachable by every web page their browser opens, so the
-REST door refuses what only a browser acting for another site would send (issue 13):
+REST door refuses what only a browser acting for another site would send:
 
 * **Content-Type**: a request must say ``application/json`` (or carry no Content-Type and
   no body). ``text/plain``, ``application/x-www-form-urlencoded`` and
@@ -36,12 +36,12 @@ from pathlib import Path
 
 import grpc
 
-from eoclient.server_stub.access.tokens import TokenTable
-from eoclient.server_stub.doors.grpc.streams import (
+from eoclient.server_stub.access.limits import (
     DEFAULT_MAX_STREAMS,
     DEFAULT_MAX_STREAMS_PER_CONNECTION,
     StreamLimits,
 )
+from eoclient.server_stub.access.tokens import TokenTable
 
 # Methods and request headers allowed cross-origin callers may use (CORS preflight
 # answers): the REST door's HTTP methods, and the headers its clients send.

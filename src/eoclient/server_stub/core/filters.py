@@ -1,6 +1,7 @@
 """The subscription filter language: parse once at CreateSubscription, match at publish.
 
-Grammar (wire-contract §3, from Google's "Filter messages from a subscription" page)::
+Grammar (docs/protocol.md#filter-language, from Google's "Filter messages from a subscription"
+page)::
 
     filter   := unary ( "AND" unary )*  |  unary ( "OR" unary )*
     unary    := ( "NOT" | "-" ) unary  |  "(" filter ")"  |  atom

@@ -32,10 +32,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-from eoclient.errors import Aborted, InvalidArgument
+from eoclient.errors import Aborted, InvalidArgument, NotFound
 from eoclient.server_stub.core.store import Store
 
 DOCUMENT_KIND = "iam"
@@ -171,12 +171,24 @@ def resource_kind(resource: str) -> str:
     return parts[2]
 
 
-@dataclass
-class PolicyRoom:
-    """Every resource's IAM policy, kept through the store's documents."""
+class IamPolicies:
+    """Every resource's IAM policy, kept through the store's documents.
 
-    store: Store
-    policies: dict[str, tuple[int, Policy]] = field(default_factory=dict)  # (revision, policy)
+    ``exists(resource)`` says whether a resource of that name exists now (the broker
+    knows every kind): a policy is read, set or tested only on one that does.
+    """
+
+    def __init__(self, store: Store, exists: Callable[[str], bool]) -> None:
+        self.store = store
+        self._exists = exists
+        self.policies: dict[str, tuple[int, Policy]] = {}  # resource -> (revision, policy)
+
+    def _existing(self, resource: str) -> None:
+        """InvalidArgument for a name no policy is kept for; NotFound for a resource that
+        does not exist."""
+        resource_kind(resource)
+        if not self._exists(resource):
+            raise NotFound(f"Resource not found (resource={resource.rsplit('/', 1)[-1]}).")
 
     def restore(self, documents: Mapping[tuple[str, str], bytes]) -> None:
         for (kind, name), body in documents.items():
@@ -184,6 +196,7 @@ class PolicyRoom:
                 self.policies[name] = decode(body)
 
     def get(self, resource: str, requested_version: int = 0) -> Policy:
+        self._existing(resource)
         if requested_version not in SUPPORTED_VERSIONS:
             raise InvalidArgument(
                 f"Invalid requested_policy_version {requested_version}: it must be 0, 1 or 3."
@@ -195,6 +208,7 @@ class PolicyRoom:
         return policy
 
     def set(self, resource: str, policy: Policy, update_mask: Sequence[str] = ()) -> Policy:
+        self._existing(resource)
         paths = tuple(update_mask) or DEFAULT_MASK
         for path in paths:
             if path not in MASKABLE_FIELDS:
@@ -240,9 +254,12 @@ class PolicyRoom:
         for resource in [r for r in self.policies if r not in present]:
             self.forget(resource)
 
-    def test(self, resource: str, permissions: Sequence[str], member: str | None) -> list[str]:
+    def test(
+        self, resource: str, permissions: Sequence[str], member: str | None = None
+    ) -> list[str]:
         """The subset of ``permissions`` ``member`` holds on ``resource`` (None: the local
         administrator, who holds every permission of the resource's kind)."""
+        self._existing(resource)
         applicable = RESOURCE_PERMISSIONS[resource_kind(resource)]
         for permission in permissions:
             if permission not in applicable:

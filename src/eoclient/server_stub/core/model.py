@@ -16,7 +16,7 @@ from eoclient.server_stub.core.policies import SubscriptionPolicies, TopicPolici
 
 T = TypeVar("T")
 
-# Defaults of the real service (wire-contract §1.2).
+# Defaults of the real service (docs/protocol.md#subscription-properties-and-defaults).
 DEFAULT_ACK_DEADLINE = 10
 DEFAULT_EXACTLY_ONCE_ACK_DEADLINE = 60  # exactly-once page: "60 seconds if not specified"
 DEFAULT_SUBSCRIPTION_RETENTION = 7 * 24 * 3600.0

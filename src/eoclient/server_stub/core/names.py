@@ -1,6 +1,6 @@
 """Resource names: ``projects/{project}/{collection}/{id}``.
 
-Rule (google.pubsub.v1 proto comments, wire-contract §1.5): an id starts with a
+Rule (google.pubsub.v1 proto comments, docs/protocol.md#resource-names): an id starts with a
 letter, holds only ``[A-Za-z0-9-_.~+%]``, is 3..255 characters long and must not
 start with ``goog``. Projects are not validated beyond "non-empty, no slash": the
 emulator and test suites use ids like ``p1`` that the real service would refuse.
@@ -22,7 +22,7 @@ Collection = Literal["topics", "subscriptions", "snapshots"]
 _ID = re.compile(r"[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}")
 _PROJECT = re.compile(r"[^/]+")
 
-# The real service's text for a bad name (wire-contract §1.5, akka/alpakka#1798).
+# The real service's text for a bad name (docs/protocol.md#resource-names, akka/alpakka#1798).
 _BAD_NAME = (
     "Invalid resource name given (name={name}). Refer to "
     "https://cloud.google.com/pubsub/docs/admin#resource_names for more information."

@@ -1,31 +1,33 @@
-"""Broker policies borrowed from Apache Pulsar (wire-contract §5), as values and rules.
+"""Broker policies borrowed from Apache Pulsar (docs/protocol.md#broker-policy-extension),
+as values and rules.
 
-* ``RetentionPolicy`` (§5.2) — per topic: how long and how much of what the topic
-  published stays available to seek back into, acknowledged or not. ``-1`` is infinite,
-  ``0`` disabled; both limits are set together; the table of valid combinations is
-  ``RetentionPolicy.validate``. A topic with a policy keeps its messages in a *retention
-  cursor* — a subscription of its own that nobody pulls, whose backlog is cut by time
-  (oldest first, like a subscription's retention) and by size (oldest first while the
-  backlog is larger). Seeking a subscription of the topic to a time replays from it too,
-  messages published before the subscription existed included. Pub/Sub's own fields
-  combine with it by union: a message is replayable while the subscription keeps it
-  (``retain_acked_messages`` for its ``message_retention_duration``) *or* the topic's
-  policy does.
-* ``BacklogQuota`` (§5.3) — per topic: a limit on each subscription's unacknowledged
-  backlog by size and/or by the age of its oldest message, and what happens at Publish
-  when a subscription is over it: hold the publish until space frees (then
-  RESOURCE_EXHAUSTED after ``hold_timeout``), refuse it at once (RESOURCE_EXHAUSTED
-  naming the quota), or evict the oldest unacknowledged messages of the subscriptions
-  over the limit (auto-acknowledged, counted; their ack ids become invalid).
-* Message TTL (§5.4) — per topic or subscription (the subscription's wins when both
-  are set): an unacknowledged message older than the TTL is acknowledged by the broker,
-  leased or not, and counted; its ack ids become invalid.
-* Delayed delivery (§5.5) — per message, by attribute: ``eoclient-deliver-at`` (an RFC
-  3339 time) or ``eoclient-deliver-after`` (a duration in Protocol Buffers JSON form,
-  ``"90s"``, ``"1.5s"``) holds a message back on every subscription until that time; the
-  ordering key's later messages wait behind it; skipping it cancels it.
-* Skip by message id (§5.1, PIP-423) — a subscription acknowledges chosen messages as if
-  a subscriber had; outcome per id in ``SkipOutcome``.
+* ``RetentionPolicy`` (docs/protocol.md#topic-retention-policy) — per topic: how long and
+  how much of what the topic published stays available to seek back into, acknowledged or
+  not. ``-1`` is infinite, ``0`` disabled; both limits are set together; the table of valid
+  combinations is ``RetentionPolicy.validate``. A topic with a policy keeps its messages in
+  a *retention cursor* — a subscription of its own that nobody pulls, whose backlog is cut
+  by time (oldest first, like a subscription's retention) and by size (oldest first while
+  the backlog is larger). Seeking a subscription of the topic to a time replays from it too,
+  messages published before the subscription existed included. Pub/Sub's own fields combine
+  with it by union: a message is replayable while the subscription keeps it
+  (``retain_acked_messages`` for its ``message_retention_duration``) *or* the topic's policy
+  does.
+* ``BacklogQuota`` (docs/protocol.md#backlog-quotas) — per topic: a limit on each
+  subscription's unacknowledged backlog by size and/or by the age of its oldest message, and
+  what happens at Publish when a subscription is over it: hold the publish until space frees
+  (then RESOURCE_EXHAUSTED after ``hold_timeout``), refuse it at once (RESOURCE_EXHAUSTED
+  naming the quota), or evict the oldest unacknowledged messages of the subscriptions over
+  the limit (auto-acknowledged, counted; their ack ids become invalid).
+* Message TTL (docs/protocol.md#message-ttl) — per topic or subscription (the subscription's
+  wins when both are set): an unacknowledged message older than the TTL is acknowledged by
+  the broker, leased or not, and counted; its ack ids become invalid.
+* Delayed delivery (docs/protocol.md#delayed-delivery) — per message, by attribute:
+  ``eoclient-deliver-at`` (an RFC 3339 time) or ``eoclient-deliver-after`` (a duration in
+  Protocol Buffers JSON form, ``"90s"``, ``"1.5s"``) holds a message back on every
+  subscription until that time; the ordering key's later messages wait behind it; skipping
+  it cancels it.
+* Skip by message id (docs/protocol.md#skip-by-message-id, PIP-423) — a subscription
+  acknowledges chosen messages as if a subscriber had; outcome per id in ``SkipOutcome``.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ DEFAULT_HOLD_TIMEOUT = 30.0
 
 
 class QuotaAction(enum.Enum):
-    """What a backlog quota does at Publish when a subscription is over it (§5.3)."""
+    """What a backlog quota does at Publish when a subscription is over it
+    (docs/protocol.md#backlog-quotas)."""
 
     HOLD = "producer_request_hold"
     EXCEPTION = "producer_exception"
@@ -66,7 +69,8 @@ class RetentionPolicy:
     size: int
 
     def validate(self) -> None:
-        """The table of §5.2: both limits disabled, or both set (-1 or > 0)."""
+        """The table of docs/protocol.md#topic-retention-policy: both limits disabled, or both
+        set (-1 or > 0)."""
         for name, value in (("time", self.time), ("size", self.size)):
             if value < -1 or not math.isfinite(value):
                 raise InvalidArgument(

@@ -1,4 +1,4 @@
-"""Schema definitions compiled, and messages checked against them (SchemaService, issue 14).
+"""Schema definitions compiled, and messages checked against them (SchemaService).
 
 Two kinds, each with the tooling of its own project — no hand-written parser:
 

@@ -1,7 +1,7 @@
 """The schema registry of SchemaService: schemas, their revisions, and message checks.
 
-Pure apart from compiling definitions (``schema_codecs``): the clock's time and the
-random source are passed in. Each schema is kept whole through the store's documents
+Pure apart from compiling definitions (``schema_codecs``): the clock and the random
+source are passed in. Each schema is kept whole through the store's documents
 (kind ``"schema"``, this module's JSON) and compiled again at start-up.
 
 Rules (google.pubsub.v1 schema.proto comments; Pub/Sub "Create and manage schemas" and
@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from eoclient._clock import Clock
 from eoclient.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from eoclient.server_stub.core import names
 from eoclient.server_stub.core.model import Page
@@ -85,12 +86,20 @@ def parse_schema_name(name: str) -> tuple[str, str]:
     return base, revision
 
 
-class SchemaRoom:
+class SchemaRegistry:
     """Every schema of the service."""
 
-    def __init__(self, store: Store, rng: random.Random) -> None:
+    def __init__(
+        self,
+        store: Store,
+        rng: random.Random,
+        clock: Clock,
+        deleted: Callable[[str], None],
+    ) -> None:
         self.store = store
         self.rng = rng
+        self._clock = clock
+        self._deleted = deleted  # a deleted resource's name (its IAM policy goes with it)
         self.schemas: dict[str, _Schema] = {}
 
     def restore(self, documents: Mapping[tuple[str, str], bytes]) -> None:
@@ -100,9 +109,8 @@ class SchemaRoom:
 
     # ------------------------------------------------------------- writes
 
-    def create(
-        self, parent: str, schema_id: str, kind: str, definition: str, now: float
-    ) -> SchemaRevision:
+    def create(self, parent: str, schema_id: str, kind: str, definition: str) -> SchemaRevision:
+        """A new schema (``kind``: AVRO or PROTOCOL_BUFFER) with its first revision."""
         project = names.parse_project(parent)
         if not schema_id:
             raise InvalidArgument("schema_id is required (the last part of the schema's name).")
@@ -114,13 +122,14 @@ class SchemaRoom:
         if name in self.schemas:
             raise AlreadyExists(f"Schema already exists (resource={schema_id}).")
         codec = self.compiled(kind, definition)
+        now = self._clock.now()
         revision = SchemaRevision(name, kind, definition, self._revision_id(()), now)
         schema = _Schema([revision], {revision.revision_id: codec})
         self.schemas[name] = schema
         self._save(name, schema)
         return revision
 
-    def commit(self, name: str, kind: str, definition: str, now: float) -> SchemaRevision:
+    def commit(self, name: str, kind: str, definition: str) -> SchemaRevision:
         schema = self._schema(name)
         current = schema.revisions[-1]
         if kind != current.type:
@@ -129,17 +138,17 @@ class SchemaRoom:
                 f"(the request has {kind})."
             )
         codec = self.compiled(kind, definition)
-        return self._add(name, schema, definition, codec, now)
+        return self._add(name, schema, definition, codec, self._clock.now())
 
-    def rollback(self, name: str, revision_id: str, now: float) -> SchemaRevision:
+    def rollback(self, name: str, revision_id: str) -> SchemaRevision:
         if not revision_id:
             raise InvalidArgument("revision_id is required: the revision to roll back to.")
         schema = self._schema(name)
         old = self._revision(schema, name, revision_id)
         codec = schema.codecs.get(old.revision_id) or self.compiled(old.type, old.definition)
-        return self._add(name, schema, old.definition, codec, now)
+        return self._add(name, schema, old.definition, codec, self._clock.now())
 
-    def delete_revision(self, name: str, revision_id: str) -> SchemaRevision:
+    def delete_revision(self, name: str, revision_id: str = "") -> SchemaRevision:
         base, at_revision = parse_schema_name(name)
         revision_id = at_revision or revision_id
         if not revision_id:
@@ -160,6 +169,7 @@ class SchemaRoom:
         self._schema(base)
         del self.schemas[base]
         self.store.delete_document(DOCUMENT_KIND, base)
+        self._deleted(base)
 
     # -------------------------------------------------------------- reads
 
@@ -245,6 +255,19 @@ class SchemaRoom:
             if revision.revision_id == revision_id:
                 return revision
         raise NotFound(f"Revision {revision_id} of the schema {name} does not exist.")
+
+    @staticmethod
+    def validate_definition(kind: str, definition: str) -> None:
+        """ValidateSchema: InvalidArgument unless ``definition`` compiles."""
+        SchemaRegistry.compiled(kind, definition)
+
+    @staticmethod
+    def check_inline_message(kind: str, definition: str, data: bytes, encoding: str) -> None:
+        """ValidateMessage with an inline schema: SchemaError if ``data`` does not match."""
+        codec = SchemaRegistry.compiled(kind, definition)
+        if encoding not in ENCODINGS:
+            raise InvalidArgument("No encoding provided (JSON or BINARY).")
+        codec.check(data, encoding)
 
     @staticmethod
     def compiled(kind: str, definition: str) -> Codec:

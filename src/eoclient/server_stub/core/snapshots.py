@@ -1,4 +1,4 @@
-"""Snapshots and seek (wire-contract §1.2).
+"""Snapshots and seek (docs/protocol.md#seek-and-snapshots).
 
 A snapshot records the subscription's unacknowledged messages at creation and the topic's
 position (the last seq published); what the topic publishes afterwards stays in the
@@ -19,7 +19,6 @@ from eoclient._clock import Clock
 from eoclient.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from eoclient.server_stub.core import names
 from eoclient.server_stub.core.ack_ids import new_uid
-from eoclient.server_stub.core.dispatch import Dispatch
 from eoclient.server_stub.core.model import (
     SNAPSHOT_LIFETIME,
     SNAPSHOT_MIN_LIFETIME,
@@ -27,6 +26,7 @@ from eoclient.server_stub.core.model import (
     SnapshotView,
 )
 from eoclient.server_stub.core.policies import SeekOutcome
+from eoclient.server_stub.core.publishing import Publishing
 from eoclient.server_stub.core.resources import Resources
 from eoclient.server_stub.core.store import SnapshotRecord, Store
 
@@ -36,21 +36,25 @@ def _view(record: SnapshotRecord) -> SnapshotView:
 
 
 class Snapshots:
+    """Snapshots by name, and seek."""
+
     def __init__(
         self,
         clock: Clock,
         rng: random.Random,
         store: Store,
         resources: Resources,
-        dispatch: Dispatch,
+        publishing: Publishing,
         changed: Callable[[str], None],
+        deleted: Callable[[str], None],
     ) -> None:
         self._clock = clock
         self._rng = rng
         self._store = store
         self._resources = resources
-        self._dispatch = dispatch
+        self._publishing = publishing  # the topic position a snapshot records
         self._changed = changed
+        self._deleted = deleted  # a deleted resource's name (its IAM policy goes with it)
         self.records: dict[str, SnapshotRecord] = {}
 
     def restore(self, records: Sequence[SnapshotRecord]) -> None:
@@ -93,7 +97,7 @@ class Snapshots:
             source.config.topic,
             expire_time,
             dict(labels or {}),
-            self._dispatch.last_seq,
+            self._publishing.last_seq,
         )
         self.records[name] = record
         self._store.put_snapshot(record, subscription, source.delivery.window())
@@ -162,6 +166,7 @@ class Snapshots:
     def delete(self, name: str) -> None:
         self._snapshot(name)
         self._drop(name)
+        self._deleted(name)
 
     # ================================================================== seek
 

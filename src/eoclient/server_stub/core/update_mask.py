@@ -5,7 +5,7 @@ a policy (``retry_policy.maximum_backoff``). Each resource's ``MaskRules`` say w
 top-level fields may change, which never may (with a hint), which the core keeps opaque
 for the adapter (``extras``: push, BigQuery, schema settings, ...) and which policies take
 dotted paths. Texts follow the real service's ("Invalid update_mask provided in the
-UpdateSubscriptionRequest: ...", wire-contract §1.2); the emulator says "labels is not a
+UpdateSubscriptionRequest: ...", docs/protocol.md#update-masks); the emulator says "labels is not a
 known Topic field" for what it cannot update.
 """
 

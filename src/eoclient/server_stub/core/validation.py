@@ -1,6 +1,7 @@
 """Validation of properties and requests, with the real service's ranges and codes.
 
-Sources: wire-contract §1.2 (bounds), §1.5 (observed texts; where the real text is
+Sources: docs/protocol.md#subscription-properties-and-defaults (bounds),
+docs/protocol.md#validation-and-error-texts (observed texts; where the real text is
 known it is used, elsewhere the emulator's "The value for X is out of bounds. You
 passed ..." shape is followed so that every message names the field, the value and
 the allowed range).
@@ -29,7 +30,7 @@ MAX_DELIVERY_ATTEMPTS = 100
 MAX_BACKOFF = 600.0
 MAX_FILTER_BYTES = 256
 
-# Publish limits documented for the service (wire-contract §6; the official
+# Publish limits documented for the service (docs/protocol.md#publish-limits; the official
 # publisher's _SERVER_PUBLISH_MAX_BYTES is the same 10 * 1000 * 1000).
 MAX_PUBLISH_REQUEST_BYTES = 10_000_000
 MAX_MESSAGES_PER_PUBLISH = 1000
@@ -99,7 +100,8 @@ def expiration(policy: ExpirationPolicy, retention_seconds: float | None) -> Non
 
 
 def dead_letter(policy: DeadLetterPolicy) -> None:
-    # OUT_OF_RANGE and these texts are what the emulator answers (wire-contract §1.5).
+    # OUT_OF_RANGE and these texts are what the emulator answers
+    # (docs/protocol.md#validation-and-error-texts).
     attempts = policy.max_delivery_attempts
     if attempts < MIN_DELIVERY_ATTEMPTS:
         raise OutOfRange(
@@ -179,7 +181,7 @@ def publish(messages: Sequence[NewMessage], request_bytes: int) -> None:
         for key, value in message.attributes.items():
             if not key:
                 raise InvalidArgument(f"Message {index} has an attribute with an empty key.")
-            # "goog" keys are reserved (the emulator's gap list, wire-contract §4.1), but
+            # "goog" keys are reserved (docs/protocol.md#publish-limits), but
             # the official clients themselves send "googclient_" keys when tracing is on.
             if key.startswith("goog") and not key.startswith("googclient_"):
                 raise InvalidArgument(

@@ -336,7 +336,10 @@ class ServerMetrics:
         limited.register(BrokerCollector(self.broker, grant.projects))
         return encoder(limited), content_type
 
-    def response(
+    def matches(self, path: str) -> bool:
+        return path == METRICS_PATH
+
+    async def response(
         self, request: web.Request, grant: Grant | None, cors: dict[str, str]
     ) -> web.Response:
         """The REST door's answer to ``/metrics`` (after its browser and token checks)."""

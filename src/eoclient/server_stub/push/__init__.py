@@ -1,7 +1,7 @@
-"""Push delivery (issue 14.2): ``flow`` (pure window, backoff and key sequencing),
-``payload`` (push configs and the HTTP requests), ``dispatcher`` (the async shell)."""
+"""Push delivery: ``flow`` (pure window, backoff and key sequencing), ``payload`` (the
+HTTP requests a push sends), ``sender`` (the async shell that leases and POSTs)."""
 
 from eoclient.server_stub.push.flow import PushFlow, PushSettings
-from eoclient.server_stub.push.sender import PushDispatcher, PushMetrics
+from eoclient.server_stub.push.sender import PushMetrics, PushSender
 
-__all__ = ["PushDispatcher", "PushFlow", "PushMetrics", "PushSettings"]
+__all__ = ["PushFlow", "PushMetrics", "PushSender", "PushSettings"]

@@ -1,7 +1,7 @@
-"""Push delivery: the async shell that POSTs push subscriptions' messages (issue 14.2).
+"""Push delivery: the async shell that POSTs push subscriptions' messages.
 
-It leases from the broker exactly as a subscriber does (``broker.pull``, then
-``acknowledge`` on a success, ``modify_ack_deadline(0)`` on a failure, lease extensions
+It leases from the broker exactly as a subscriber does (``broker.leasing.pull``, then
+``broker.acks.acknowledge`` on a success, ``modify_ack_deadline(0)`` on a failure, lease extensions
 while a message is held), so every rule of the core applies unchanged to push: ack
 deadlines, retry-policy backoff after a nack, dead-letter topics and their delivery
 attempts, ordering keys, filters, seek. What is push's own — the window, the push
@@ -82,7 +82,7 @@ class _Worker:
     deliveries: dict[str, Delivery] = field(default_factory=dict)
 
 
-class PushDispatcher:
+class PushSender:
     """Pushes the messages of every push subscription of one broker."""
 
     def __init__(self, broker: Broker, clock: Clock, settings: PushSettings | None = None) -> None:
@@ -130,7 +130,7 @@ class PushDispatcher:
 
     def _scan(self) -> None:
         assert self._tasks is not None
-        for name in self.broker.subscription_names():
+        for name in self.broker.subscriptions.visible_names():
             if name in self._workers:
                 continue
             settings = self._settings(name)
@@ -144,7 +144,7 @@ class PushDispatcher:
     def _settings(self, name: str) -> _Settings | None:
         """The subscription's push settings; None if it is gone, detached or pull."""
         try:
-            view = self.broker.get_subscription(name)
+            view = self.broker.subscriptions.get(name)
         except RpcError:
             return None
         config = view.config
@@ -173,7 +173,7 @@ class PushDispatcher:
                 room = worker.flow.room(now)
                 if room:
                     try:
-                        leased = self.broker.pull(worker.name, room)
+                        leased = self.broker.leasing.pull(worker.name, room)
                     except RpcError:
                         return  # deleted, detached: the next scan decides
                     self._admit(worker, leased, now)
@@ -208,7 +208,7 @@ class PushDispatcher:
             by_seconds.setdefault(int(seconds), []).append(ack_id)
         for seconds, ack_ids in by_seconds.items():
             with contextlib.suppress(RpcError):
-                self.broker.modify_ack_deadline(worker.name, ack_ids, seconds)
+                self.broker.acks.modify_ack_deadline(worker.name, ack_ids, seconds)
 
     def _release(self, worker: _Worker, ack_ids: list[str] | tuple[str, ...]) -> None:
         """Nack: the broker redelivers them (after the retry policy's backoff, if any)."""
@@ -216,7 +216,7 @@ class PushDispatcher:
             worker.deliveries.pop(ack_id, None)
         if ack_ids:
             with contextlib.suppress(RpcError):
-                self.broker.modify_ack_deadline(worker.name, list(ack_ids), 0)
+                self.broker.acks.modify_ack_deadline(worker.name, list(ack_ids), 0)
 
     def _observe(self, worker: _Worker) -> None:
         metrics = worker.metrics
@@ -243,7 +243,7 @@ class PushDispatcher:
         if ok:
             metrics.successes += 1
             with contextlib.suppress(RpcError):
-                self.broker.acknowledge(worker.name, [ack_id])
+                self.broker.acks.acknowledge(worker.name, [ack_id])
             assert self._tasks is not None
             for following in worker.flow.succeeded(ack_id, now):
                 self._tasks.create_task(self._push(worker, following))
@@ -251,7 +251,7 @@ class PushDispatcher:
             metrics.failures += 1
             failure = worker.flow.failed(ack_id, now, backoff=not settings.has_retry_policy)
             with contextlib.suppress(RpcError):
-                self.broker.modify_ack_deadline(worker.name, [ack_id], 0)
+                self.broker.acks.modify_ack_deadline(worker.name, [ack_id], 0)
             self._release(worker, failure.released)
         self._observe(worker)
         worker.wake.set()

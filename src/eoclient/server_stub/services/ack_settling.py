@@ -6,7 +6,8 @@ stream.
 * Ids that cannot be the service's (``request_checks.plausible_ack_id``: not printable
   ASCII, or too long) never reach the core: on an exactly-once subscription each fails
   with PERMANENT_FAILURE_INVALID_ACK_ID (the ErrorInfo value the service gives ids it
-  cannot resolve, wire-contract §2.2); otherwise it is ignored and reported in
+  cannot resolve, docs/protocol.md#exactly-once-error-details); otherwise it is ignored and
+  reported in
   ``Settled.rejected``.
 * Without exactly-once the core refuses a whole request naming an id this server never
   issued (INVALID_ARGUMENT, like the emulator); the other ids of that request are then
@@ -60,7 +61,9 @@ def _shown(ack_id: str) -> str:
 
 
 def acknowledge(broker: Broker, subscription: str, ack_ids: Sequence[str]) -> Settled:
-    return _settle(broker, subscription, ack_ids, lambda ids: broker.acknowledge(subscription, ids))
+    return _settle(
+        broker, subscription, ack_ids, lambda ids: broker.acks.acknowledge(subscription, ids)
+    )
 
 
 def modify_ack_deadline(
@@ -70,7 +73,7 @@ def modify_ack_deadline(
         broker,
         subscription,
         ack_ids,
-        lambda ids: broker.modify_ack_deadline(subscription, ids, seconds),
+        lambda ids: broker.acks.modify_ack_deadline(subscription, ids, seconds),
     )
 
 
@@ -83,13 +86,13 @@ def _settle(
     plausible = [ack_id for ack_id in ack_ids if plausible_ack_id(ack_id)]
     implausible = [ack_id for ack_id in ack_ids if not plausible_ack_id(ack_id)]
     if implausible and not plausible:
-        exactly_once, _ = broker.subscription_properties(subscription)  # e.g. NOT_FOUND
+        exactly_once, _ = broker.subscriptions.properties(subscription)  # e.g. NOT_FOUND
         reply = AckReply((), {}, exactly_once)
     else:
         try:
             reply = apply(plausible)  # an empty request is the core's error to give
         except InvalidArgument as error:
-            if not plausible or broker.subscription_properties(subscription)[0]:
+            if not plausible or broker.subscriptions.properties(subscription)[0]:
                 raise
             return _one_by_one(plausible, implausible, apply, error)
     if not implausible:

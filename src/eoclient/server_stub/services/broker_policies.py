@@ -26,7 +26,7 @@ from eoclient.server_stub.services.translate import seconds_of_timestamp
 SERVICE = "eoclient.broker.v1.BrokerPolicies"
 # One SkipMessages names at most this many ids: Pulsar persists at most 10,000
 # individually acknowledged ranges a cursor (managedLedgerMaxUnackedRangesToPersist,
-# wire-contract §5.1); more in one request is a mistake worth a clear error.
+# docs/protocol.md#skip-by-message-id); more in one request is a mistake worth a clear error.
 MAX_SKIP_IDS = 10_000
 
 
@@ -94,43 +94,43 @@ class BrokerPoliciesService:
                 f"{len(ids)} message ids in one SkipMessages request; at most "
                 f"{MAX_SKIP_IDS} are allowed (split the request)."
             )
-        return convert.skip_results_to_pb(self.broker.skip_messages(request.subscription, ids))
+        return convert.skip_results_to_pb(self.broker.publishing.skip(request.subscription, ids))
 
     # ------------------------------------------------------------ topics
 
     async def get_topic_policies(self, request: pb.GetTopicPoliciesRequest) -> pb.TopicPolicies:
-        policies = self.broker.get_topic_policies(request.topic)
+        policies = self.broker.topics.policies(request.topic)
         return convert.topic_policies_to_pb(request.topic, policies)
 
     async def set_topic_policies(self, request: pb.SetTopicPoliciesRequest) -> pb.TopicPolicies:
         # Read, merge and write in one step (no await between): concurrent updates of
         # different policies cannot lose each other.
-        current = self.broker.get_topic_policies(request.topic)
+        current = self.broker.topics.policies(request.topic)
         wanted = convert.merged_topic_policies(
             current, request.policies, list(request.update_mask.paths)
         )
-        policies = self.broker.set_topic_policies(request.topic, wanted)
+        policies = self.broker.topics.set_policies(request.topic, wanted)
         return convert.topic_policies_to_pb(request.topic, policies)
 
     async def get_topic_policy_counters(
         self, request: pb.GetTopicPolicyCountersRequest
     ) -> pb.TopicPolicyCounters:
-        counters = self.broker.topic_policy_counters(request.topic)
+        counters = self.broker.topics.policy_counters(request.topic)
         return convert.topic_counters_to_pb(request.topic, counters)
 
     # ------------------------------------------------------------ subscriptions
 
     def _topic_ttl(self, subscription: str) -> float | None:
-        topic = self.broker.get_subscription(subscription).config.topic
+        topic = self.broker.subscriptions.get(subscription).config.topic
         try:
-            return self.broker.get_topic_policies(topic).message_ttl
+            return self.broker.topics.policies(topic).message_ttl
         except NotFound:  # the topic was deleted: its TTL went with it
             return None
 
     async def get_subscription_policies(
         self, request: pb.GetSubscriptionPoliciesRequest
     ) -> pb.SubscriptionPolicies:
-        policies = self.broker.get_subscription_policies(request.subscription)
+        policies = self.broker.subscriptions.policies(request.subscription)
         return convert.subscription_policies_to_pb(
             request.subscription, policies, self._topic_ttl(request.subscription)
         )
@@ -138,11 +138,11 @@ class BrokerPoliciesService:
     async def set_subscription_policies(
         self, request: pb.SetSubscriptionPoliciesRequest
     ) -> pb.SubscriptionPolicies:
-        current = self.broker.get_subscription_policies(request.subscription)
+        current = self.broker.subscriptions.policies(request.subscription)
         wanted = convert.merged_subscription_policies(
             current, request.policies, list(request.update_mask.paths)
         )
-        policies = self.broker.set_subscription_policies(request.subscription, wanted)
+        policies = self.broker.subscriptions.set_policies(request.subscription, wanted)
         return convert.subscription_policies_to_pb(
             request.subscription, policies, self._topic_ttl(request.subscription)
         )
@@ -150,7 +150,7 @@ class BrokerPoliciesService:
     async def get_subscription_policy_counters(
         self, request: pb.GetSubscriptionPolicyCountersRequest
     ) -> pb.SubscriptionPolicyCounters:
-        counters = self.broker.subscription_policy_counters(request.subscription)
+        counters = self.broker.subscriptions.policy_counters(request.subscription)
         return convert.subscription_counters_to_pb(request.subscription, counters)
 
     # ------------------------------------------------------------ seek
@@ -158,11 +158,11 @@ class BrokerPoliciesService:
     async def seek_with_outcome(self, request: pb.SeekWithOutcomeRequest) -> pb.SeekOutcome:
         target = request.WhichOneof("target")
         if target == "time":
-            outcome = self.broker.seek(
+            outcome = self.broker.snapshots.seek(
                 request.subscription, time=seconds_of_timestamp(request.time)
             )
         elif target == "snapshot":
-            outcome = self.broker.seek(request.subscription, snapshot=request.snapshot)
+            outcome = self.broker.snapshots.seek(request.subscription, snapshot=request.snapshot)
         else:
             raise InvalidArgument("The seek target must be set: a time or a snapshot.")
         return convert.seek_outcome_to_pb(outcome)

@@ -1,12 +1,12 @@
 """The errors a call can end with, in the shape both doors send them.
 
 Exactly-once ack failures raise ``ExactlyOnceAckFailure`` with the real service's shape
-(wire-contract §2.2): INVALID_ARGUMENT, the real message text, and a
+(docs/protocol.md#exactly-once-error-details): INVALID_ARGUMENT, the real message text, and a
 ``google.rpc.Status`` (sent in ``grpc-status-details-bin`` / the JSON error's
 ``details``) whose first detail is an ErrorInfo with reason EXACTLY_ONCE_ACKID_FAILURE,
 domain pubsub.googleapis.com and ack id → failure metadata; the Status repeats the
 call's code and message exactly, because the official client ignores details otherwise
-(wire-contract §1.6).
+(docs/protocol.md#rich-status-trailer).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from eoclient.server_stub.core import AckReply
 
 ERROR_INFO_REASON = "EXACTLY_ONCE_ACKID_FAILURE"
 ERROR_INFO_DOMAIN = "pubsub.googleapis.com"
-# The real service's texts (wire-contract §2.2; java-pubsub#1974 for "out of order").
+# The real service's texts (docs/protocol.md#exactly-once-error-details; java-pubsub#1974 for
+# "out of order").
 INVALID_ACK_IDS_MESSAGE = (
     "Some acknowledgement ids in the request were invalid. This could be because the "
     "acknowledgement ids have expired or the acknowledgement ids were malformed."

@@ -1,6 +1,6 @@
 """RPC-level fault injection: the reference server as a test instrument.
 
-Per-message ack failures live in the broker core (``Broker.inject_ack_failure``)
+Per-message ack failures live in the broker core (``broker.acks.inject_failure``)
 because both doors (gRPC and REST) must honour them the same way; whole-call
 failures and dropped streams are decided here, before the core is reached.
 """

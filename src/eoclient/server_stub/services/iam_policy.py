@@ -8,7 +8,7 @@ in the default pool are not disturbed.
 
 No token auth identifies a caller yet, so TestIamPermissions answers as for the local
 administrator (every permission that applies to the resource); the core answers for a
-named principal from the policy's bindings (``Broker.test_iam_permissions(member=...)``).
+named principal from the policy's bindings (``broker.iam.test(member=...)``).
 """
 
 from __future__ import annotations
@@ -100,15 +100,13 @@ class IamPolicyService:
     async def get_iam_policy(
         self, request: iam_policy_pb2.GetIamPolicyRequest
     ) -> policy_pb2.Policy:
-        policy = self.broker.get_iam_policy(
-            request.resource, request.options.requested_policy_version
-        )
+        policy = self.broker.iam.get(request.resource, request.options.requested_policy_version)
         return policy_to_pb(policy)
 
     async def set_iam_policy(
         self, request: iam_policy_pb2.SetIamPolicyRequest
     ) -> policy_pb2.Policy:
-        policy = self.broker.set_iam_policy(
+        policy = self.broker.iam.set(
             request.resource, policy_from_pb(request.policy), list(request.update_mask.paths)
         )
         return policy_to_pb(policy)
@@ -116,5 +114,5 @@ class IamPolicyService:
     async def test_iam_permissions(
         self, request: iam_policy_pb2.TestIamPermissionsRequest
     ) -> iam_policy_pb2.TestIamPermissionsResponse:
-        held = self.broker.test_iam_permissions(request.resource, list(request.permissions))
+        held = self.broker.iam.test(request.resource, list(request.permissions))
         return iam_policy_pb2.TestIamPermissionsResponse(permissions=held)

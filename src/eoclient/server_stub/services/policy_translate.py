@@ -162,7 +162,7 @@ def subscription_policies_to_pb(
     message = pb.SubscriptionPolicies(subscription=subscription)
     if policies.message_ttl is not None:
         _set_duration(message.message_ttl, policies.message_ttl)
-    # The subscription's TTL wins over its topic's (policies.py, §5.4).
+    # The subscription's TTL wins over its topic's (policies.py, docs/protocol.md#message-ttl).
     effective = policies.message_ttl if policies.message_ttl is not None else topic_ttl
     if effective is not None:
         _set_duration(message.effective_message_ttl, effective)

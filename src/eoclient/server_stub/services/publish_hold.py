@@ -1,4 +1,5 @@
-"""A Publish held by a backlog quota whose action is PRODUCER_REQUEST_HOLD (§5.3).
+"""A Publish held by a backlog quota whose action is PRODUCER_REQUEST_HOLD
+(docs/protocol.md#backlog-quotas).
 
 The broker core refuses such a Publish with ``BacklogQuotaHeld`` and stores nothing;
 waiting is the door's part (the core never awaits). Pulsar's broker holds the
@@ -36,7 +37,7 @@ async def publish_held(
     the quota, or RESOURCE_EXHAUSTED after ``held.hold_timeout`` seconds.
 
     The refusal carries the quota's latest text and how long the publish waited. Every
-    held publish is counted on the topic (``note_held_publish``), admitted or not. The
+    held publish is counted on the topic (``publishing.note_held``), admitted or not. The
     hold is real time whatever the broker's clock: it is the door's wait, not the
     broker's. Another error on a retry (the topic deleted, the quota changed to
     PRODUCER_EXCEPTION) ends the hold with that error.
@@ -49,7 +50,7 @@ async def publish_held(
             remaining = deadline - loop.time()
             await asyncio.sleep(max(0.0, min(HOLD_RETRY_SECONDS, remaining)))
             try:
-                ids = broker.publish(topic, messages, request_bytes)
+                ids = broker.publishing.publish(topic, messages, request_bytes)
             except BacklogQuotaHeld as again:
                 if remaining <= HOLD_RETRY_SECONDS:
                     raise ResourceExhausted(
@@ -60,4 +61,4 @@ async def publish_held(
             admitted = True
             return ids
     finally:
-        broker.note_held_publish(topic, admitted=admitted)
+        broker.publishing.note_held(topic, admitted=admitted)

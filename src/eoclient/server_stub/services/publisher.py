@@ -70,7 +70,7 @@ class PublisherService:
         if request.HasField("schema_settings"):
             schemas.check_schema_settings(self.broker, request.schema_settings)
         unsupported_settings.check_topic(request)
-        view = self.broker.create_topic(translate.topic_from_pb(request))
+        view = self.broker.topics.create(translate.topic_from_pb(request))
         return self._topic_answer(translate.topic_to_pb(view))
 
     async def update_topic(self, request: pubsub_pb2.UpdateTopicRequest) -> pubsub_pb2.Topic:
@@ -78,7 +78,7 @@ class PublisherService:
         if "schema_settings" in fields and request.topic.HasField("schema_settings"):
             schemas.check_schema_settings(self.broker, request.topic.schema_settings)
         unsupported_settings.check_topic(request.topic, fields)
-        view = self.broker.update_topic(
+        view = self.broker.topics.update(
             translate.topic_from_pb(request.topic),
             list(request.update_mask.paths),
             translate.merge_topic_extras,
@@ -91,18 +91,18 @@ class PublisherService:
         schemas.check_publish(self.broker, request)
         messages = translate.new_messages(request)
         try:
-            ids = self.broker.publish(request.topic, messages, request.ByteSize())
+            ids = self.broker.publishing.publish(request.topic, messages, request.ByteSize())
         except BacklogQuotaHeld as held:
             ids = await publish_held(self.broker, request.topic, messages, request.ByteSize(), held)
         return pubsub_pb2.PublishResponse(message_ids=ids)
 
     async def get_topic(self, request: pubsub_pb2.GetTopicRequest) -> pubsub_pb2.Topic:
-        return self._topic_answer(translate.topic_to_pb(self.broker.get_topic(request.topic)))
+        return self._topic_answer(translate.topic_to_pb(self.broker.topics.get(request.topic)))
 
     async def list_topics(
         self, request: pubsub_pb2.ListTopicsRequest
     ) -> pubsub_pb2.ListTopicsResponse:
-        page = self.broker.list_topics(request.project, request.page_size, request.page_token)
+        page = self.broker.topics.list(request.project, request.page_size, request.page_token)
         return pubsub_pb2.ListTopicsResponse(
             topics=[self._topic_answer(translate.topic_to_pb(t)) for t in page.items],
             next_page_token=page.next_page_token,
@@ -111,7 +111,7 @@ class PublisherService:
     async def list_topic_subscriptions(
         self, request: pubsub_pb2.ListTopicSubscriptionsRequest
     ) -> pubsub_pb2.ListTopicSubscriptionsResponse:
-        page = self.broker.list_topic_subscriptions(
+        page = self.broker.topics.list_subscriptions(
             request.topic, request.page_size, request.page_token
         )
         return pubsub_pb2.ListTopicSubscriptionsResponse(
@@ -121,7 +121,7 @@ class PublisherService:
     async def list_topic_snapshots(
         self, request: pubsub_pb2.ListTopicSnapshotsRequest
     ) -> pubsub_pb2.ListTopicSnapshotsResponse:
-        page = self.broker.list_topic_snapshots(
+        page = self.broker.snapshots.list_for_topic(
             request.topic, request.page_size, request.page_token
         )
         return pubsub_pb2.ListTopicSnapshotsResponse(
@@ -129,11 +129,11 @@ class PublisherService:
         )
 
     async def delete_topic(self, request: pubsub_pb2.DeleteTopicRequest) -> empty_pb2.Empty:
-        self.broker.delete_topic(request.topic)
+        self.broker.topics.delete(request.topic)
         return empty_pb2.Empty()
 
     async def detach_subscription(
         self, request: pubsub_pb2.DetachSubscriptionRequest
     ) -> pubsub_pb2.DetachSubscriptionResponse:
-        self.broker.detach_subscription(request.subscription)
+        self.broker.subscriptions.detach(request.subscription)
         return pubsub_pb2.DetachSubscriptionResponse()

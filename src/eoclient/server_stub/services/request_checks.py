@@ -33,14 +33,15 @@ from google.protobuf.message import DecodeError, Message
 
 from eoclient.errors import InvalidArgument
 
-# Ack ids the reference server issues are "{uid}-{seq}-{generation}" (< 64 characters);
-# the real service's are opaque printable ASCII of about 200 characters (wire-contract
-# §2.4, google-cloud-go#20391 saw > 210). 512 leaves room for both, and keeps a
-# digit run far below the 4,300 digits where int() refuses to parse (CPython's
-# int_max_str_digits).
+# Ack ids the reference server issues are "{uid}-{seq}-{generation}" (< 64 characters); the
+# real service's are opaque printable ASCII of about 200 characters
+# (docs/protocol.md#ack-ids-and-generations; google-cloud-go#20391 saw > 210). 512 leaves
+# room for both, and keeps a digit run far below the 4,300 digits where int() refuses to
+# parse (CPython's int_max_str_digits).
 MAX_ACK_ID_LENGTH = 512
 # Modack seconds on a stream are checked before any id of the request is applied, so a
-# refused request applies nothing (the range of ModifyAckDeadline: wire-contract §1.2).
+# refused request applies nothing (the range of ModifyAckDeadline:
+# docs/protocol.md#streamingpull-requests).
 MAX_MODACK_SECONDS = 600
 
 _TIMESTAMP = "google.protobuf.Timestamp"

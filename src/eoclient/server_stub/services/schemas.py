@@ -112,7 +112,7 @@ class SchemaService:
         )
 
     async def create_schema(self, request: schema_pb2.CreateSchemaRequest) -> schema_pb2.Schema:
-        revision = self.broker.create_schema(
+        revision = self.broker.schemas.create(
             request.parent,
             request.schema_id,
             _type_name(request.schema.type_),
@@ -121,12 +121,14 @@ class SchemaService:
         return schema_to_pb(revision)
 
     async def get_schema(self, request: schema_pb2.GetSchemaRequest) -> schema_pb2.Schema:
-        return schema_to_pb(self.broker.get_schema(request.name), _full(request.view, True))
+        return schema_to_pb(self.broker.schemas.get(request.name), _full(request.view, True))
 
     async def list_schemas(
         self, request: schema_pb2.ListSchemasRequest
     ) -> schema_pb2.ListSchemasResponse:
-        page = self.broker.list_schemas(request.parent, request.page_size, request.page_token)
+        page = self.broker.schemas.list_schemas(
+            request.parent, request.page_size, request.page_token
+        )
         full = _full(request.view, False)
         return schema_pb2.ListSchemasResponse(
             schemas=[schema_to_pb(s, full) for s in page.items],
@@ -136,7 +138,7 @@ class SchemaService:
     async def list_schema_revisions(
         self, request: schema_pb2.ListSchemaRevisionsRequest
     ) -> schema_pb2.ListSchemaRevisionsResponse:
-        page = self.broker.list_schema_revisions(
+        page = self.broker.schemas.list_revisions(
             request.name, request.page_size, request.page_token
         )
         full = _full(request.view, False)
@@ -150,29 +152,29 @@ class SchemaService:
             raise InvalidArgument(
                 f"The schema's name ({request.schema.name}) is not the request's ({request.name})."
             )
-        revision = self.broker.commit_schema(
+        revision = self.broker.schemas.commit(
             request.name, _type_name(request.schema.type_), request.schema.definition
         )
         return schema_to_pb(revision)
 
     async def rollback_schema(self, request: schema_pb2.RollbackSchemaRequest) -> schema_pb2.Schema:
-        return schema_to_pb(self.broker.rollback_schema(request.name, request.revision_id))
+        return schema_to_pb(self.broker.schemas.rollback(request.name, request.revision_id))
 
     async def delete_schema_revision(
         self, request: schema_pb2.DeleteSchemaRevisionRequest
     ) -> schema_pb2.Schema:
-        revision = self.broker.delete_schema_revision(request.name, request.revision_id)
+        revision = self.broker.schemas.delete_revision(request.name, request.revision_id)
         return schema_to_pb(revision)
 
     async def delete_schema(self, request: schema_pb2.DeleteSchemaRequest) -> empty_pb2.Empty:
-        self.broker.delete_schema(request.name)
+        self.broker.schemas.delete(request.name)
         return empty_pb2.Empty()
 
     async def validate_schema(
         self, request: schema_pb2.ValidateSchemaRequest
     ) -> schema_pb2.ValidateSchemaResponse:
         _project(request.parent)
-        self.broker.validate_schema_definition(
+        self.broker.schemas.validate_definition(
             _type_name(request.schema.type_), request.schema.definition
         )
         return schema_pb2.ValidateSchemaResponse()
@@ -184,7 +186,7 @@ class SchemaService:
         encoding = _encoding_name(request.encoding)
         try:
             if request.WhichOneof("schema_spec") == "schema":
-                self.broker.check_message_against_definition(
+                self.broker.schemas.check_inline_message(
                     _type_name(request.schema.type_),
                     request.schema.definition,
                     request.message,
@@ -192,7 +194,7 @@ class SchemaService:
                 )
             elif request.name:
                 base, _, revision = request.name.partition("@")
-                self.broker.check_schema_message(
+                self.broker.schemas.check_message(
                     base, request.message, encoding, revision, revision
                 )
             else:
@@ -215,11 +217,11 @@ def check_schema_settings(broker: Broker, settings: pubsub_pb2.SchemaSettings) -
         raise InvalidArgument("schema_settings.schema is required when schema_settings is set.")
     if settings.schema == DELETED_SCHEMA:
         raise InvalidArgument(f"A topic cannot be bound to {DELETED_SCHEMA}.")
-    if not broker.schema_exists(settings.schema):
+    if not broker.schemas.exists(settings.schema):
         raise NotFound(f"Schema does not exist (resource={settings.schema.rsplit('/', 1)[-1]}).")
     if settings.encoding not in _ENCODING_NAMES:
         raise InvalidArgument("Invalid schema encoding provided (JSON or BINARY).")
-    broker.schema_revision_range(
+    broker.schemas.revision_range(
         settings.schema, settings.first_revision_id, settings.last_revision_id
     )
 
@@ -227,7 +229,7 @@ def check_schema_settings(broker: Broker, settings: pubsub_pb2.SchemaSettings) -
 def show_deleted_schema(broker: Broker, topic: pubsub_pb2.Topic) -> pubsub_pb2.Topic:
     """A topic whose schema was deleted reports ``_deleted-schema_`` (as the service does)."""
     schema = topic.schema_settings.schema
-    if schema and schema != DELETED_SCHEMA and not broker.schema_exists(schema):
+    if schema and schema != DELETED_SCHEMA and not broker.schemas.exists(schema):
         topic.schema_settings.schema = DELETED_SCHEMA
     return topic
 
@@ -236,7 +238,7 @@ def check_publish(broker: Broker, request: pubsub_pb2.PublishRequest) -> None:
     """Validate ``request``'s messages against the topic's schema and add the schema
     attributes; InvalidArgument (nothing published) if one does not match."""
     try:
-        extras = broker.get_topic(request.topic).config.extras
+        extras = broker.topics.get(request.topic).config.extras
     except (NotFound, InvalidArgument):
         return  # the broker answers for the topic itself
     if not extras:
@@ -244,13 +246,13 @@ def check_publish(broker: Broker, request: pubsub_pb2.PublishRequest) -> None:
     settings = pubsub_pb2.Topic.FromString(extras).schema_settings
     if not settings.schema:
         return
-    if settings.schema == DELETED_SCHEMA or not broker.schema_exists(settings.schema):
+    if settings.schema == DELETED_SCHEMA or not broker.schemas.exists(settings.schema):
         # NOT_FOUND with the emulator's text; nothing is published unchecked.
         raise NotFound("Schema associated with topic deleted.")
     encoding = _encoding_name(settings.encoding)
     for message in request.messages:
         try:
-            revision = broker.check_schema_message(
+            revision = broker.schemas.check_message(
                 settings.schema,
                 message.data,
                 encoding,

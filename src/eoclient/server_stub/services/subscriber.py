@@ -91,13 +91,13 @@ class SubscriberService:
     ) -> pubsub_pb2.Subscription:
         check_push_config(request.push_config, exactly_once=request.enable_exactly_once_delivery)
         unsupported_settings.check_subscription(request)
-        view = self.broker.create_subscription(translate.subscription_from_pb(request))
+        view = self.broker.subscriptions.create(translate.subscription_from_pb(request))
         return translate.subscription_to_pb(view)
 
     async def get_subscription(
         self, request: pubsub_pb2.GetSubscriptionRequest
     ) -> pubsub_pb2.Subscription:
-        return translate.subscription_to_pb(self.broker.get_subscription(request.subscription))
+        return translate.subscription_to_pb(self.broker.subscriptions.get(request.subscription))
 
     async def update_subscription(
         self, request: pubsub_pb2.UpdateSubscriptionRequest
@@ -106,7 +106,7 @@ class SubscriberService:
         if {"push_config", "enable_exactly_once_delivery"} & set(fields):
             # The push config and exactly-once as they will be, the stored value where
             # the mask leaves one unchanged.
-            current = self.broker.get_subscription(request.subscription.name).config
+            current = self.broker.subscriptions.get(request.subscription.name).config
             stored = pubsub_pb2.Subscription.FromString(current.extras)
             push = request.subscription if "push_config" in fields else stored
             exactly_once = (
@@ -116,7 +116,7 @@ class SubscriberService:
             )
             check_push_config(push.push_config, exactly_once=exactly_once)
         unsupported_settings.check_subscription(request.subscription, fields)
-        view = self.broker.update_subscription(
+        view = self.broker.subscriptions.update(
             translate.subscription_from_pb(request.subscription),
             list(request.update_mask.paths),
             translate.merge_subscription_extras,
@@ -126,10 +126,10 @@ class SubscriberService:
     async def modify_push_config(
         self, request: pubsub_pb2.ModifyPushConfigRequest
     ) -> empty_pb2.Empty:
-        current = self.broker.get_subscription(request.subscription).config
+        current = self.broker.subscriptions.get(request.subscription).config
         check_push_config(request.push_config, exactly_once=current.enable_exactly_once_delivery)
         update = pubsub_pb2.Subscription(name=request.subscription, push_config=request.push_config)
-        self.broker.update_subscription(
+        self.broker.subscriptions.update(
             translate.subscription_from_pb(update),
             ["push_config"],
             translate.merge_subscription_extras,
@@ -139,7 +139,7 @@ class SubscriberService:
     async def list_subscriptions(
         self, request: pubsub_pb2.ListSubscriptionsRequest
     ) -> pubsub_pb2.ListSubscriptionsResponse:
-        page = self.broker.list_subscriptions(
+        page = self.broker.subscriptions.list(
             request.project, request.page_size, request.page_token
         )
         return pubsub_pb2.ListSubscriptionsResponse(
@@ -150,7 +150,7 @@ class SubscriberService:
     async def delete_subscription(
         self, request: pubsub_pb2.DeleteSubscriptionRequest
     ) -> empty_pb2.Empty:
-        self.broker.delete_subscription(request.subscription)
+        self.broker.subscriptions.delete(request.subscription)
         return empty_pb2.Empty()
 
     # ------------------------------------------------------------ delivery
@@ -164,7 +164,7 @@ class SubscriberService:
     async def pull_deliveries(self, request: pubsub_pb2.PullRequest) -> list[Delivery]:
         """Lease up to ``max_messages``; unless ``return_immediately``, wait up to
         ``PULL_WAIT_SECONDS`` for a first message (each door encodes the result)."""
-        deliveries = self.broker.pull(request.subscription, request.max_messages)
+        deliveries = self.broker.leasing.pull(request.subscription, request.max_messages)
         if not deliveries and not request.return_immediately:
             event = asyncio.Event()
             waiters = self._pull_waiters.setdefault(request.subscription, set())
@@ -176,7 +176,7 @@ class SubscriberService:
                 waiters.discard(event)
                 if not waiters:
                     self._pull_waiters.pop(request.subscription, None)
-            deliveries = self.broker.pull(request.subscription, request.max_messages)
+            deliveries = self.broker.leasing.pull(request.subscription, request.max_messages)
         return deliveries
 
     async def acknowledge(self, request: pubsub_pb2.AcknowledgeRequest) -> empty_pb2.Empty:
@@ -195,16 +195,18 @@ class SubscriberService:
     async def create_snapshot(
         self, request: pubsub_pb2.CreateSnapshotRequest
     ) -> pubsub_pb2.Snapshot:
-        view = self.broker.create_snapshot(request.name, request.subscription, dict(request.labels))
+        view = self.broker.snapshots.create(
+            request.name, request.subscription, dict(request.labels)
+        )
         return translate.snapshot_to_pb(view)
 
     async def get_snapshot(self, request: pubsub_pb2.GetSnapshotRequest) -> pubsub_pb2.Snapshot:
-        return translate.snapshot_to_pb(self.broker.get_snapshot(request.snapshot))
+        return translate.snapshot_to_pb(self.broker.snapshots.get(request.snapshot))
 
     async def list_snapshots(
         self, request: pubsub_pb2.ListSnapshotsRequest
     ) -> pubsub_pb2.ListSnapshotsResponse:
-        page = self.broker.list_snapshots(request.project, request.page_size, request.page_token)
+        page = self.broker.snapshots.list(request.project, request.page_size, request.page_token)
         return pubsub_pb2.ListSnapshotsResponse(
             snapshots=[translate.snapshot_to_pb(s) for s in page.items],
             next_page_token=page.next_page_token,
@@ -213,23 +215,23 @@ class SubscriberService:
     async def update_snapshot(
         self, request: pubsub_pb2.UpdateSnapshotRequest
     ) -> pubsub_pb2.Snapshot:
-        view = self.broker.update_snapshot(
+        view = self.broker.snapshots.update(
             translate.snapshot_from_pb(request.snapshot), list(request.update_mask.paths)
         )
         return translate.snapshot_to_pb(view)
 
     async def delete_snapshot(self, request: pubsub_pb2.DeleteSnapshotRequest) -> empty_pb2.Empty:
-        self.broker.delete_snapshot(request.snapshot)
+        self.broker.snapshots.delete(request.snapshot)
         return empty_pb2.Empty()
 
     async def seek(self, request: pubsub_pb2.SeekRequest) -> pubsub_pb2.SeekResponse:
         target = request.WhichOneof("target")
         if target == "time":
-            self.broker.seek(
+            self.broker.snapshots.seek(
                 request.subscription, time=translate.seconds_of_timestamp(request.time)
             )
         else:
-            self.broker.seek(request.subscription, snapshot=request.snapshot)
+            self.broker.snapshots.seek(request.subscription, snapshot=request.snapshot)
         return pubsub_pb2.SeekResponse()
 
 

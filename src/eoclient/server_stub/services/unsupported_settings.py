@@ -4,7 +4,7 @@ The service exports subscriptions to BigQuery, Cloud Storage and Bigtable, runs 
 transforms (JavaScript UDFs) on topics and subscriptions, and ingests into topics from
 outside sources (Kinesis, Cloud Storage, Event Hubs, MSK, Confluent Cloud). None of that
 exists here, and accepting such a resource and then never doing what it says is worse
-than refusing it (issue 14: "nothing is accepted that is then ignored"): a test that
+than refusing it (nothing is accepted that is then ignored): a test that
 passes against this server would not mean what it says in production. So a create, or an
 update whose mask names one of these fields, that sets one is UNIMPLEMENTED, naming the
 field. An empty config (every field at its default, as some tools send) counts as unset,

@@ -21,7 +21,8 @@ def status_code(name: str) -> grpc.StatusCode:
 async def abort(context: grpc.aio.ServicerContext[Any, Any], error: RpcError) -> NoReturn:
     """End the call with ``error``'s status (and its rich status, if it has one)."""
     if isinstance(error, ExactlyOnceAckFailure):
-        # The Status repeats the call's code and message exactly (wire-contract §1.6).
+        # The Status repeats the call's code and message exactly
+        # (docs/protocol.md#rich-status-trailer).
         await context.abort(
             grpc.StatusCode.INVALID_ARGUMENT,
             error.message,

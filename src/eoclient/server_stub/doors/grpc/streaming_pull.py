@@ -84,7 +84,7 @@ def _decode(raw: bytes) -> pubsub_pb2.StreamingPullRequest:
 
 
 def _open_stream(services: Services, first: pubsub_pb2.StreamingPullRequest) -> int:
-    # The rules of the first request (wire-contract §1.2 StreamingPullRequest).
+    # The rules of the first request (docs/protocol.md#streamingpull-requests).
     if not first.subscription:
         raise InvalidArgument("The first StreamingPullRequest must set subscription.")
     if first.stream_ack_deadline_seconds == 0:
@@ -93,7 +93,7 @@ def _open_stream(services: Services, first: pubsub_pb2.StreamingPullRequest) -> 
             "(between 10 and 600)."
         )
     _check_modify_lists(first)
-    return services.broker.open_stream(
+    return services.broker.leasing.open_stream(
         first.subscription,
         stream_ack_deadline=first.stream_ack_deadline_seconds,
         max_outstanding_messages=first.max_outstanding_messages,
@@ -139,10 +139,10 @@ class _StreamSession:
 
     def close(self) -> None:
         self.streams.close(self.handle)
-        self.broker.close_stream(self.stream_id)
+        self.broker.leasing.close_stream(self.stream_id)
 
     def _properties(self) -> pubsub_pb2.StreamingPullResponse.SubscriptionProperties:
-        exactly_once, ordering = self.broker.subscription_properties(self.handle.subscription)
+        exactly_once, ordering = self.broker.subscriptions.properties(self.handle.subscription)
         return pubsub_pb2.StreamingPullResponse.SubscriptionProperties(
             exactly_once_delivery_enabled=exactly_once, message_ordering_enabled=ordering
         )
@@ -168,7 +168,9 @@ class _StreamSession:
         for index, seconds in enumerate(request.modify_deadline_seconds):
             request_checks.check_modack_seconds(f"modify_deadline_seconds[{index}]", seconds)
         if not first and request.stream_ack_deadline_seconds:
-            self.broker.set_stream_ack_deadline(self.stream_id, request.stream_ack_deadline_seconds)
+            self.broker.leasing.set_stream_ack_deadline(
+                self.stream_id, request.stream_ack_deadline_seconds
+            )
         name = self.handle.subscription
         response = pubsub_pb2.StreamingPullResponse()
         confirm = False
@@ -197,7 +199,7 @@ class _StreamSession:
             and not request.modify_deadline_ack_ids
         ):
             # A keep-alive ping under protocol_version >= 1 is answered so the client
-            # knows the stream is alive (client-anchors §1.9).
+            # knows the stream is alive (docs/protocol.md#initial-streamingpull-request).
             keepalive = pubsub_pb2.StreamingPullResponse()
             keepalive.subscription_properties.CopyFrom(self._properties())
             self.outbox.append(keepalive)
@@ -305,10 +307,10 @@ class _StreamSession:
         Everything leased here is sent: the byte budget only decides where one response
         ends and the next begins (a message larger than the budget goes alone).
         """
-        deliveries = self.broker.stream_pull(self.stream_id, MAX_MESSAGES_PER_RESPONSE)
+        deliveries = self.broker.leasing.stream_pull(self.stream_id, MAX_MESSAGES_PER_RESPONSE)
         if not deliveries:
             return False
-        exactly_once, ordering = self.broker.subscription_properties(self.handle.subscription)
+        exactly_once, ordering = self.broker.subscriptions.properties(self.handle.subscription)
         properties = wire_encoding.encode_properties(exactly_once, ordering)
         batch: list[bytes] = []
         size = 0
@@ -348,7 +350,8 @@ def _fill_modack_confirmation(
 def _confirmation_list(
     target: pubsub_pb2.StreamingPullResponse.AcknowledgeConfirmation, failure: str
 ) -> Any:
-    # Mapping from ErrorInfo values to confirmation lists (wire-contract §2.3).
+    # Mapping from ErrorInfo values to confirmation lists
+    # (docs/protocol.md#streamingpull-confirmations).
     if failure == "TRANSIENT_FAILURE_UNORDERED_ACK_ID":
         return target.unordered_ack_ids
     if failure.startswith("PERMANENT_"):

@@ -1,4 +1,5 @@
-"""The open StreamingPull streams, and the limits on how many one server holds.
+"""The open StreamingPull streams, counted against the limits on how many one server holds
+(``access/limits.py``).
 
 Each stream costs the server two tasks and a lease budget for as long as it is open, so
 a client opening streams in a loop (or many clients at once) could exhaust it. Beyond
@@ -14,28 +15,8 @@ import collections
 from dataclasses import dataclass, field
 
 from eoclient.errors import ResourceExhausted
+from eoclient.server_stub.access.limits import StreamLimits
 from eoclient.server_stub.services.faults import InjectedStatus
-
-# One subscriber opens one stream (the official Python client) or a few (Go's
-# NumGoroutines, eoclient's sessions): 100 a connection is far beyond any of them, and is
-# HTTP/2's customary SETTINGS_MAX_CONCURRENT_STREAMS. 1,000 in all is 2,000 tasks, well
-# within one asyncio loop.
-DEFAULT_MAX_STREAMS_PER_CONNECTION = 100
-DEFAULT_MAX_STREAMS = 1000
-
-
-@dataclass(frozen=True)
-class StreamLimits:
-    """``max_streams_per_connection``: open StreamingPulls one client connection may
-    have; ``max_streams``: open StreamingPulls in all. ``0`` = unlimited."""
-
-    max_streams_per_connection: int = DEFAULT_MAX_STREAMS_PER_CONNECTION
-    max_streams: int = DEFAULT_MAX_STREAMS
-
-    def __post_init__(self) -> None:
-        for name in ("max_streams_per_connection", "max_streams"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0 (0 = unlimited)")
 
 
 @dataclass(eq=False)  # identity semantics: handles live in sets

@@ -3,8 +3,9 @@
 Building a ``ReceivedMessage`` protobuf object per delivery cost about twice the
 rest of the server's work per message (profiled: message_to_pb + received_message
 ≈ 12 µs of ≈ 35 µs). Deliveries are encoded here straight to bytes instead; the
-result parses as the same ``StreamingPullResponse`` (tests/server_stub/
-test_wire_encoding.py checks it against protobuf's own decoder on random input).
+result parses as the same ``StreamingPullResponse``
+(tests/server_stub/doors/grpc/test_wire_encoding.py checks it against protobuf's own
+decoder on random input).
 
 Encoding rules (protobuf wire format): a field is ``tag = number << 3 | wire type``
 (0 varint, 2 length-delimited) followed by a varint or a length and bytes; proto3

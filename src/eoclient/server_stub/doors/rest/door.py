@@ -1,24 +1,26 @@
 """REST/JSON door of the reference server: the google.pubsub.v1 HTTP mapping on aiohttp.
 
-One state, two doors: every binding (wire-contract §1.1, ``rest_routes``) becomes the
-same request proto the gRPC door receives (JSON body parsed by ``rest_request``, the
+One state, two doors: every binding (docs/protocol.md#rest-mapping, ``routes``) becomes the
+same request proto the gRPC door receives (JSON body parsed by ``parsing``, the
 resource name from the path, query parameters on GET/DELETE), runs through the same
 transport-neutral ``Services.call`` (so injected faults, validation and
 exactly-once rules are the gRPC door's), and the response proto is answered as proto3
 JSON (camelCase, base64 bytes, ``"600s"`` durations, RFC 3339 timestamps, int64 as
 strings, default values omitted, as the emulator does).
 
-Every error is Google's JSON error format (``rest_errors``), whatever found it. Exactly-once
-ack failures keep their ErrorInfo details (the emulator's REST door drops them,
-wire-contract §1.4). A path no binding matches is a 404 error, a known path with another
-HTTP method a 405 (``Allow`` lists the methods), a malformed body a 400 that names the
-problem. StreamingPull has no REST binding. A request
-that meets a bug is logged and answered 500 INTERNAL, still as JSON.
+Every error is Google's JSON error format (``errors``), whatever found it. Exactly-once ack
+failures keep their ErrorInfo details (the emulator's REST door drops them,
+docs/protocol.md#where-the-emulator-differs). A path no binding matches is a 404 error, a
+known path with another HTTP method a 405 (``Allow`` lists the methods), a malformed body a
+400 that names the problem. StreamingPull has no REST binding. A request that meets a bug is
+logged and answered 500 INTERNAL, still as JSON.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Protocol
 
 from aiohttp import web
 from google.protobuf.message import Message
@@ -42,15 +44,24 @@ from eoclient.server_stub.doors.rest.errors import (
 )
 from eoclient.server_stub.doors.rest.parsing import MAX_BODY_BYTES
 from eoclient.server_stub.doors.rest.routes import route
-from eoclient.server_stub.observe import dashboard
-from eoclient.server_stub.observe.dashboard import Dashboard
-from eoclient.server_stub.observe.metrics import METRICS_PATH, ServerMetrics
 from eoclient.server_stub.services.errors import INTERNAL_ERROR_MESSAGE
 from eoclient.server_stub.services.table import Services
 
-__all__ = ["HTTP_STATUS", "MAX_BODY_BYTES", "RestDoor"]
+__all__ = ["HTTP_STATUS", "MAX_BODY_BYTES", "MountedPage", "RestDoor"]
 
 logger = logging.getLogger("eoclient.server_stub.doors.rest.door")
+
+
+class MountedPage(Protocol):
+    """What else the door serves besides the API (the metrics, the dashboard): each page
+    is reached after the browser policy and the bearer token were checked, and says
+    itself which paths are its own."""
+
+    def matches(self, path: str) -> bool: ...
+
+    async def response(
+        self, request: web.Request, grant: Grant | None, cors: dict[str, str]
+    ) -> web.Response: ...
 
 
 class RestDoor:
@@ -60,13 +71,11 @@ class RestDoor:
         self,
         services: Services,
         policy: BrowserPolicy | None = None,
-        metrics: ServerMetrics | None = None,
-        dashboard: Dashboard | None = None,
+        pages: Sequence[MountedPage] = (),
     ) -> None:
         self.services = services
         self.policy = policy or BrowserPolicy()
-        self.metrics = metrics  # served at /metrics (metrics.py), behind the same checks
-        self.dashboard = dashboard  # served at / and /dashboard/ (dashboard/), likewise
+        self.pages = tuple(pages)  # behind the same checks as the API
 
     def runner(self) -> web.AppRunner:
         # aiohttp must not undo Content-Encoding itself (``parsing.read_body`` does,
@@ -91,11 +100,10 @@ class RestDoor:
             system, query = system_parameters.split_query(list(request.query.items()))
             token = f"Bearer {system.access_token}" if system.access_token else None
             grant = self.services.authenticate(request.headers.get("Authorization") or token)
-            if request.path == METRICS_PATH and self.metrics is not None:
-                return self.metrics.response(request, grant, cors)
-            if self.dashboard is not None and dashboard.matches(request.path):
-                return await self.dashboard.response(request, grant)
-            if pulsar_alias.matches(request.path):  # issue 12: Pulsar's shapes, not Google's
+            for page in self.pages:
+                if page.matches(request.path):
+                    return await page.response(request, grant, cors)
+            if pulsar_alias.matches(request.path):  # Pulsar's shapes, not Google's
                 return await pulsar_alias.answer(self.services, request, cors, grant)
             response = await self._answer(request, query, grant)
             text = system.render(response)
@@ -136,7 +144,7 @@ class RestDoor:
         run the RPC."""
         binding, name = route(request.method, request.path)
         message = self.services.methods[binding.rpc].request()
-        if binding.body_field:  # issue 14: CreateSchema's body is one field
+        if binding.body_field:  # CreateSchema's body is one field of the request
             parsing.parse_body(
                 await parsing.read_body(request), getattr(message, binding.body_field)
             )

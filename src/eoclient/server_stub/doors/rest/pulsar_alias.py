@@ -1,4 +1,4 @@
-"""The Pulsar-shaped skip route of the REST door (PIP-423, wire-contract §5.1)::
+"""The Pulsar-shaped skip route of the REST door (PIP-423, docs/protocol.md#skip-by-message-id)::
 
     POST /admin/v2/persistent/{tenant}/{namespace}/{topic}/subscription/{sub}/skipByMessageIds
 
@@ -40,7 +40,7 @@ PATH = re.compile(
     r"/admin/v2/persistent/(?P<tenant>[^/]+)/(?P<namespace>[^/]+)/(?P<topic>[^/]+)"
     r"/subscription/(?P<subscription>[^/]+)/skipByMessageIds"
 )
-# The one namespace of a project (issue 12 §7): Pulsar's default namespace name.
+# The one namespace of a project: Pulsar's default namespace name.
 NAMESPACE = "default"
 
 
@@ -95,11 +95,11 @@ async def answer(
         return _pulsar_error(HTTP_STATUS.get(error.code, 403), error.message, cors)
     broker = services.broker
     try:
-        broker.get_topic(topic)
+        broker.topics.get(topic)
     except RpcError:  # NOT_FOUND, or a name that cannot exist
         return _pulsar_error(404, f"Topic {pulsar_topic} not found", cors)
     try:
-        attached = broker.get_subscription(subscription).config.topic == topic
+        attached = broker.subscriptions.get(subscription).config.topic == topic
     except RpcError:
         attached = False
     if not attached:

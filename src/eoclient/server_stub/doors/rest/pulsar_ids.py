@@ -1,8 +1,9 @@
 """Pulsar message ids: the skipByMessageIds body formats (PIP-423) and their mapping to ours.
 
-Pure: ``parse_skip_body(text)`` reads the three body formats of wire-contract §5.1 the
-way Pulsar's broker does (``SkipMessageIdsRequest.Deserializer``), with its 400 texts;
-``message_id_of(item)`` maps one Pulsar id to an eoclient message id.
+Pure: ``parse_skip_body(text)`` reads the three body formats
+(docs/protocol.md#skip-by-message-id) the way Pulsar's broker does
+(``SkipMessageIdsRequest.Deserializer``), with its 400 texts; ``message_id_of(item)`` maps
+one Pulsar id to an eoclient message id.
 
 The body formats::
 

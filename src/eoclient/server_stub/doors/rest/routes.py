@@ -1,4 +1,5 @@
-"""The google.pubsub.v1 HTTP rules (wire-contract §1.1) the REST door serves, and routing."""
+"""The google.pubsub.v1 HTTP rules the REST door serves (docs/protocol.md#rest-mapping),
+and routing."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ class Binding:
     rpc: str
     field: str
     body: bool
-    # issue 14: the body fills this field of the request (``body: "schema"``), the query
+    # The body fills this field of the request (``body: "schema"``), the query
     # the others; empty: the body is the whole request.
     body_field: str = ""
 
@@ -40,7 +41,7 @@ def _bind(
     )
 
 
-# wire-contract §1.1, from the 2.44.0 client's rest_base.py transports.
+# docs/protocol.md#rest-mapping, from the 2.44.0 client's rest_base.py transports.
 BINDINGS: tuple[Binding, ...] = (
     # Publisher
     _bind("PUT", _TOPIC, "CreateTopic", "name", body=True),
@@ -84,7 +85,7 @@ BINDINGS: tuple[Binding, ...] = (
     _bind("PATCH", _SNAPSHOT, "UpdateSnapshot", "snapshot.name", body=True),
     _bind("DELETE", _SNAPSHOT, "DeleteSnapshot", "snapshot", body=False),
     _bind("POST", _SUBSCRIPTION, "Seek", "subscription", body=True, suffix=":seek"),
-    # Extension: eoclient.broker.v1.BrokerPolicies (issue 12, broker_policies.py; the
+    # Extension: eoclient.broker.v1.BrokerPolicies (services/broker_policies.py; the
     # Pulsar-shaped alias is pulsar_alias.py). docs/policies.md lists these.
     *(
         _bind(verb, resource, rpc, field, body=verb != "GET", suffix=suffix)
@@ -109,7 +110,7 @@ BINDINGS: tuple[Binding, ...] = (
     ),
 )
 
-# issue 14: the IAM mixin on every resource kind and SchemaService (the 2.44.0 client's
+# The IAM mixin on every resource kind and SchemaService (the 2.44.0 client's
 # rest_base.py transports): getIamPolicy is a GET (options.requestedPolicyVersion in the
 # query), the others POST their request.
 _SCHEMA = f"{_PROJECT}/schemas/[^/:]+"

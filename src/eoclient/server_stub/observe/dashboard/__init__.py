@@ -1,20 +1,22 @@
-"""The reference server's web dashboard, at ``/`` on the REST door (issue 15).
+"""The reference server's web dashboard, at ``/`` on the REST door.
 
 Pages: ``/`` (topics and subscriptions, their properties, backlog, oldest unacked age,
-rates and a backlog chart) and ``/dashboard/subscription?name=...`` (the same in detail,
-a peek at the next messages that takes no lease, and actions). Actions are POSTs of JSON
-to ``/dashboard/action`` — create a topic or a subscription, publish a message, seek to a
-time or a snapshot, purge (seek to now, the service's way), skip messages by id, detach —
-run through the services' method table
-(``Services.call``) exactly as the same RPC from a client: validated, authorized,
-durable before the answer.
+rates and a backlog chart), ``/dashboard/topic?name=...`` (what was published, the publish
+rate over the last hour, the topic's subscriptions, a publish form) and
+``/dashboard/subscription?name=...`` (its numbers, charts of the backlog, the oldest
+unacknowledged age and the delivery and ack rates, a peek at the next messages that takes
+no lease, and actions). The pages refresh their numbers and charts in place. Actions are
+POSTs of JSON to ``/dashboard/action`` — create a topic or a subscription, publish a
+message, seek to a time or a snapshot, purge (seek to now, the service's way), skip
+messages by id, detach — run through the services' method table (``Services.call``)
+exactly as the same RPC from a client: validated, authorized, durable before the answer.
 
 It sits behind the door's checks (Host, Origin, Content-Type, bearer tokens: the door
 runs them before it hands a request here), so a page on another site can neither read it
 nor drive its actions. With ``--auth-token-file`` open it as ``/?access_token=TOKEN``; the
 pages pass the token on, and a token limited to some projects sees only those.
 
-The history behind the charts and rates (``history.py``, pure) is sampled by
+The history behind the charts and rates (``stats_history.py``, pure) is sampled by
 ``sample_forever`` on the server's clock, a task the server starts and stops.
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+from collections import Counter
 from typing import Any
 
 from aiohttp import web
@@ -33,16 +36,12 @@ from eoclient.errors import InvalidArgument, NotFound, PermissionDenied
 from eoclient.server_stub.access.tokens import Grant
 from eoclient.server_stub.doors.rest.errors import HttpProblem
 from eoclient.server_stub.observe.dashboard import pages
-from eoclient.server_stub.observe.dashboard.history import SAMPLE_SECONDS, History
+from eoclient.server_stub.observe.dashboard.stats_history import SAMPLE_SECONDS, StatsHistory
 from eoclient.server_stub.services.table import Services
 
 PEEK_MESSAGES = 20
 MAX_ACTION_BYTES = 64 * 1024  # a form's JSON; skip lists of thousands of ids still fit
 HTML = "text/html; charset=utf-8"
-
-
-def matches(path: str) -> bool:
-    return path == "/" or path.startswith("/dashboard/")
 
 
 def _project(name: str) -> str:
@@ -53,7 +52,7 @@ class Dashboard:
     def __init__(self, services: Services, clock: Clock) -> None:
         self.services = services
         self.clock = clock
-        self.history = History()
+        self.history = StatsHistory()
 
     async def sample_forever(self) -> None:
         # Real seconds, like the server's ticker; the samples carry the server's clock
@@ -65,10 +64,20 @@ class Dashboard:
     def sample(self) -> None:
         self.history.record(self.clock.now(), self.services.broker.stats())
 
-    async def response(self, request: web.Request, grant: Grant | None) -> web.Response:
+    def matches(self, path: str) -> bool:
+        return path == "/" or path.startswith("/dashboard/")
+
+    async def response(
+        self, request: web.Request, grant: Grant | None, cors: dict[str, str]
+    ) -> web.Response:
+        """The REST door's answer to the dashboard's paths (after its browser and token
+        checks; its pages are the server's own origin, so ``cors`` adds nothing)."""
         token = request.query.get("access_token")
         if request.method == "GET" and request.path == "/":
             return web.Response(text=self._overview(grant, token), content_type="text/html")
+        if request.method == "GET" and request.path == "/dashboard/topic":
+            text = self._topic(request.query.get("name", ""), grant, token)
+            return web.Response(text=text, content_type="text/html")
         if request.method == "GET" and request.path == "/dashboard/subscription":
             name = request.query.get("name", "")
             text = await self._subscription(name, grant, token)
@@ -85,13 +94,14 @@ class Dashboard:
     def _overview(self, grant: Grant | None, token: str | None) -> str:
         stats = self.services.broker.stats()
         broker, history = self.services.broker, self.history
+        per_topic = Counter(s.topic for s in stats.subscriptions)
         topics = [
-            (t, history.publish_rate(t.name))
+            (t, history.publish_rate(t.name), per_topic[t.name])
             for t in sorted(stats.topics, key=lambda t: t.name)
             if self._visible(t.name, grant)
         ]
         subscriptions = [
-            (s, broker.get_subscription(s.name), history.rates(s.name), history.samples(s.name))
+            (s, broker.subscriptions.get(s.name), history.rates(s.name), history.samples(s.name))
             for s in sorted(stats.subscriptions, key=lambda s: s.name)
             if self._visible(s.name, grant)
         ]
@@ -101,18 +111,40 @@ class Dashboard:
         if not self._visible(name, grant):
             raise PermissionDenied(f"The token may not use project {_project(name)!r}.")
         broker = self.services.broker
-        view = broker.get_subscription(name)  # NotFound for an unknown name
+        view = broker.subscriptions.get(name)  # NotFound for an unknown name
         stats = next((s for s in broker.stats().subscriptions if s.name == name), None)
         if stats is None:  # an internal subscription (a topic's retention cursor)
             raise NotFound(f"Resource not found (resource={name}).")
-        snapshots = broker.list_topic_snapshots(view.config.topic, 1000, "").items
+        snapshots = broker.snapshots.list_for_topic(view.config.topic, 1000, "").items
         return pages.subscription_page(
             stats,
             view,
             self.history.rates(name),
             self.history.samples(name),
+            self.history.rate_series(name),
             broker.peek(name, PEEK_MESSAGES),
             snapshots,
+            token,
+        )
+
+    def _topic(self, name: str, grant: Grant | None, token: str | None) -> str:
+        if not self._visible(name, grant):
+            raise PermissionDenied(f"The token may not use project {_project(name)!r}.")
+        broker = self.services.broker
+        view = broker.topics.get(name)  # NotFound for an unknown name
+        stats = broker.stats()
+        topic = next((t for t in stats.topics if t.name == name), None)
+        if topic is None:
+            raise NotFound(f"Resource not found (resource={name}).")
+        subscriptions = sorted(
+            (s for s in stats.subscriptions if s.topic == name), key=lambda s: s.name
+        )
+        return pages.topic_page(
+            topic,
+            view,
+            subscriptions,
+            self.history.publish_rate(name),
+            self.history.publish_rate_series(name),
             token,
         )
 
