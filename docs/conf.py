@@ -34,6 +34,9 @@ nitpick_ignore: list[tuple[str, str]] = [
     # OpenTelemetry's type in the tracer_provider= parameters, imported only for type
     # checking (the bare SDK never imports opentelemetry), so autodoc sees the bare name.
     ("py:class", "TracerProvider"),
+    # The wire message a Message is made from by the subscriber (applications never
+    # construct one); generated protobuf types are not part of the public API.
+    ("py:class", "ReceivedMessage"),
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}

@@ -9,8 +9,9 @@ compared:
 * comparisons between sequence numbers (the broker's sequence counter is swapped for
   ints that count ``<``): heap work grows like log n (≈ 1.3x from 10k to 200k), while a
   sort, ``heapify`` or ``min`` over the backlog would grow 20x;
-* calls into ``heapq`` (a counting wrapper around the module ``delivery`` uses):
-  catches stale heap entries piling up and being skipped one by one.
+* calls into ``heapq`` (a counting wrapper around the module ``delivery``, the window
+  and the lease table use): catches stale heap entries piling up and being skipped one
+  by one.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from eoclient.server_stub.core import (
     NewMessage,
     SubscriptionConfig,
     TopicConfig,
+    delivery_window,
+    lease_table,
 )
 from eoclient.server_stub.core import delivery as delivery_module
 
@@ -163,7 +166,8 @@ def _core_lines_while(action: Callable[[], object]) -> int:
 def measure(backlog: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     clock, broker = build(backlog)
     counting = CountingHeapq()
-    monkeypatch.setattr(delivery_module, "heapq", counting)
+    for module in (delivery_module, delivery_window, lease_table):
+        monkeypatch.setattr(module, "heapq", counting)
     CountingInt.comparisons = 0
     delivered = 0
 
@@ -181,7 +185,7 @@ def measure(backlog: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     for name in (PLAIN, ORDERED):
         state = broker._resources.subscriptions[name].delivery
         broker.leasing.pull(name, 1)  # processes expiries, consumes one message
-        assert len(state._leases) <= 1
+        assert state.leases.records() <= 1
         assert len(state._delayed) == 0
         assert len(state._ready) <= state.backlog()
     return {
@@ -219,7 +223,7 @@ def test_acked_lease_records_do_not_pile_up_until_their_deadlines() -> None:
         deliveries = broker.leasing.pull(PLAIN, 1000)
         broker.acks.acknowledge(PLAIN, [d.ack_id for d in deliveries])
         clock.advance(0.1)  # 50,000 acks within one 600 s deadline
-    assert len(delivery._leases) <= 2 * 0 + delivery.LEASE_HEAP_SLACK + 1
+    assert delivery.leases.records() <= 2 * 0 + delivery.leases.SLACK + 1
 
 
 def test_compacting_stale_lease_records_does_not_scan_the_backlog() -> None:
@@ -237,7 +241,7 @@ def test_compacting_stale_lease_records_does_not_scan_the_backlog() -> None:
         )
         for _ in range(backlog // 1000):
             broker.publishing.publish(TOPIC, [NewMessage(b"x")] * 1000)
-        slack = broker._resources.subscriptions[PLAIN].delivery.LEASE_HEAP_SLACK
+        slack = broker._resources.subscriptions[PLAIN].delivery.leases.SLACK
 
         def pull_and_ack() -> None:
             for _ in range(3 * slack // 1000 + 1):
@@ -263,10 +267,10 @@ def test_one_ack_id_extended_many_times_in_one_request_leaves_one_lease_record(
     broker.publishing.publish(TOPIC, [NewMessage(b"x")])
     [delivery] = broker.leasing.pull(PLAIN, 1)
     state = broker._resources.subscriptions[PLAIN].delivery
-    repeats = 3 * state.LEASE_HEAP_SLACK
+    repeats = 3 * state.leases.SLACK
     counting = CountingHeapq()
-    monkeypatch.setattr(delivery_module, "heapq", counting)
+    monkeypatch.setattr(lease_table, "heapq", counting)
     assert broker.acks.modify_ack_deadline(PLAIN, [delivery.ack_id] * repeats, 60).ok
     monkeypatch.undo()
-    assert len(state._leases) <= state.LEASE_HEAP_SLACK + 1
-    assert counting.calls["heapify"] <= repeats // state.LEASE_HEAP_SLACK + 1
+    assert state.leases.records() <= state.leases.SLACK + 1
+    assert counting.calls["heapify"] <= repeats // state.leases.SLACK + 1
