@@ -191,6 +191,12 @@ class Runner:
             self._write_plan(start, (), probe=True, settles=settles)
             return start + 1
         pulled, drained = await self._probe(start, max_rows)
+        while not pulled.admission.emitted and pulled.admission.ack_now:
+            # Only redeliveries of committed messages (acked now), until the pull's
+            # deadline: the subscription is not known to be empty. Look again: each round
+            # acks some for good, and a run must not end with them left unacked.
+            self._renew_log()
+            pulled, drained = await self._probe(start, max_rows)
         if not pulled.admission.emitted:
             self._renew_log()
             if not settles:

@@ -15,7 +15,8 @@ A micro-batch:
    (prunes) the batches the committed batches' tasks have settled; batch ``k - 1`` is
    committed but not acked yet: batch ``k`` will settle it. Then it *probes*: pulls one
    round (up to 2,000 messages, whatever the batch size), acks the redeliveries of
-   committed messages among them, journals the rest as part 0 and writes the batch's
+   committed messages among them (a round of nothing else pulls again: the subscription
+   is not known to be empty), journals the rest as part 0 and writes the batch's
    *plan*: how many read tasks pull how many messages each (the rest of
    ``maxMessagesPerTrigger`` over ``numPartitions``; none if the probe found the
    subscription nearly drained), which committed batches its tasks settle, the
