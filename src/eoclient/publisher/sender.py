@@ -14,7 +14,8 @@ Every task belongs to the sender's ``asyncio.TaskGroup``, the client's one
 (docs/architecture.md#every-background-task-belongs-to-one-taskgroup), and none ever raises
 into it: a bug in the client itself fails what is waiting and is kept in :attr:`fatal`, so
 that the client refuses new publishes. A send task cancelled by :meth:`Sender.stop` fails
-its own batch with ``ClosedError``; the cancellation still propagates.
+its own batch with ``ClosedError`` (the cancellation still propagates); one cancelled before
+its first step never runs, so ``stop`` fails its batch itself.
 """
 
 from __future__ import annotations
@@ -86,6 +87,9 @@ class Sender:
         self._transport: PubSubTransport | None = None
         self._group: asyncio.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # Batches whose send task has not run yet, by id: a task cancelled before its first
+        # step never runs its body, so stop() fails these itself.
+        self._unstarted: dict[int, PublishBatch] = {}
         self._stopping = False  # no task starts any more
         self.fatal: BaseException | None = None  # a bug in the client stopped it
         self.rpcs = 0  # Publish attempts, retries included
@@ -119,17 +123,20 @@ class Sender:
                 await group.__aexit__(None, None, None)
         finally:
             self._transport = None
-            self._pipeline.fail_everything(
-                ClosedError("the PublisherClient was closed before the message was sent")
-            )
+            unstarted, self._unstarted = self._unstarted, {}
+            for batch in unstarted.values():
+                self._pipeline.settle(batch, error=_closed_before_sent())
+            self._pipeline.fail_everything(_closed_before_sent())
 
-    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
+    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> bool:
+        """Start a task in the group; ``False`` (and the coroutine closed) once stopping."""
         if self._group is None or self._stopping:
             coroutine.close()
-            return
+            return False
         task: asyncio.Task[None] = self._group.create_task(coroutine, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return True
 
     def _crash(self, bug: Exception) -> None:
         """A bug in the client itself: fail what is waiting, refuse new publishes."""
@@ -164,10 +171,14 @@ class Sender:
 
     def _send_all(self, batches: Iterable[PublishBatch]) -> None:
         for batch in batches:
-            self._spawn(self._send(batch), f"eoclient-publish {batch.topic}")
+            if self._spawn(self._send(batch), f"eoclient-publish {batch.topic}"):
+                self._unstarted[id(batch)] = batch
+            else:
+                self._pipeline.settle(batch, error=_closed_before_sent())
 
     async def _send(self, batch: PublishBatch) -> None:
         """A send task: one batch's ``Publish``, retries included, and its outcome."""
+        del self._unstarted[id(batch)]
         span = None
         if self._spans is not None:
             span = self._spans.publish_started(batch.topic, batch.handles)
@@ -238,3 +249,7 @@ class Sender:
             attempt_timeout=None if math.isinf(attempt_timeout) else attempt_timeout,
             on_retry=on_retry,
         )
+
+
+def _closed_before_sent() -> ClosedError:
+    return ClosedError("the PublisherClient was closed before the message was sent")
