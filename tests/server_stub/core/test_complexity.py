@@ -11,7 +11,7 @@ compared:
   message is numbered with one): heap work grows like log n (≈ 1.3x from 10k to 200k),
   while a sort, ``heapify``, ``min`` or ``max`` over the backlog would grow 20x without
   executing one more Python line;
-* calls into ``heapq`` (a counting wrapper around the module ``delivery``, the window
+* calls into ``heapq`` (a counting wrapper around the module the schedule, the window
   and the lease table use): catches stale heap entries piling up and being skipped one
   by one.
 """
@@ -34,10 +34,10 @@ from eoclient.server_stub.core import (
     NewMessage,
     SubscriptionConfig,
     TopicConfig,
+    delivery_schedule,
     delivery_window,
     lease_table,
 )
-from eoclient.server_stub.core import delivery as delivery_module
 
 from .support import DLT, PROJECT, TOPIC
 
@@ -189,7 +189,7 @@ def _core_lines_while(action: Callable[[], object]) -> int:
 def measure(backlog: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     clock, broker = build(backlog)
     counting = CountingHeapq()
-    for module in (delivery_module, delivery_window, lease_table):
+    for module in (delivery_schedule, delivery_window, lease_table):
         monkeypatch.setattr(module, "heapq", counting)
     CountingInt.comparisons = 0
     delivered = 0
@@ -209,8 +209,9 @@ def measure(backlog: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         state = broker._resources.subscriptions[name].delivery
         broker.leasing.pull(name, 1)  # processes expiries, consumes one message
         assert state.leases.records() <= 1
-        assert len(state._delayed) == 0
-        assert len(state._ready) <= state.backlog()
+        ready, delayed = state.schedule.entries()
+        assert delayed == 0
+        assert ready <= state.backlog()
     return {
         "delivered": delivered,
         "lines": lines,

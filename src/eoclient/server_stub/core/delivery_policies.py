@@ -24,7 +24,11 @@ class PolicyTarget(Protocol):
     """What a policy may read and do to one subscription's backlog."""
 
     counters: Counters
-    retain_acked: bool
+
+    @property
+    def retain_acked(self) -> bool:
+        """Are acknowledged messages retained (an eviction keeps them as acked)?"""
+        ...
 
     def backlog_bytes(self) -> int:
         """Sizes of every unacknowledged message (waiting and leased)."""

@@ -124,6 +124,9 @@ class Backlog:
             heapq.heappop(seqs)
         return seqs[0] if seqs else None
 
+    def in_window(self, seq: int) -> bool:
+        return seq in self.entries
+
     def is_returned(self, seq: int) -> bool:
         return seq in self._returned
 
