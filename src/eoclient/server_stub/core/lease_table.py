@@ -26,8 +26,8 @@ Why not a dict of objects: a slots object, its dict slot and a heap record cost 
   slots outnumber them twice (plus ``SLACK``), so stale records cost memory in
   proportion to the live leases, not to the ack rate times the deadline.
 
-Pure and synchronous: no clock, no store; ``delivery.py`` decides what a lease's end
-means.
+Pure and synchronous: no clock, no store; ``lease_lifecycle.py`` decides what a lease's
+end means.
 """
 
 from __future__ import annotations
