@@ -240,7 +240,8 @@ class SubscriptionDelivery:
 
     def ack(self, target: AckTarget) -> None:
         if not target.acked:  # else acked by this id before a restart: nothing to do
-            self._settlement.acknowledge(target.seq, self._now)
+            self.counters.acked += 1
+            self._settlement.remove(target.seq, acked=True, now=self._now)
 
     def settle_message(self, seq: int) -> bool:
         """Acknowledge message ``seq`` wherever it waits or is leased (a cold row too);

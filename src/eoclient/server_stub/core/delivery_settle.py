@@ -65,11 +65,6 @@ class Settlement:
         # (``MemoryStore``) is handed only what it keeps: retained acknowledged messages.
         self._durable = storage.window is not None
 
-    def acknowledge(self, seq: int, now: float) -> None:
-        """By a client (its ack id resolved to a message held here)."""
-        self._counters.acked += 1
-        self.remove(seq, acked=True, now=now)
-
     def discard(self, seq: int, now: float) -> None:
         """Past the retention: dropped, not retained."""
         self._counters.discarded += 1
