@@ -34,6 +34,9 @@ nitpick_ignore: list[tuple[str, str]] = [
     # OpenTelemetry's type in the tracer_provider= parameters, imported only for type
     # checking (the bare SDK never imports opentelemetry), so autodoc sees the bare name.
     ("py:class", "TracerProvider"),
+    # The received protobuf a Message is made from (the subscriber makes messages;
+    # applications only receive them), imported for type checking only.
+    ("py:class", "ReceivedMessage"),
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
