@@ -30,8 +30,10 @@ from eoclient.subscriber.settings import (
 
 if TYPE_CHECKING:
     import grpc
+    from opentelemetry.trace import TracerProvider
 
     from eoclient._proto import pubsub_pb2
+    from eoclient.subscriber.spans import SessionSpans
 
 logger = logging.getLogger("eoclient.subscriber")
 
@@ -73,6 +75,15 @@ class SubscriberClient:
         channel: a ``grpc.aio.Channel`` to use instead of opening one (e.g. one
             ``Endpoint.create_channel()`` made for several clients); the client never
             closes it. Not together with ``endpoint``.
+        enable_open_telemetry_tracing: trace every message a ``subscribe`` session
+            receives with OpenTelemetry, as google-cloud-pubsub does
+            (:mod:`eoclient.tracing`; needs the extra ``eoclient[otel]``): a ``<subscription
+            id> subscribe`` span per message, continuing the trace its publisher started,
+            ``process`` around a ``run`` handler, and a span per ack / nack / modack
+            request. Messages of :meth:`pull` are not traced (nor are the official
+            client's). Spans go to the global tracer provider.
+        tracer_provider: an OpenTelemetry ``TracerProvider`` for this client's spans
+            instead of the global one (with ``enable_open_telemetry_tracing=True``).
         clock: monotonic seconds for leases, retries and backoffs (tests pass a
             ``FakeClock``).
     """
@@ -82,10 +93,17 @@ class SubscriberClient:
         endpoint: str | Endpoint | None = None,
         *,
         channel: grpc.aio.Channel | None = None,
+        enable_open_telemetry_tracing: bool = False,
+        tracer_provider: TracerProvider | None = None,
         clock: AsyncClock | None = None,
     ) -> None:
         if endpoint is not None and channel is not None:
             raise ValueError("pass endpoint= or channel=, not both")
+        self._tracing: Callable[[str], SessionSpans] | None = None
+        if enable_open_telemetry_tracing:
+            self._tracing = _load_tracing(tracer_provider)
+        elif tracer_provider is not None:
+            raise ValueError("tracer_provider= needs enable_open_telemetry_tracing=True")
         self._endpoint = Endpoint.resolve(endpoint) if channel is None else None
         self._channel = channel
         self._transport: PubSubTransport | None = None
@@ -171,6 +189,7 @@ class SubscriberClient:
             client_id=self.client_id,
             clock=self._clock,
             rng=rng,
+            spans=None if self._tracing is None else self._tracing(subscription),
         )
         self._sessions.add(session)
         return session
@@ -184,10 +203,11 @@ class SubscriberClient:
         """Run ``handler`` for every message until cancelled (or a permanent error).
 
         One coroutine per message, as many at once as flow control allows. A
-        handler that raises has its message nacked.
+        handler that raises has its message nacked. With tracing on, each handler runs
+        under its message's ``<subscription id> process`` span.
         """
         async with self.subscribe(subscription, **settings) as session:
-            await run_handler(session, handler)
+            await run_handler(session, handler, session.spans)
 
     async def pull(
         self,
@@ -319,6 +339,22 @@ class SubscriberClient:
                 subscription, self._get_transport(), ack_retry, self._clock, self._settling
             )
         return sink
+
+
+def _load_tracing(provider: TracerProvider | None) -> Callable[[str], SessionSpans]:
+    """What makes a session's spans, for a client with ``enable_open_telemetry_tracing``."""
+    try:
+        from eoclient.subscriber.spans import SessionSpans
+    except ImportError as error:
+        raise ImportError(
+            "enable_open_telemetry_tracing=True needs OpenTelemetry: pip install "
+            f"'eoclient[otel]' (or opentelemetry-api) ({error})"
+        ) from error
+
+    def session_spans(subscription: str) -> SessionSpans:
+        return SessionSpans(subscription, provider)
+
+    return session_spans
 
 
 class _PulledSettler:
