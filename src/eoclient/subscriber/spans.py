@@ -88,8 +88,9 @@ class SessionSpans:
         self.subscription = subscription
         self.provider = provider
         self.traces: dict[str, ReceiveTrace] = {}  # ack id → its message's spans
-        # Ack ids whose receipt modack has not ended yet: a modack of them is their receipt
-        # (both copies while the ledger probes the stream: docs/protocol.md#receipt-modacks).
+        # Ack ids whose receipt modack has no result yet: a modack of them is their receipt
+        # (its retries too, and both copies while the ledger learns whether the server
+        # confirms on the stream: docs/protocol.md#receipt-modacks).
         self._awaiting_receipt: set[str] = set()
 
     def __repr__(self) -> str:
@@ -177,9 +178,8 @@ class SessionSpans:
         self, spans: list[tuple[trace.Span, list[str]]], error: EoclientError | None
     ) -> None:
         """The requests of :meth:`writing` are written (or the stream broke: ``error``)."""
-        for span, ack_ids in spans:
+        for span, _ in spans:
             end_settle_span(span, error=error)
-            self._awaiting_receipt.difference_update(ack_ids)
 
     def calling(
         self, kind: Operation, seconds: int, ack_ids: Sequence[str]
@@ -207,12 +207,11 @@ class SessionSpans:
         for span, ack_ids in spans:
             mine = {ack_id: failures[ack_id] for ack_id in ack_ids if ack_id in failures}
             end_settle_span(span, failures=mine, error=None if mine else error)
-            self._awaiting_receipt.difference_update(ack_ids)
 
     def resolved(self, records: Iterable[AckRecord]) -> None:
         """Records got results: each message acked or nacked (or whose lease a modack
         found lost) has its result on its subscribe span, which ends."""
-        traces = self.traces
+        traces, awaiting = self.traces, self._awaiting_receipt
         for record in records:
             results = record.results
             if results is None:
@@ -220,7 +219,10 @@ class SessionSpans:
             operation = record.operation
             if operation is Operation.MODACK:
                 for ack_id, result in zip(record.ack_ids, results, strict=True):
-                    if result is not None and result.status in LEASE_LOST:
+                    if result is None:
+                        continue
+                    awaiting.discard(ack_id)  # its receipt (or a later modack) is answered
+                    if result.status in LEASE_LOST:
                         traced = traces.pop(ack_id, None)
                         if traced is not None:
                             traced.settled(SettleOperation.MODACK, result.status.name)
