@@ -12,9 +12,15 @@ of its own (the subscriber and publisher benchmarks' consumers and publishers):
 * a large backlog (``--backlog``, 1,000,000 by default): the server's RSS once it is
   stored, the latency of 100-message unary Pulls at that backlog (p50/p99, each pull's
   messages acked), and, for the durable server, the time from a SIGKILL'd server's
-  restart to its first answered Pull.
+  restart to its first answered Pull;
+* outstanding leases (``--leases``, 1,000,000 by default, the default ``--max-leases``):
+  on two fresh servers, that many 100-byte messages on an exactly-once subscription
+  (600 s deadline), all leased by unary Pulls of 1,000 and none acked; the server's RSS
+  then (the durable server keeps a lease without its body, the memory one holds every
+  body).
 
-Usage: ``.venv/bin/python benchmarks/durable_server.py [--messages N] [--backlog N]``.
+Usage: ``.venv/bin/python benchmarks/durable_server.py [--messages N] [--backlog N]
+[--leases N]``.
 Prints a Markdown table per part; ``docs/benchmarks.md`` records the runs.
 """
 
@@ -115,6 +121,62 @@ async def _first_pull_seconds(address: str, started: float) -> float:
         await transport.close()
 
 
+async def _leases_scenario(address: str, count: int) -> dict[str, float]:
+    """Lease ``count`` messages without acking any; how long it took."""
+    from eoclient._proto import pubsub_pb2
+    from eoclient._transport import Endpoint, PubSubTransport, create_channel
+
+    topic = "projects/bench/topics/leases"
+    subscription = "projects/bench/subscriptions/leases"
+    transport = PubSubTransport(create_channel(Endpoint.resolve(address)))
+    try:
+        await transport.call(
+            "Publisher", "CreateTopic", pubsub_pb2.Topic(name=topic), pubsub_pb2.Topic
+        )
+        await transport.call(
+            "Subscriber",
+            "CreateSubscription",
+            pubsub_pb2.Subscription(
+                name=subscription,
+                topic=topic,
+                ack_deadline_seconds=600,
+                enable_exactly_once_delivery=True,
+            ),
+            pubsub_pb2.Subscription,
+        )
+        batch = [pubsub_pb2.PubsubMessage(data=PAYLOAD) for _ in range(PUBLISH_BATCH)]
+        for _ in range(count // PUBLISH_BATCH):
+            await transport.publish(topic, batch)
+        started = time.monotonic()
+        leased = 0
+        while leased < count:
+            response = await transport.pull(subscription, 1000)
+            if not response.received_messages:
+                raise RuntimeError(f"leasing stopped at {leased:,} of {count:,} messages")
+            leased += len(response.received_messages)
+        return {"leased": leased, "lease_seconds": time.monotonic() - started}
+    finally:
+        await transport.close()
+
+
+def leases_part(count: int) -> list[dict[str, Any]]:
+    """Two fresh servers, ``count`` outstanding leases each; their RSS."""
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="eoclient-leases-bench-") as data_dir:
+        for mode, args in (("memory", ()), ("durable", ("--data-dir", data_dir))):
+            process, address = start_server("--no-rest", *args)
+            try:
+                result = asyncio.run(_leases_scenario(address, count))
+                result["rss_mib"] = _rss_mib(process.pid)
+                result["peak_rss_mib"] = _rss_mib(process.pid, "VmHWM")
+                rows.append({"server": mode, **result})
+                print(rows[-1], flush=True)
+            finally:
+                process.terminate()
+                process.wait(60)
+    return rows
+
+
 def restart_scenario(server: subprocess.Popen[str], data_dir: str) -> dict[str, float]:
     """SIGKILL the durable server and time its restart to the first answered Pull."""
     server.send_signal(signal.SIGKILL)
@@ -146,6 +208,9 @@ def main() -> int:
     parser.add_argument("--official-eod-messages", type=int, default=5_000)
     parser.add_argument(
         "--backlog", type=int, default=1_000_000, help="0: skip the backlog and restart part"
+    )
+    parser.add_argument(
+        "--leases", type=int, default=1_000_000, help="0: skip the outstanding-leases part"
     )
     parser.add_argument("--clients", default="eoclient,official", help="comma-separated")
     parser.add_argument(
@@ -211,9 +276,12 @@ def main() -> int:
                 if process.poll() is None:
                     process.terminate()
                     process.wait(30)
+    leases = leases_part(options.leases) if options.leases else []
     print(f"load average after: {os.getloadavg()[0]:.2f}\n")
     print(
-        _table(
+        "(no throughput rounds)"
+        if not throughput
+        else _table(
             throughput,
             [
                 ("scenario", "scenario", ""),
@@ -237,6 +305,20 @@ def main() -> int:
                 if len(rows) == 2:
                     ratio = rows["durable"]["msg_per_s"] / rows["memory"]["msg_per_s"]
                     print(f"round {round_}, {scenario}, {client}: durable / memory = {ratio:.2f}")
+    if leases:
+        print()
+        print(
+            _table(
+                leases,
+                [
+                    ("server", "server", ""),
+                    ("leased", "outstanding leases", ","),
+                    ("rss_mib", "RSS MiB", ",.0f"),
+                    ("peak_rss_mib", "peak RSS MiB", ",.0f"),
+                    ("lease_seconds", "seconds to lease them", ".1f"),
+                ],
+            )
+        )
     if not options.backlog:
         return 0
     print()

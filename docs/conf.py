@@ -34,8 +34,8 @@ nitpick_ignore: list[tuple[str, str]] = [
     # OpenTelemetry's type in the tracer_provider= parameters, imported only for type
     # checking (the bare SDK never imports opentelemetry), so autodoc sees the bare name.
     ("py:class", "TracerProvider"),
-    # The received protobuf a Message is made from (the subscriber makes messages;
-    # applications only receive them), imported for type checking only.
+    # The wire message a Message is made from by the subscriber (applications never
+    # construct one); generated protobuf types are not part of the public API.
     ("py:class", "ReceivedMessage"),
     # A session's tracing (eoclient.subscriber.spans, which imports opentelemetry), in the
     # signature of the StreamingSession the client makes; imported for type checking only.

@@ -19,14 +19,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
-from support.processes import free_port, stop_process_group, wait_for_line
+from support.processes import eoclient_serve, free_port, stop_process_group, wait_for_line
 from support.wire import Wire
 
 from eoclient._clock import FakeClock
@@ -35,7 +34,6 @@ from eoclient.server_stub.server import ReferenceServer, run_server
 REQUIRE_EMULATOR = os.environ.get("EOCLIENT_REQUIRE_EMULATOR") == "1"
 EMULATOR_PACKAGE = "google-cloud-cli-pubsub-emulator"
 EMULATOR_START_TIMEOUT = 30.0  # 1-5 s measured here; a loaded machine is slower
-SERVE_START_TIMEOUT = 20.0
 
 
 # --------------------------------------------------------------------- processes
@@ -95,25 +93,8 @@ def emulator() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def served() -> Iterator[str]:
     """``eoclient serve --port 0`` in a subprocess; yields the host:port it printed."""
-    with tempfile.TemporaryDirectory(prefix="eoclient-serve-") as tmp:
-        log = Path(tmp) / "serve.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "eoclient.cli", "serve", "--port", "0"],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        try:
-            found = wait_for_line(
-                process, log, r"export PUBSUB_EMULATOR_HOST=(\S+)", SERVE_START_TIMEOUT
-            )
-            yield found.group(1)
-        finally:
-            stop_process_group(process)
-            # A clean SIGTERM shutdown is part of the program's contract.
-            assert process.returncode == 0, log.read_text(errors="replace")
+    with eoclient_serve() as serve:
+        yield serve.wait_for(r"export PUBSUB_EMULATOR_HOST=(\S+)").group(1)
 
 
 # ------------------------------------------------------------ in-process server

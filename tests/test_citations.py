@@ -37,10 +37,6 @@ CITED_PAGES = ("protocol.md", "architecture.md")
 # a listed path is already clean (or gone). A file is accounted to the most specific entry
 # that covers it, so one owner's file inside another owner's directory has its own entry.
 NOT_YET_CONVERTED: tuple[str, ...] = (
-    # the crash helper's files inside the server
-    "src/eoclient/server_stub/core/ack_ids.py",
-    "src/eoclient/server_stub/core/delivery.py",
-    "src/eoclient/server_stub/core/stream_flow.py",
     # the spark helper
     "src/eoclient/spark",
 )

@@ -123,8 +123,7 @@ def describe(component: frozenset[str], graph: dict[str, set[str]]) -> str:
     return "\n".join([f"{len(component)} modules import each other:", *edges])
 
 
-def test_the_reader_sees_every_kind_of_import() -> None:
-    """The reader itself: a lazy import, a TYPE_CHECKING import, a relative one."""
+def test_the_cycle_finder() -> None:
     graph = {
         "a": {"b"},
         "b": {"c"},
@@ -133,9 +132,38 @@ def test_the_reader_sees_every_kind_of_import() -> None:
         "e": set(),
     }
     assert cycles(graph) == [frozenset({"a", "b", "c"})]
-    source = SOURCE / "server_stub" / "core" / "broker.py"
-    imported = imports_of("eoclient.server_stub.core.broker", source, set(modules()))
-    # Broker's default store is imported inside __init__ (a function-level import).
+
+
+def test_the_reader_sees_every_kind_of_import(tmp_path: Path) -> None:
+    """A TYPE_CHECKING import, lazy ones (a module named in ``from package import``, a
+    dotted ``import``), a relative one, and a name from a package's ``__init__``."""
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from . import paths\n"
+        "if TYPE_CHECKING:\n    from eoclient.admin.client import AdminClient\n"
+        "def f():\n    from eoclient.admin import convert\n    import eoclient.errors\n"
+        "def g():\n    from eoclient.publisher import PublisherClient\n"
+    )
+    known = {
+        "eoclient.admin",
+        "eoclient.admin.client",
+        "eoclient.admin.convert",
+        "eoclient.admin.paths",
+        "eoclient.errors",
+        "eoclient.publisher",
+        "eoclient.publisher.client",
+    }
+    assert imports_of("eoclient.admin.m", source, known) == {
+        "eoclient.admin.client",
+        "eoclient.admin.convert",
+        "eoclient.admin.paths",
+        "eoclient.errors",
+        "eoclient.publisher",
+    }
+    # And on the real tree: Broker's default store is imported inside __init__.
+    broker = SOURCE / "server_stub" / "core" / "broker.py"
+    imported = imports_of("eoclient.server_stub.core.broker", broker, set(modules()))
     assert "eoclient.server_stub.storage.memory" in imported
 
 

@@ -41,6 +41,11 @@ __all__ = [
     "rpc_error_from_grpc",
 ]
 
+# Said with every Acknowledge / ModifyAckDeadline: eoclient's server then lists every
+# failed id up to this size, not only what fits in the 8 KiB other clients read
+# (docs/protocol.md#ack-failures-that-do-not-fit-in-a-trailer); other servers ignore it.
+_ERROR_TRAILER_BYTES = (("x-eoclient-error-trailer-bytes", str(MAX_METADATA_BYTES)),)
+
 ResponseT = TypeVar("ResponseT", bound=Message)
 
 # What BoringSSL says when the peer of a TLS handshake answers in plain text (gRPC core's
@@ -127,8 +132,9 @@ class PubSubTransport:
         *,
         routing: tuple[str, str] | None = None,
         timeout: float | None = 60.0,
+        extra_metadata: tuple[tuple[str, str], ...] = (),
     ) -> ResponseT:
-        metadata = _routing(*routing) if routing else None
+        metadata = (*_routing(*routing), *extra_metadata) if routing else extra_metadata or None
         try:
             result = await self._unary(service, method, response)(
                 request, timeout=timeout, metadata=metadata
@@ -152,6 +158,7 @@ class PubSubTransport:
             empty_pb2.Empty,
             routing=("subscription", subscription),
             timeout=timeout,
+            extra_metadata=_ERROR_TRAILER_BYTES,
         )
 
     async def modify_ack_deadline(
@@ -171,6 +178,7 @@ class PubSubTransport:
             empty_pb2.Empty,
             routing=("subscription", subscription),
             timeout=timeout,
+            extra_metadata=_ERROR_TRAILER_BYTES,
         )
 
     async def pull(

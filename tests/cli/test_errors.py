@@ -115,15 +115,9 @@ def test_an_unexpected_error_is_one_line_unless_asked(
     assert "Traceback" in result.stderr
 
 
-def test_the_real_service_without_credentials_is_one_line(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_the_real_service_without_credentials_is_one_line(no_credentials: Path) -> None:
     # No emulator variable and no credentials anywhere: the real service is refused
     # by google-auth before anything is sent (nothing leaves this machine).
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
-    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:1")  # no metadata server either
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
     result = CliRunner(env={"PUBSUB_EMULATOR_HOST": None}).invoke(
         cli, ["topics", "list", "--project", "p"]
     )

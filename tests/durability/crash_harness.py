@@ -7,7 +7,9 @@ What the clients observe is checked against the durability promises (``violation
 * no message is delivered after an ack of it returned SUCCESS, and none gets two SUCCESSes;
 * every message ends acked SUCCESS once — or, when the server died after committing an
   ack and before answering it, with that ack answered OTHER and the message never
-  delivered again: the exactly-once contract's "ambiguous" outcome, counted apart;
+  delivered again: the exactly-once contract's "ambiguous" outcome, counted apart (the
+  durable server keeps ack ids valid across its restarts, so a retried ack finds its
+  answer: ``exactly_once_violations`` counts an ambiguous outcome as a violation);
 * every topic, subscription and snapshot whose creation was answered still exists.
 
 Used by ``test_crash.py`` (CI-sized, and its negative control with the server answering
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,6 +161,17 @@ def violations(seen: Observations) -> list[str]:
     return found
 
 
+def exactly_once_violations(seen: Observations) -> list[str]:
+    """``violations``, and every message must end with exactly one SUCCESS: none may be
+    left ambiguous (its ack committed, the answer lost with the server)."""
+    found = violations(seen)
+    found.extend(
+        f"message {m} ended without a SUCCESS (its last ack answered OTHER)"
+        for m in seen.ambiguous()
+    )
+    return found
+
+
 async def _publish(
     address: str, seen: Observations, messages: int, seconds: float, stop: asyncio.Event
 ) -> None:
@@ -234,6 +248,19 @@ async def _kill_repeatedly(
         await server.start()
 
 
+async def _kill_when_settled(
+    server: ServerProcess, seen: Observations, fractions: Sequence[float], total: int
+) -> None:
+    """A kill each time the settled messages reach one of ``fractions`` of ``total``:
+    mid-consumption, with acks in flight."""
+    for fraction in fractions:
+        while seen.settled() < fraction * total:  # noqa: ASYNC110 - polling the clients
+            await asyncio.sleep(0.01)
+        await server.kill()
+        seen.kills += 1
+        await server.start()
+
+
 async def run(
     directory: Path,
     port: int,
@@ -243,8 +270,17 @@ async def run(
     seed: int,
     unsafe: bool = False,
     drain_timeout: float = 60.0,
+    ack_deadline: int = 10,
+    kill_when_settled: Sequence[float] = (),
+    create_resources: bool = True,
 ) -> Observations:
-    """The whole scenario; returns what the clients saw (the server is stopped after)."""
+    """The whole scenario; returns what the clients saw (the server is stopped after).
+
+    ``ack_deadline``: the subscription's (a delivery lost with a killed server waits for
+    its lease to run out); ``kill_when_settled``: kill at these fractions of the messages
+    settled instead of ``kills`` times at random; ``create_resources``: admin calls
+    meanwhile.
+    """
     rng = random.Random(seed)
     seen = Observations()
     server = ServerProcess(directory / "data", port, unsafe=unsafe)
@@ -252,21 +288,30 @@ async def run(
     try:
         async with AdminClient(server.address) as admin:
             await admin.create_topic(TOPIC)
-            await admin.create_subscription(SUBSCRIPTION, TOPIC, enable_exactly_once_delivery=True)
+            await admin.create_subscription(
+                SUBSCRIPTION,
+                TOPIC,
+                enable_exactly_once_delivery=True,
+                ack_deadline_seconds=ack_deadline,
+            )
         seen.created += [TOPIC, SUBSCRIPTION]
         if unsafe:  # let the set-up reach the disk, so what gets lost is the traffic's
             await asyncio.sleep(UNSAFE_COMMIT_INTERVAL + 0.5)
         stop = asyncio.Event()
         async with asyncio.TaskGroup() as group:
-            publisher = group.create_task(
-                _publish(server.address, seen, messages, kills * 0.8, stop)
-            )
+            spread = 0.0 if kill_when_settled else kills * 0.8
+            publisher = group.create_task(_publish(server.address, seen, messages, spread, stop))
             subscribers = [group.create_task(_subscribe(server.address, seen)) for _ in range(2)]
-            admin_task = group.create_task(_create_resources(server.address, seen, stop))
-            await _kill_repeatedly(server, seen, kills, rng)
+            if create_resources:
+                admin_task = group.create_task(_create_resources(server.address, seen, stop))
+            if kill_when_settled:
+                await _kill_when_settled(server, seen, kill_when_settled, messages)
+            else:
+                await _kill_repeatedly(server, seen, kills, rng)
             stop.set()
             await publisher
-            await admin_task
+            if create_resources:
+                await admin_task
             deadline = time.monotonic() + drain_timeout
             while seen.settled() < len(seen.published) and time.monotonic() < deadline:  # noqa: ASYNC110
                 await asyncio.sleep(0.1)  # polling the clients' observations

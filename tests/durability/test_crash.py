@@ -32,6 +32,31 @@ async def test_killed_twenty_times_the_server_keeps_every_promise(tmp_path: Path
     assert len(seen.created) > 20
 
 
+@pytest.mark.timeout(240)
+async def test_twenty_thousand_exactly_once_messages_through_two_kills_end_with_one_success_each(
+    tmp_path: Path,
+) -> None:
+    """Killed while the subscribers are acking (at 30 % and 65 % of the messages acked),
+    the server keeps every ack id valid across its restarts: a pre-crash id whose lease
+    still runs settles its message, and an ack committed before the kill whose answer
+    was lost answers SUCCESS when the subscriber retries it. Every message ends with
+    exactly one SUCCESS — none with the contract's ambiguous OTHER — and none is
+    delivered after it."""
+    seen = await crash_harness.run(
+        tmp_path,
+        free_port(),
+        messages=20_000,
+        kills=2,
+        seed=25,
+        kill_when_settled=(0.3, 0.65),
+        create_resources=False,
+    )
+    assert seen.kills == 2
+    assert (len(seen.published), seen.publish_failures) == (20_000, 0)
+    assert crash_harness.exactly_once_violations(seen) == []
+    assert all(len(seen.successes[m]) == 1 for m in seen.published)
+
+
 @pytest.mark.timeout(180)
 async def test_the_checker_catches_a_server_that_answers_before_committing(
     tmp_path: Path,

@@ -146,8 +146,12 @@ async def _acknowledge_raw(
             request_serializer=pubsub_pb2.AcknowledgeRequest.SerializeToString,
             response_deserializer=empty_pb2.Empty.FromString,
         )
+        # Declared as eoclient's transport does: the server lists every failed id, whatever
+        # the trailer's size (else it cuts the list to fit in 7.5 KiB).
+        metadata = (("x-eoclient-error-trailer-bytes", "4194304"),)
+        request = pubsub_pb2.AcknowledgeRequest(subscription=subscription, ack_ids=ack_ids)
         with pytest.raises(grpc.aio.AioRpcError) as raised:
-            await call(pubsub_pb2.AcknowledgeRequest(subscription=subscription, ack_ids=ack_ids))
+            await call(request, metadata=metadata)
     return raised.value
 
 

@@ -1,4 +1,5 @@
-"""Processes the tests start: a free port, and stopping a process group for good.
+"""Processes the tests start: a free port, ``eoclient serve`` in a subprocess, and
+stopping a process group for good.
 
 Every process a test starts binds 127.0.0.1 and is started with ``start_new_session=True``
 so that ``stop_process_group`` ends it and everything it spawned, even when a test fails.
@@ -12,9 +13,17 @@ import re
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+# How long `eoclient serve` may take to print where it listens (about a second here; a
+# loaded machine is slower).
+SERVE_START_TIMEOUT = 20.0
 
 
 def free_port() -> int:
@@ -53,3 +62,41 @@ def wait_for_line(
             raise RuntimeError(f"exited with {process.returncode} before starting:\n{text}")
         time.sleep(0.05)
     raise RuntimeError(f"not started after {timeout} s:\n{log.read_text(errors='replace')}")
+
+
+@dataclass(frozen=True)
+class ServeProcess:
+    """A running ``eoclient serve`` and the file its output goes to."""
+
+    process: subprocess.Popen[Any]
+    log: Path
+
+    def wait_for(self, pattern: str) -> re.Match[str]:
+        """The first match of ``pattern`` in what it printed, once it has printed it."""
+        return wait_for_line(self.process, self.log, pattern, SERVE_START_TIMEOUT)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def eoclient_serve(*flags: str) -> Iterator[ServeProcess]:
+    """``eoclient serve --port 0 FLAGS`` in a process group of its own, its output in a
+    temporary file. On leaving it is stopped with SIGTERM and must have exited 0: a clean
+    shutdown is part of the program's contract."""
+    with tempfile.TemporaryDirectory(prefix="eoclient-serve-") as tmp:
+        log = Path(tmp) / "serve.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "eoclient.cli", "serve", "--port", "0", *flags],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        served = ServeProcess(process, log)
+        try:
+            yield served
+        finally:
+            stop_process_group(process)
+            assert process.returncode == 0, served.output()

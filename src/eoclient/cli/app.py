@@ -1,9 +1,10 @@
 """The ``eoclient`` command group, the options every verb shares, and error reporting.
 
-Each verb is a click command in its own module (``topics``, ``subscriptions``,
-``snapshots``, ``messages``, ``serve``) that takes an :class:`Invocation` — the
-project, the endpoint and the output format of this run — and calls the public SDK
-(``AdminClient``, ``PublisherClient``, ``SubscriberClient``) inside :meth:`Invocation.run`.
+Each verb is a click command in the module of its group (``topics``, ``subscriptions``,
+``snapshots``, ``policies``, ``publish``, ``receive``, ``serve``) that takes an
+:class:`Invocation` — the project, the endpoint and the output format of this run — and
+calls the public SDK (``AdminClient``, ``PublisherClient``, ``SubscriberClient``) inside
+:meth:`Invocation.run`.
 
 Errors never show a traceback: :func:`guarded` turns each kind into one line on
 stderr, ``eoclient: <what happened>``, and a non-zero exit status (2 for a wrong
@@ -28,7 +29,10 @@ from typing import Any, TypeVar, cast
 
 import click
 
-from eoclient.admin import AdminClient
+from eoclient._endpoint import EMULATOR_HOST_ENV, Endpoint
+from eoclient._transport import PLAIN_TEXT_PEER_HINT
+from eoclient.admin import DEFAULT, AdminClient
+from eoclient.admin.calls import Retry
 from eoclient.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, CliError
 from eoclient.cli.names import PROJECT_ENV, Kind, project_id, required_project, resource_name
 from eoclient.cli.output import FORMATS, Format, Output
@@ -43,12 +47,35 @@ from eoclient.errors import (
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
-EMULATOR_HOST_ENV = "PUBSUB_EMULATOR_HOST"
-SERVICE_ENDPOINT = "pubsub.googleapis.com:443"
 TRACEBACK_ENV = "EOCLIENT_TRACEBACK"
+# An admin verb's whole budget, retries included: the SDK's default for AdminClient.
+ADMIN_TIMEOUT = 60.0
 # check_exists' deadline: a get answers in milliseconds; a server this slow to answer
 # one is better reported than waited on.
 CHECK_TIMEOUT = 30.0
+# What to change when the server is not where the endpoint says, or speaks plain text.
+WHERE_HINT = (
+    f"for an emulator or eoclient serve set --endpoint or {EMULATOR_HOST_ENV}, "
+    "adding --insecure if it is not on this machine"
+)
+
+
+def endpoint_from_flags(endpoint: str | None, insecure: bool) -> Endpoint:
+    """Where a verb connects: ``--endpoint`` resolved as the SDK resolves a string
+    (:meth:`Endpoint.resolve`: plain text for this machine or ``$PUBSUB_EMULATOR_HOST``'s
+    value, else TLS with Application Default Credentials; no ``--endpoint``:
+    ``$PUBSUB_EMULATOR_HOST``, else the real service), or plain text to any host with
+    ``--insecure`` (an emulator in a container, ``eoclient serve`` on another machine)."""
+    if not insecure:
+        return Endpoint.resolve(endpoint)
+    target = endpoint or os.environ.get(EMULATOR_HOST_ENV)
+    if not target:
+        raise click.UsageError(
+            "--insecure needs --endpoint HOST:PORT (or $PUBSUB_EMULATOR_HOST): "
+            "the real service speaks TLS only",
+            ctx=click.get_current_context(silent=True),
+        )
+    return Endpoint.insecure(target)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +83,32 @@ class Invocation:
     """What every verb needs: where to connect, the default project, how to print."""
 
     project: str | None
-    endpoint: str | None  # None: PUBSUB_EMULATOR_HOST, else the real service
+    endpoint: Endpoint  # endpoint_from_flags
     output: Output
 
     @property
     def target(self) -> str:
         """Where the SDK will connect, for messages."""
-        return self.endpoint or os.environ.get(EMULATOR_HOST_ENV) or SERVICE_ENDPOINT
+        return self.endpoint.target
+
+    @property
+    def admin_retry(self) -> Retry:
+        """How the admin verbs retry, which follows the endpoint.
+
+        A plain-text server (an emulator, ``eoclient serve``) gets one attempt: it answers
+        UNAVAILABLE only when it is not running or refused the connection, which no retry
+        mends, and a person at a prompt is better told "is it running?" at once than after
+        the SDK's 60 s of retries. A TLS endpoint (the real service) gets the SDK's
+        default, the official clients' retries: there UNAVAILABLE (and ABORTED or UNKNOWN,
+        where the method's settings say so) is the service's transient answer — a
+        frontend restarting, a load spike — that a script's ``eoclient topics create``
+        should outlast.
+        """
+        return DEFAULT if self.endpoint.secure else None
+
+    def admin(self, *, timeout: float = ADMIN_TIMEOUT) -> AdminClient:
+        """The AdminClient of every admin verb (:attr:`admin_retry` says how it retries)."""
+        return AdminClient(self.endpoint, timeout=timeout, retry=self.admin_retry)
 
     def name(self, kind: Kind, value: str, project: str | None = None) -> str:
         """A full resource name; ``project`` overrides ``--project`` (``--topic-project``)."""
@@ -73,28 +119,34 @@ class Invocation:
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run one verb's coroutine; an unreachable server is reported with its address,
-        and the real service without credentials as such."""
-        if self.target == SERVICE_ENDPOINT and importlib.util.find_spec("google.auth") is None:
+        and a TLS endpoint without credentials as such."""
+        if self.endpoint.secure and importlib.util.find_spec("google.auth") is None:
             coroutine.close()
             raise CliError(
-                f"connecting to the real service ({SERVICE_ENDPOINT}) needs google-auth "
-                f"(pip install google-auth); for a local server set --endpoint or "
-                f"{EMULATOR_HOST_ENV}"
+                f"{self.target} is a TLS endpoint, and connecting to it needs google-auth "
+                f"(pip install 'eoclient[gcp]'); {WHERE_HINT}"
             )
         try:
             return asyncio.run(coroutine)
         except Unavailable as error:
-            raise CliError(
-                f"{error} (server {self.target}: is it running? "
-                f"set --endpoint or {EMULATOR_HOST_ENV})"
-            ) from error
+            said = str(error)
+            if PLAIN_TEXT_PEER_HINT in said:  # the SDK's hint, in Python's words
+                said = said.replace(PLAIN_TEXT_PEER_HINT, "")
+                hint = "the TLS handshake met a plain-text server: add --insecure"
+            else:
+                hint = f"is it running? {WHERE_HINT}"
+            raise CliError(f"{said} (server {self.target}: {hint})") from error
         except Exception as error:
             if isinstance(error, CredentialsError) or type(error).__module__.startswith(
                 "google.auth"
             ):  # no or bad credentials
+                # google-auth's own words when it found none; the SDK's advice around
+                # them is for Python callers.
+                cause = error.__cause__
+                reason = cause if type(cause).__module__.startswith("google.auth") else error
                 raise CliError(
-                    f"credentials for {SERVICE_ENDPOINT}: {error} (for a local server set "
-                    f"--endpoint or {EMULATOR_HOST_ENV})"
+                    f"credentials for {self.target}: {reason} (a TLS endpoint: run `gcloud "
+                    f"auth application-default login`; {WHERE_HINT})"
                 ) from error
             raise
 
@@ -106,7 +158,7 @@ async def check_exists(invocation: Invocation, kind: Kind, name: str) -> None:
     (publish retries UNAVAILABLE; a stream reconnects). A caller allowed to publish or
     consume but not to look (PERMISSION_DENIED on the get) goes ahead.
     """
-    async with AdminClient(invocation.endpoint, timeout=CHECK_TIMEOUT, retry=None) as admin:
+    async with invocation.admin(timeout=CHECK_TIMEOUT) as admin:
         try:
             if kind == "topic":
                 await admin.get_topic(name)
@@ -117,8 +169,8 @@ async def check_exists(invocation: Invocation, kind: Kind, name: str) -> None:
 
 
 def common_options(command: F) -> F:
-    """Add ``--project``, ``--endpoint`` and ``--format`` to a verb; it receives an
-    :class:`Invocation` as its first argument instead."""
+    """Add ``--project``, ``--endpoint``, ``--insecure`` and ``--format`` to a verb; it
+    receives an :class:`Invocation` as its first argument instead."""
 
     @click.option(
         "--project",
@@ -131,8 +183,18 @@ def common_options(command: F) -> F:
         "--endpoint",
         metavar="HOST:PORT",
         help=(
-            "A plain-text server: eoclient serve or Google's emulator. "
-            "Default: $PUBSUB_EMULATOR_HOST, else the real service (TLS, credentials)."
+            "Where to connect, as the SDK reads a string endpoint: plain text to this "
+            "machine (localhost, 127.0.0.1, [::1]) or to $PUBSUB_EMULATOR_HOST's value, "
+            "TLS with Application Default Credentials to any other host. "
+            "Default: $PUBSUB_EMULATOR_HOST, else the real service."
+        ),
+    )
+    @click.option(
+        "--insecure",
+        is_flag=True,
+        help=(
+            "Plain text to --endpoint whatever host it names: an emulator or eoclient "
+            "serve on another machine or in a container."
         ),
     )
     @click.option(
@@ -154,11 +216,13 @@ def common_options(command: F) -> F:
         *args: Any,
         project: str | None,
         endpoint: str | None,
+        insecure: bool,
         output_format: Format,
         verbose: bool,
         **kwargs: Any,
     ) -> Any:
-        invocation = Invocation(project_id(project), endpoint or None, Output(output_format))
+        where = endpoint_from_flags(endpoint or None, insecure)
+        invocation = Invocation(project_id(project), where, Output(output_format))
         with sdk_logging(verbose):
             return command(invocation, *args, **kwargs)
 
@@ -293,6 +357,7 @@ def cli() -> None:
     """eoclient: a Pub/Sub (google.pubsub.v1) SDK, its reference server, and this admin tool.
 
     Resources are full names (projects/p/topics/t) or ids with --project (default
-    $PUBSUB_PROJECT_ID). Every verb connects to --endpoint, else $PUBSUB_EMULATOR_HOST,
-    else the real service, and prints a table, or JSON with --format json.
+    $PUBSUB_PROJECT_ID). Every verb connects to --endpoint (plain text to this machine,
+    TLS elsewhere unless --insecure), else $PUBSUB_EMULATOR_HOST, else the real service,
+    and prints a table, or JSON with --format json.
     """

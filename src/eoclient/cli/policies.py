@@ -55,7 +55,7 @@ SIZE = _Parsed("size", pv.parse_size)
 
 def _admin_call(invocation: Invocation, call: Callable[[AdminClient], Awaitable[T]]) -> T:
     async def run() -> T:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             try:
                 return await call(admin)
             except Unimplemented as error:

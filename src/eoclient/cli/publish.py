@@ -35,6 +35,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from eoclient._endpoint import Endpoint
 from eoclient.cli.app import Invocation, check_exists, common_options
 from eoclient.cli.errors import EXIT_INTERRUPTED, CliError, UsageProblem
 from eoclient.cli.flags import LABELS, merged
@@ -183,7 +184,7 @@ async def _from_list(messages: Iterator[OutgoingMessage]) -> AsyncIterator[Outgo
 
 
 async def publish_all(
-    endpoint: str | None,
+    endpoint: Endpoint,
     topic: str,
     messages: AsyncIterator[OutgoingMessage],
     report: PublishReport,

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import click
 
-from eoclient.admin import UNSET, AdminClient, Snapshot, Unset
+from eoclient.admin import UNSET, Snapshot, Unset
 from eoclient.cli.app import Invocation, common_options
 from eoclient.cli.errors import UsageProblem
 from eoclient.cli.flags import (
@@ -56,7 +56,7 @@ def create(
     source = invocation.name("subscription", subscription, subscription_project)
 
     async def call() -> Snapshot:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             return await admin.create_snapshot(name, source, labels=merged(labels))
 
     show_snapshot(invocation, invocation.run(call()), "created")
@@ -69,7 +69,7 @@ def list_(invocation: Invocation) -> None:
     project = invocation.required_project("snapshots list")
 
     async def call() -> list[Snapshot]:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             return await admin.list_snapshots(project).collect()
 
     found = invocation.run(call())
@@ -90,7 +90,7 @@ def describe(invocation: Invocation, snapshot: str) -> None:
     name = invocation.name("snapshot", snapshot)
 
     async def call() -> Snapshot:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             return await admin.get_snapshot(name)
 
     show_snapshot(invocation, invocation.run(call()))
@@ -118,7 +118,7 @@ def update(
         raise UsageProblem("nothing to update: pass at least one flag (see --help)")
 
     async def call() -> Snapshot:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             labels: dict[str, str] | Unset = UNSET
             if relabel:
                 current = (await admin.get_snapshot(name)).labels
@@ -138,7 +138,7 @@ def delete(invocation: Invocation, snapshot: str) -> None:
     name = invocation.name("snapshot", snapshot)
 
     async def call() -> None:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             await admin.delete_snapshot(name)
 
     invocation.run(call())

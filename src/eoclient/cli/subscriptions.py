@@ -9,7 +9,6 @@ from typing import Any
 import click
 
 from eoclient.admin import (
-    AdminClient,
     DeadLetterPolicy,
     ExpirationPolicy,
     PushConfig,
@@ -164,7 +163,7 @@ def create(
         )
 
     async def call() -> Subscription:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             return await admin.create_subscription(
                 name,
                 topic_name,
@@ -191,7 +190,7 @@ def list_(invocation: Invocation) -> None:
     project = invocation.required_project("subscriptions list")
 
     async def call() -> list[Subscription]:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             return await admin.list_subscriptions(project).collect()
 
     found = invocation.run(call())
@@ -212,7 +211,7 @@ def describe(invocation: Invocation, subscription: str) -> None:
     name = invocation.name("subscription", subscription)
 
     async def call() -> Subscription:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             return await admin.get_subscription(name)
 
     show_subscription(invocation, invocation.run(call()))
@@ -300,7 +299,7 @@ def update(
         raise UsageProblem("nothing to update: pass at least one flag (see --help)")
 
     async def call() -> Subscription:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             if merges:
                 # Flags that change part of a policy keep the rest of it as it is.
                 current = await admin.get_subscription(name)
@@ -354,7 +353,7 @@ def delete(invocation: Invocation, subscription: str) -> None:
     name = invocation.name("subscription", subscription)
 
     async def call() -> None:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             await admin.delete_subscription(name)
 
     invocation.run(call())
@@ -369,7 +368,7 @@ def detach(invocation: Invocation, subscription: str) -> None:
     name = invocation.name("subscription", subscription)
 
     async def call() -> None:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             await admin.detach_subscription(name)
 
     invocation.run(call())
@@ -464,7 +463,7 @@ def seek(
     snapshot_name = invocation.name("snapshot", snapshot, snapshot_project) if snapshot else None
 
     async def call() -> SeekOutcome | None:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             if to_time is not None:  # how far back it reached (policies.py)
                 return await policies.seek_with_outcome(admin, name, to_time)
             await admin.seek(name, snapshot=snapshot_name)

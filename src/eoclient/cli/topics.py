@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import click
 
-from eoclient.admin import UNSET, AdminClient, Topic, Unset
+from eoclient.admin import UNSET, Topic, Unset
 from eoclient.cli.app import Invocation, common_options
 from eoclient.cli.errors import UsageProblem
 from eoclient.cli.flags import (
@@ -58,7 +58,7 @@ def create(
     name = invocation.name("topic", topic)
 
     async def call() -> Topic:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             return await admin.create_topic(
                 name,
                 labels=merged(labels),
@@ -76,7 +76,7 @@ def list_(invocation: Invocation) -> None:
     project = invocation.required_project("topics list")
 
     async def call() -> list[Topic]:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             return await admin.list_topics(project).collect()
 
     found = invocation.run(call())
@@ -97,7 +97,7 @@ def describe(invocation: Invocation, topic: str) -> None:
     name = invocation.name("topic", topic)
 
     async def call() -> Topic:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             return await admin.get_topic(name)
 
     show_topic(invocation, invocation.run(call()))
@@ -145,7 +145,7 @@ def update(
         raise UsageProblem("nothing to update: pass at least one flag (see --help)")
 
     async def call() -> Topic:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             labels: dict[str, str] | Unset = UNSET
             if relabel:
                 current = (await admin.get_topic(name)).labels
@@ -168,7 +168,7 @@ def delete(invocation: Invocation, topic: str) -> None:
     name = invocation.name("topic", topic)
 
     async def call() -> None:
-        async with AdminClient(invocation.endpoint, retry=None) as admin:
+        async with invocation.admin() as admin:
             await admin.delete_topic(name)
 
     invocation.run(call())
@@ -184,7 +184,7 @@ def _names_command(kind: str) -> click.Command:
         name = invocation.name("topic", topic)
 
         async def call() -> list[str]:
-            async with AdminClient(invocation.endpoint, retry=None) as admin:
+            async with invocation.admin() as admin:
                 if kind == "subscriptions":
                     return await admin.list_topic_subscriptions(name).collect()
                 return await admin.list_topic_snapshots(name).collect()

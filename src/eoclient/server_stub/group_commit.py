@@ -1,9 +1,10 @@
 """Group commit: the reference server answers only what its store has made durable.
 
 Durability rule (the one the exactly-once promise rests on): a Publish response (message
-ids), an acknowledgement's SUCCESS — unary or a StreamingPull confirmation — and every
-admin change leave the server only after the store committed them. Each call awaits
-``durable()`` after the broker applied its change. One commit runs at a time, in a task of
+ids), an acknowledgement's SUCCESS — unary or a StreamingPull confirmation — every admin
+change, and a delivery of an exactly-once subscription (its lease: so its ack id still
+resolves after a crash) leave the server only after the store committed them. Each call
+awaits ``durable()`` after the broker applied its change. One commit runs at a time, in a task of
 its own: it yields once (so the other calls of this turn of the event loop add their
 changes), runs the pending statements (``begin_commit``), then the COMMIT and its fsync in
 a thread (``finish_commit``) — the event loop goes on serving meanwhile, and whatever

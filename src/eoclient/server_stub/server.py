@@ -35,7 +35,7 @@ from eoclient.server_stub.doors.grpc.door import GrpcDoor
 from eoclient.server_stub.doors.grpc.streams import StreamRegistry
 from eoclient.server_stub.doors.rest.door import RestDoor
 from eoclient.server_stub.group_commit import GroupCommit
-from eoclient.server_stub.observe.dashboard import Dashboard
+from eoclient.server_stub.observe.dashboard.site import Dashboard
 from eoclient.server_stub.observe.metrics import ServerMetrics
 from eoclient.server_stub.push import PushSender
 from eoclient.server_stub.services.faults import InjectedStatus, RpcFaults

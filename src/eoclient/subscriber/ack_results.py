@@ -44,6 +44,8 @@ EXACTLY_ONCE_ACKID_FAILURE = "EXACTLY_ONCE_ACKID_FAILURE"
 # TRANSIENT_FAILURE_UNORDERED_ACK_ID, TRANSIENT_FAILURE_OTHER); of the permanent ones only the
 # invalid-ack-id one has a status of its own, the rest (PERMANENT_FAILURE_OTHER) are OTHER.
 TRANSIENT_FAILURE_PREFIX = "TRANSIENT_"
+# ErrorInfo entry (not an ack id) of eoclient's server when it lists only some failed ids.
+UNLISTED_FAILURES = "unlisted-failed-ack-ids"
 PERMANENT_FAILURE_INVALID_ACK_ID = "PERMANENT_FAILURE_INVALID_ACK_ID"
 # Retry reasons for the stream confirmations: the same strings the unary metadata would carry
 # for the same condition (docs/protocol.md#streamingpull-confirmations gives the mapping), so logs
@@ -163,7 +165,13 @@ def classify_unary(
         return AckOutcome(final=dict.fromkeys(ids, _SUCCESS))
 
     metadata = error_info or {}
-    partial_success = error_info_reason == EXACTLY_ONCE_ACKID_FAILURE and bool(metadata)
+    # A listing cut short to fit in a trailer counts the failed ids it leaves out: then an
+    # unlisted id may have failed too (docs/protocol.md#ack-failures-that-do-not-fit-in-a-trailer).
+    partial_success = (
+        error_info_reason == EXACTLY_ONCE_ACKID_FAILURE
+        and bool(metadata)
+        and UNLISTED_FAILURES not in metadata
+    )
     described = f"{code}: {message}" if message else code
     unlisted: AckResult | str  # a str means "retry, for this reason"
     if partial_success:

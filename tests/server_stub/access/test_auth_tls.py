@@ -9,11 +9,9 @@ unary calls, StreamingPull and REST alike.
 from __future__ import annotations
 
 import logging
-import re
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,39 +19,16 @@ from typing import Any
 import aiohttp
 import grpc
 import pytest
-from support.processes import stop_process_group
+from support.processes import eoclient_serve
 
 from eoclient._proto import iam_policy_pb2
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient.server_stub import server as server_module
-from eoclient.server_stub.access.security import DoorSecurity, TlsFiles, exposure_warnings
+from eoclient.server_stub.access.security import DoorSecurity, exposure_warnings
 from eoclient.server_stub.access.tokens import TokenTable, request_projects
 from eoclient.server_stub.server import ReferenceServer, run_server
 
-from .tls_support import Certificates, make_certificates
-
-TOKENS = """\
-# token             projects
-team-a-token        team-a projects/shared
-admin-token         *
-"""
-TEAM_A = "team-a-token"
-ADMIN = "admin-token"
-
-
-@pytest.fixture(scope="module")
-def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    return make_certificates(tmp_path_factory.mktemp("tls"))
-
-
-@pytest.fixture
-async def secured(certificates: Certificates) -> AsyncIterator[ReferenceServer]:
-    security = DoorSecurity(
-        tls=TlsFiles(certificates.cert_file, certificates.key_file),
-        tokens=TokenTable.parse(TOKENS),
-    )
-    async with run_server(security=security) as server:
-        yield server
+from .tls_support import ADMIN, TEAM_A, TOKENS, Certificates
 
 
 @pytest.fixture
@@ -285,45 +260,12 @@ def test_serve_refuses_bad_security_flags(
 
 
 @pytest.fixture
-def served_secure(certificates: Certificates, token_file: Path, tmp_path: Path) -> Iterator[str]:
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "eoclient.cli",
-                "serve",
-                "--port",
-                "0",
-                "--tls-cert",
-                str(certificates.cert_file),
-                "--tls-key",
-                str(certificates.key_file),
-                "--auth-token-file",
-                str(token_file),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            text = log.read_text()
-            found = re.search(r"endpoint (\S+): TLS=True, bearer tokens=True", text)
-            if found:
-                assert "PUBSUB_EMULATOR_HOST" not in text  # it would mean a plain channel
-                yield found.group(1)
-                break
-            assert process.poll() is None, text
-            time.sleep(0.05)
-        else:
-            pytest.fail(f"eoclient serve did not start:\n{log.read_text()}")
-    finally:
-        stop_process_group(process)
-        assert process.returncode == 0, log.read_text()
+def served_secure(certificates: Certificates, token_file: Path) -> Iterator[str]:
+    flags = ("--tls-cert", str(certificates.cert_file), "--tls-key", str(certificates.key_file))
+    with eoclient_serve(*flags, "--auth-token-file", str(token_file)) as serve:
+        found = serve.wait_for(r"endpoint (\S+): TLS=True, bearer tokens=True")
+        assert "PUBSUB_EMULATOR_HOST" not in serve.output()  # it would mean a plain channel
+        yield found.group(1)
 
 
 async def test_eoclient_serve_with_tls_and_tokens(

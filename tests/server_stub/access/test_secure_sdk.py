@@ -14,7 +14,6 @@ import re
 import threading
 import time
 import tomllib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,30 +23,13 @@ from google.oauth2.credentials import Credentials
 
 import eoclient
 from eoclient import errors
-from eoclient.server_stub.access.security import DoorSecurity, TlsFiles
 from eoclient.server_stub.access.tokens import TokenTable
-from eoclient.server_stub.server import ReferenceServer, run_server
+from eoclient.server_stub.server import ReferenceServer
 
-from .tls_support import Certificates, make_certificates
+from .tls_support import Certificates
 
-TOKENS = "team-a-token team-a\nadmin-token *\n"
 TOPIC = "projects/team-a/topics/secure-orders"
 SUBSCRIPTION = "projects/team-a/subscriptions/secure-orders"
-
-
-@pytest.fixture(scope="module")
-def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    return make_certificates(tmp_path_factory.mktemp("tls"))
-
-
-@pytest.fixture
-async def secured(certificates: Certificates) -> AsyncIterator[ReferenceServer]:
-    security = DoorSecurity(
-        tls=TlsFiles(certificates.cert_file, certificates.key_file),
-        tokens=TokenTable.parse(TOKENS),
-    )
-    async with run_server(security=security) as server:
-        yield server
 
 
 def endpoint(

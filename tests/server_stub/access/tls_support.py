@@ -1,5 +1,6 @@
-"""A private certificate authority and a server certificate for 127.0.0.1 and localhost,
-made with ``cryptography`` for tests of the TLS doors (no files outside ``directory``)."""
+"""What the access tests' secured server is made of: a private certificate authority and
+a server certificate for 127.0.0.1 and localhost, made with ``cryptography`` (no files
+outside ``directory``), and the bearer tokens it knows."""
 
 from __future__ import annotations
 
@@ -12,6 +13,16 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+
+# The token file of the `secured` fixture (conftest.py): team-a's token grants its own
+# project and projects/shared, the administrator's every project.
+TOKENS = """\
+# token             projects
+team-a-token        team-a projects/shared
+admin-token         *
+"""
+TEAM_A = "team-a-token"
+ADMIN = "admin-token"
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 ``PolicyWire(wire)`` calls the extension service by method name over a ``Wire``'s
 channel (``await policies.SkipMessages(request)``), from eoclient's own generated
-descriptors, as ``conftest.Wire`` does for google.pubsub.v1. No tests here.
+descriptors, as ``support.wire.Wire`` does for google.pubsub.v1. No tests here.
 """
 
 from __future__ import annotations

@@ -4,70 +4,16 @@ and ``test_managing_subscription_iam_policy`` — and plain HTTP/JSON as curl se
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
-import grpc
 import pytest
 from google.api_core import exceptions as api_exceptions
-from google.auth.credentials import AnonymousCredentials
-from google.cloud import pubsub_v1
-from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
-from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
+from support.official_clients import OfficialClients, in_thread
 from support.wire import unique
 
 from eoclient.server_stub.server import ReferenceServer, run_server
-
-T = TypeVar("T")
-
-
-async def in_thread(call: Callable[[], T]) -> T:
-    return await asyncio.to_thread(call)
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ReferenceServer]:
-    async with run_server() as srv:
-        yield srv
-
-
-class Clients:
-    """google-cloud-pubsub's publisher and subscriber on one transport."""
-
-    def __init__(self, server: ReferenceServer, transport: str) -> None:
-        self._channel: grpc.Channel | None = None
-        if transport == "rest":
-            options = {"api_endpoint": server.rest_url}
-            self.publisher = pubsub_v1.PublisherClient(
-                transport="rest", client_options=options, credentials=AnonymousCredentials()
-            )
-            self.subscriber = pubsub_v1.SubscriberClient(
-                transport="rest", client_options=options, credentials=AnonymousCredentials()
-            )
-        else:
-            # What PUBSUB_EMULATOR_HOST makes the client do: an insecure channel.
-            self._channel = grpc.insecure_channel(server.address)
-            self.publisher = pubsub_v1.PublisherClient(
-                transport=PublisherGrpcTransport(channel=self._channel)
-            )
-            self.subscriber = pubsub_v1.SubscriberClient(
-                transport=SubscriberGrpcTransport(channel=self._channel)
-            )
-
-    def close(self) -> None:
-        self.publisher.stop()
-        if self._channel is not None:
-            self._channel.close()
-
-
-@pytest.fixture(params=["grpc", "rest"])
-def clients(request: pytest.FixtureRequest, server: ReferenceServer) -> Iterator[Clients]:
-    made = Clients(server, request.param)
-    yield made
-    made.close()
 
 
 def _manage(client: Any, resource: str) -> None:
@@ -97,7 +43,7 @@ def _manage(client: Any, resource: str) -> None:
     assert sorted(answer.permissions) == permissions
 
 
-async def test_topic_and_subscription_policies(clients: Clients) -> None:
+async def test_topic_and_subscription_policies(clients: OfficialClients) -> None:
     topic, sub = unique("topic"), unique("sub")
     await in_thread(lambda: clients.publisher.create_topic(name=topic))
     await in_thread(lambda: clients.subscriber.create_subscription(name=sub, topic=topic))
@@ -105,7 +51,7 @@ async def test_topic_and_subscription_policies(clients: Clients) -> None:
     await in_thread(lambda: _manage(clients.subscriber, sub))
 
 
-async def test_errors_reach_the_client_typed(clients: Clients) -> None:
+async def test_errors_reach_the_client_typed(clients: OfficialClients) -> None:
     # (BadRequest: InvalidArgument over gRPC is a subclass; REST answers HTTP 400.)
     topic = unique("topic")
     with pytest.raises(api_exceptions.NotFound, match="Resource not found"):

@@ -5,28 +5,19 @@ message that does not match, and the ``googclient_schema*`` attributes delivered
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
-import grpc
 import pytest
 from google.api_core import exceptions as api_exceptions
-from google.auth.credentials import AnonymousCredentials
-from google.cloud import pubsub_v1
-from google.pubsub_v1 import SchemaServiceClient
-from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
-from google.pubsub_v1.services.schema_service.transports import SchemaServiceGrpcTransport
-from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
 from google.pubsub_v1.types import Encoding, Schema
+from support.official_clients import OfficialClients, in_thread
 from support.wire import unique
 
 from eoclient.server_stub.server import ReferenceServer, run_server
 
-T = TypeVar("T")
 PROJECT = "projects/p1"
 AVRO = json.dumps(
     {
@@ -43,60 +34,11 @@ message State {
 """
 
 
-async def in_thread(call: Callable[[], T]) -> T:
-    return await asyncio.to_thread(call)
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ReferenceServer]:
-    async with run_server() as srv:
-        yield srv
-
-
-class Clients:
-    """google-cloud-pubsub's schema, publisher and subscriber clients on one transport."""
-
-    def __init__(self, server: ReferenceServer, transport: str) -> None:
-        self._channel: grpc.Channel | None = None
-        if transport == "rest":
-            kwargs: dict[str, Any] = {
-                "transport": "rest",
-                "client_options": {"api_endpoint": server.rest_url},
-                "credentials": AnonymousCredentials(),
-            }
-            self.schemas = SchemaServiceClient(**kwargs)
-            self.publisher = pubsub_v1.PublisherClient(**kwargs)
-            self.subscriber = pubsub_v1.SubscriberClient(**kwargs)
-        else:
-            self._channel = channel = grpc.insecure_channel(server.address)
-            self.schemas = SchemaServiceClient(
-                transport=SchemaServiceGrpcTransport(channel=channel)
-            )
-            self.publisher = pubsub_v1.PublisherClient(
-                transport=PublisherGrpcTransport(channel=channel)
-            )
-            self.subscriber = pubsub_v1.SubscriberClient(
-                transport=SubscriberGrpcTransport(channel=channel)
-            )
-
-    def close(self) -> None:
-        self.publisher.stop()
-        if self._channel is not None:
-            self._channel.close()
-
-
-@pytest.fixture(params=["grpc", "rest"])
-def clients(request: pytest.FixtureRequest, server: ReferenceServer) -> Iterator[Clients]:
-    made = Clients(server, request.param)
-    yield made
-    made.close()
-
-
 def schema_id() -> str:
     return unique("schema").rsplit("/", 1)[1]
 
 
-def _schema_flow(c: Clients, kind: Schema.Type, definition: str) -> None:
+def _schema_flow(c: OfficialClients, kind: Schema.Type, definition: str) -> None:
     sid = schema_id()
     name = f"{PROJECT}/schemas/{sid}"
     created = c.schemas.create_schema(
@@ -143,15 +85,15 @@ def _schema_flow(c: Clients, kind: Schema.Type, definition: str) -> None:
         c.schemas.get_schema(name=name)
 
 
-async def test_avro_schema_admin(clients: Clients) -> None:
+async def test_avro_schema_admin(clients: OfficialClients) -> None:
     await in_thread(lambda: _schema_flow(clients, Schema.Type.AVRO, AVRO))
 
 
-async def test_protobuf_schema_admin(clients: Clients) -> None:
+async def test_protobuf_schema_admin(clients: OfficialClients) -> None:
     await in_thread(lambda: _schema_flow(clients, Schema.Type.PROTOCOL_BUFFER, PROTO))
 
 
-def _publish_flow(c: Clients) -> None:
+def _publish_flow(c: OfficialClients) -> None:
     sid = schema_id()
     name = f"{PROJECT}/schemas/{sid}"
     c.schemas.create_schema(
@@ -192,7 +134,7 @@ def _publish_flow(c: Clients) -> None:
         c.publisher.publish(topic, good).result(timeout=10)
 
 
-async def test_publish_is_validated_against_the_topics_schema(clients: Clients) -> None:
+async def test_publish_is_validated_against_the_topics_schema(clients: OfficialClients) -> None:
     await in_thread(lambda: _publish_flow(clients))
 
 

@@ -1,6 +1,6 @@
 """SqliteStore: what a restart keeps and forgets, what is never committed, garbage
 collection, and data directories that are not ours (every core scenario also runs on
-SQLite with a restart check: see conftest.py)."""
+SQLite with a restart check: see tests/server_stub/core/conftest.py)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class Server:
         if commit:
             self.store.close()
         else:
-            self.store._db.close()  # the open transaction is rolled back, as after a kill
+            self.store._writes.db.close()  # the open transaction is rolled back, as after a kill
             os.close(self.store._lock_fd)
             self.store._lock_fd = -1
         self.store = SqliteStore(self.directory, window=self.window, gc_interval=0)
@@ -66,19 +66,22 @@ def server(tmp_path: Path) -> Iterator[Server]:
     s.store.close()
 
 
-def test_acks_and_messages_survive_and_leases_do_not(server: Server) -> None:
+def test_acks_messages_and_leases_survive(server: Server) -> None:
     server.broker.subscriptions.create(
-        SubscriptionConfig(SUB, TOPIC, enable_exactly_once_delivery=True)
+        SubscriptionConfig(SUB, TOPIC, enable_exactly_once_delivery=True, ack_deadline_seconds=60)
     )
     server.publish(*"abcdef")
     deliveries = server.broker.leasing.pull(SUB, 4)
     assert server.broker.acks.acknowledge(SUB, [deliveries[0].ack_id, deliveries[1].ack_id]).ok
     server.restart()
-    # Acked: gone for good. Leased (c, d): deliverable again at once, under new ack ids.
+    # Acked: gone for good. Leased (c, d): still leased, under the ack ids issued before.
     again = server.broker.leasing.pull(SUB, 10)
-    assert [d.message.data for d in again] == [b"c", b"d", b"e", b"f"]
-    reply = server.broker.acks.acknowledge(SUB, [deliveries[2].ack_id, again[0].ack_id])
-    assert reply.failures == {deliveries[2].ack_id: INVALID}  # issued before the restart
+    assert [d.message.data for d in again] == [b"e", b"f"]
+    assert server.broker.acks.acknowledge(SUB, [deliveries[2].ack_id, again[0].ack_id]).ok
+    server.clock.advance(60)  # d's lease ran out: its id is invalid, d comes again
+    reply = server.broker.acks.acknowledge(SUB, [deliveries[3].ack_id])
+    assert reply.failures == {deliveries[3].ack_id: INVALID}
+    assert server.data() == ["d", "f"]  # f's lease ran out too
     assert server.publish("g") == ["7"]  # message ids continue, never reused
 
 
@@ -119,6 +122,8 @@ def test_retained_messages_snapshots_and_seek_survive(server: Server) -> None:
     server.broker.snapshots.seek(SUB, time=0)
     assert server.data() == ["a", "b", "c"]
     server.restart()
+    assert server.data() == []  # leased before the restart, and still
+    server.clock.advance(10)  # the leases run out
     assert server.data() == ["a", "b", "c"]  # the seek's state was stored
     server.broker.snapshots.seek(SUB, snapshot=SNAP)
     server.restart()

@@ -1,7 +1,8 @@
 """The broker core: pure, synchronous, clock injected; no asyncio and no protobuf inside.
 
-Adapters (gRPC, REST) translate the wire into the domain types of ``model`` and call
-``Broker``; everything the server decides is decided here.
+The services (``server_stub/services``) translate the wire into the domain types of
+``model`` and call the broker's rooms (``broker.topics``, ``broker.acks``, ...);
+everything the server decides is decided here.
 """
 
 from eoclient.server_stub.core.broker import Broker

@@ -1,9 +1,12 @@
-"""Ack ids this server issues, and the per-id failures it answers (wire-contract §2.4).
+"""Ack ids this server issues, and the per-id failures it answers
+(docs/protocol.md#ack-ids-and-generations).
 
 An ack id is ``{subscription uid}-{seq}-{generation}``: a new generation per delivery, so
 only the latest delivery's id resolves to the message; the uid differs for every
-subscription ever created, every seek and every restart, so an id from another
-subscription, from before a seek or from before a restart never resolves.
+subscription ever created and every seek, so an id from another subscription or from
+before a seek never resolves. A durable store keeps the uid (and each lease) across
+restarts, so an id from before a restart resolves as it did; the in-memory server draws
+a new uid at every start.
 """
 
 from __future__ import annotations
@@ -14,12 +17,13 @@ from typing import NamedTuple
 
 def new_uid(rng: random.Random) -> str:
     """A fresh subscription uid for the ack ids issued from now on: after a new
-    subscription, a seek, a detach or a restart (48 random bits, so an earlier uid comes
-    back with a chance of about one in 2**48)."""
+    subscription, a seek, a detach, or a start without a stored uid (48 random bits, so
+    an earlier uid comes back with a chance of about one in 2**48)."""
     return f"{rng.getrandbits(48):012x}"
 
 
-# ErrorInfo metadata values of the exactly-once per-id failures (wire-contract §2.2).
+# ErrorInfo metadata values of the exactly-once per-id failures
+# (docs/protocol.md#exactly-once-error-details).
 PERMANENT_FAILURE_INVALID_ACK_ID = "PERMANENT_FAILURE_INVALID_ACK_ID"
 TRANSIENT_FAILURE_UNORDERED_ACK_ID = "TRANSIENT_FAILURE_UNORDERED_ACK_ID"
 

@@ -101,7 +101,7 @@ class Acks:
         history = self._history
         for ack_id, parts in zip(ack_ids, parsed, strict=True):
             entry = delivery.resolve_parts(parts)
-            fault = self._take_fault(name, entry.message.message_id if entry else "", operation)
+            fault = self._take_fault(name, entry.message_id if entry else "", operation)
             if fault:
                 failures[ack_id] = fault
                 history.answered(name, entry, ack_id, operation, seconds, now, fault)

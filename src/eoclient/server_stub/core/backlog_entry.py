@@ -1,45 +1,74 @@
-"""What ``delivery`` keeps per unacknowledged message, per ordering key and per subscription."""
+"""What ``delivery`` keeps per waiting message, per ordering key and per subscription
+(the leases are ``lease_table.py``'s)."""
 
 from __future__ import annotations
 
-import enum
-from collections import deque
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from eoclient.server_stub.core.model import StoredMessage
 
 
-class State(enum.Enum):
-    WAITING = "waiting"
-    OUTSTANDING = "outstanding"
-
-
 @dataclass(slots=True)
 class Entry:
+    """A waiting message the window holds, with its body."""
+
     seq: int
     message: StoredMessage
-    state: State = State.WAITING
     ready_at: float = 0.0
-    generation: int = 0  # number of deliveries so far; the ack id carries the latest
+    generation: int = 0  # deliveries so far; the next one's ack id carries one more
     failed_attempts: int = 0  # nacks + deadline expiries (delivery_attempt = this + 1)
-    deadline: float = 0.0
-    stream_id: int | None = None  # the stream whose flow control counts this lease
     key_position: int = -1  # absolute position in its ordering key's sequence
 
 
 @dataclass(slots=True)
-class KeySequence:
-    """The unacknowledged messages of one ordering key, by absolute position."""
+class Returned:
+    """A message back from a lease whose body only the store keeps: what the window needs
+    to take it again (the store's row gives the body)."""
 
-    seqs: deque[int] = field(default_factory=deque)
-    base: int = 0  # absolute position of seqs[0]
+    ready_at: float
+    generation: int
+    failed_attempts: int
+    size: int
+    publish_time: float
+
+
+@dataclass(slots=True)
+class KeySequence:
+    """The unacknowledged messages of one ordering key the core holds (waiting in the
+    window, leased, or back from a lease), by absolute position.
+
+    ``seqs[start:]`` are their seqs in order (a list, not a deque: ``position_of`` bisects
+    it); ``base`` is the absolute position of ``seqs[start]``.
+    """
+
+    seqs: list[int] = field(default_factory=list)
+    start: int = 0
+    base: int = 0
     next_position: int = 0  # first position not delivered (or not since a rewind)
 
     def seq_at(self, position: int) -> int:
-        return self.seqs[position - self.base]
+        return self.seqs[self.start + position - self.base]
 
     def end(self) -> int:
-        return self.base + len(self.seqs)
+        return self.base + len(self.seqs) - self.start
+
+    def position_of(self, seq: int) -> int:
+        """The position of ``seq``, which must be in the sequence."""
+        return self.base + bisect_left(self.seqs, seq, self.start) - self.start
+
+    def first(self) -> int | None:
+        return self.seqs[self.start] if self.start < len(self.seqs) else None
+
+    def pop_first(self) -> None:
+        self.start += 1
+        self.base += 1
+        if self.start > 64 and self.start * 2 > len(self.seqs):
+            del self.seqs[: self.start]  # amortised O(1) a pop
+            self.start = 0
+
+    def __len__(self) -> int:
+        return len(self.seqs) - self.start
 
 
 @dataclass

@@ -1,32 +1,44 @@
 """Per-subscription delivery state: what is waiting, what is leased, what each ack id means.
 
-One ``SubscriptionDelivery`` per subscription. It holds, for every message the
-subscription has not acknowledged, a ``Entry`` in one of two states:
+One ``SubscriptionDelivery`` per subscription. Every unacknowledged message is either
 
-* WAITING: deliverable at ``ready_at`` (publish time, or after a retry backoff);
-* OUTSTANDING: leased to a client until ``deadline`` under one ack id.
+* **waiting** (``delivery_window.Backlog``): in the window with its body, scheduled at
+  ``ready_at`` (publish time, its delayed-delivery time, or after a retry backoff); or
+  only in the store — a cold row past the window's cursor, or returned from a lease;
+* **leased** (``lease_table.LeaseTable``): delivered to a client until a deadline under
+  one ack id. A lease holds the ack id's parts and what its end needs, not the body:
+  leases do not count against the window, so a subscription may hold as many as the
+  lease limit allows whatever the window's size. A nack or an expiry makes the message
+  waiting again; a store that keeps every body gives it back at its redelivery, and with
+  ``MemoryStore`` (which keeps none) the core keeps leased bodies itself (``_bodies``).
 
-An acknowledged message's entry is deleted. Costs, with n the backlog size:
+An acknowledged message is forgotten, here and in the store. Costs, with n messages held:
 
-* ``_ready``: heap of sequence numbers deliverable now (oldest published first);
-* ``_delayed``: heap of (ready_at, seq) not deliverable yet (retry backoff);
-* ``_leases``: heap of (deadline, seq, generation) for lease expiry.
+* ``_ready``: heap of window seqs deliverable now (oldest published first);
+* ``_delayed``: heap of (ready_at, seq) not deliverable yet (retry backoff, delay);
+* the lease table: O(log n) a lookup, amortised O(1) to add or end a lease.
 
-Heap entries are never removed in place; a stale entry (the message was acked,
-redelivered or its deadline moved) is recognised when it surfaces and skipped, so
-delivery, ack and expiry each cost O(log n).
+Heap entries are never removed in place; a stale one (the message left the window or was
+rescheduled) is recognised when it surfaces and skipped, so delivery, ack and expiry
+each cost O(log n).
 
-Ack ids (wire-contract §2.4) are ``{subscription uid}-{seq}-{generation}``: a new
-generation per delivery, so only the latest delivery's id resolves to the message.
-The uid differs for every subscription ever created, so an id from another
-subscription (or from a deleted and recreated one) never resolves here.
+Ack ids (docs/protocol.md#ack-ids-and-generations) are
+``{subscription uid}-{seq}-{generation}``: a new generation per delivery, so only the
+latest delivery's id resolves to the message. The uid differs for every subscription ever
+created and every seek, so an id from another subscription (or from a deleted and
+recreated one) never resolves here. A store that keeps state across restarts keeps the
+uid and each lease (generation, deadline) until its deadline, so an id issued before a
+restart resolves as it did, and an exactly-once ack of a lease whose message has gone
+since — the ack was committed, its answer lost with the process — answers SUCCESS again
+when retried (``AckTarget.acked``). Within one run a repeated ack is INVALID_ACK_ID, as
+Google's emulator answers (docs/protocol.md#ack-ids-across-a-restart).
 
-Ordering keys (when the subscription enables ordering): the unacknowledged messages
-of a key form a sequence whose delivered part is a prefix. Only the first
-undelivered message of a key is ever in ``_ready``/``_delayed``; delivering it
-schedules the next. When a delivered message goes back to WAITING (nack, expiry),
-every later delivered message of its key goes back too, so they are delivered again
-after it, in order (wire-contract §1.5 "Ordering").
+Ordering keys (when the subscription enables ordering): the unacknowledged messages of a
+key the core holds form a sequence (``KeySequence``) whose delivered part is a prefix.
+Only the first undelivered message of a key is ever in ``_ready``/``_delayed``;
+delivering it schedules the next. When a delivered message goes back to waiting (nack,
+expiry), every later delivered message of its key goes back too, so they are delivered
+again after it, in order (docs/protocol.md#ordering-keys).
 
 Policies applied here (the broker sets them from the subscription's config):
 
@@ -35,39 +47,43 @@ Policies applied here (the broker sets them from the subscription's config):
   broker) publishes it to the dead-letter topic and the message is settled here as if
   acked. If ``forward`` cannot (the dead-letter topic was deleted), the message stays
   and is redelivered; every later failure tries again.
-* Retention: a message older than ``retention`` (since its publish time) is gone.
-  ``_by_publish`` lists seqs in publish order so the expired ones are found at its
-  front (O(1) each, amortized). A waiting message is dropped when its time is up; an
-  outstanding one stays leased (its ack still succeeds) and is dropped at its next
-  nack or expiry instead of going back to waiting.
+* Retention: a message older than ``retention`` (since its publish time) is gone. A
+  waiting message is dropped when its time is up; a leased one stays leased (its ack
+  still succeeds) and is dropped at its next nack or expiry instead of waiting again.
+* Message TTL (``ttl``): a message older than it is acknowledged, leased or not (its ack
+  ids stop resolving).
 * Retained acknowledged messages (``retain_acked``): handed to the store with their
   publish time and kept there until retention drops them, for seek to replay.
+* Skip by id, backlog-quota eviction and the retention cursor's size limit:
+  ``delivery_policies.py``, through ``settle_message`` and ``drop_oldest``.
 
-The window (``delivery_window.py``): with a store that bounds it, only the oldest part
-of the backlog is held here, the rest is read from the store in seq order. The policies'
-effects on the backlog (skip, eviction, TTL's reach) are in ``delivery_policies.py``.
-Every change the store must keep (settled, failed attempts, retained, reset) is handed
-to ``storage`` as it happens.
+Every change the store must keep (settled, leases, failed attempts, retained, reset) is
+handed to ``storage`` as it happens.
 
-Seek (``reset``) rebuilds the whole state from the messages the seek leaves unacked
-and the ones it leaves acked, under a new uid: every ack id issued before it stops
-resolving (PERMANENT_FAILURE_INVALID_ACK_ID with exactly-once; ignored otherwise, its
-uid still counts as well formed) and every message made unacked is delivered again.
+Seek (``reset``) rebuilds the whole state from the messages the seek leaves unacked and
+the ones it leaves acked, under a new uid: every ack id issued before it stops resolving
+(PERMANENT_FAILURE_INVALID_ACK_ID with exactly-once; ignored otherwise, its uid still
+counts as well formed) and every message made unacked is delivered again.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
+from eoclient.server_stub.core import delivery_policies
 from eoclient.server_stub.core.ack_ids import AckIdParts
-from eoclient.server_stub.core.backlog_entry import Counters, Entry, KeySequence, State
-from eoclient.server_stub.core.delivery_policies import DeliveryPolicies
-from eoclient.server_stub.core.delivery_window import DeliveryWindow
+from eoclient.server_stub.core.backlog_entry import Counters, Entry, KeySequence, Returned
+from eoclient.server_stub.core.delivery_window import Backlog, Loaded
+from eoclient.server_stub.core.lease_table import Lease, LeaseTable
 from eoclient.server_stub.core.model import Delivery, RetryPolicy, StoredMessage
-from eoclient.server_stub.core.store import SeqMessage, SubscriptionStorage
+from eoclient.server_stub.core.store import (
+    Acked,
+    SeqMessage,
+    StoredSubscription,
+    SubscriptionStorage,
+)
 from eoclient.server_stub.core.stream_flow import StreamFlow
 
 # ``forward(message, delivery_count) -> bool``: publish to the dead-letter topic;
@@ -75,8 +91,35 @@ from eoclient.server_stub.core.stream_flow import StreamFlow
 Forwarder = Callable[[StoredMessage, int], bool]
 
 
-class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
+class AckTarget:
+    """The message an ack id names here (``resolve_parts``, ``lookup_parts``). A slots
+    class, not a NamedTuple: one is made for every id of every ack, and its constructor
+    is the cheaper."""
+
+    __slots__ = ("acked", "generation", "seq")
+
+    def __init__(self, seq: int, generation: int, acked: bool = False) -> None:
+        self.seq = seq
+        self.generation = generation
+        # Its lease was stored and its message left the backlog before a restart (acked,
+        # the answer maybe lost with the process): a retried ack answers SUCCESS and
+        # changes nothing.
+        self.acked = acked
+
+    def __repr__(self) -> str:
+        return f"AckTarget({self.seq}, {self.generation}, acked={self.acked})"
+
+    @property
+    def message_id(self) -> str:
+        return str(self.seq)  # the server numbers its messages by seq (dispatch.py)
+
+
+class SubscriptionDelivery:
     """Delivery bookkeeping of one subscription. Pure: every method takes ``now``."""
+
+    # Stored leases past their deadlines are deleted from the store at most this often
+    # (one range delete a subscription).
+    FORGET_LEASES_INTERVAL = 60.0
 
     def __init__(
         self,
@@ -101,30 +144,40 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
         self.forward = forward
         self.retention = retention  # seconds since publish; inf: kept until acked
         self.retain_acked = retain_acked
+        self.ttl: float | None = None  # message TTL (policies.py): auto-ack when older
         self.storage = storage
         self.counters = Counters()
-        self._window = storage.window  # None: the whole backlog in memory
-        self._cold = 0  # backlog rows only the store holds (all seqs > _loaded_through)
-        self._loaded_through = 0
-        self._bytes = 0  # sizes of every unacknowledged message, window and cold
-        self.ttl: float | None = None  # message TTL (policies.py): auto-ack when older
-        self._by_publish: deque[tuple[float, int]] = deque()
-        self._entries: dict[int, Entry] = {}
+        self.waiting = Backlog(storage)
+        self.leases = LeaseTable()
+        # Bodies of leased messages, when the store keeps none (it does not bound the
+        # window): a nack or an expiry puts the message back in the window with it.
+        self._bodies: dict[int, StoredMessage] | None = {} if storage.window is None else None
+        # A store that bounds the window keeps every backlog row and lease; one that
+        # does not (MemoryStore) keeps none: it is handed only what it
+        # keeps (retained acknowledged messages).
+        self._durable = storage.window is not None
         self._ready: list[int] = []
         self._delayed: list[tuple[float, int]] = []
-        self._leases: list[tuple[float, int, int]] = []
-        self._leased = 0  # entries OUTSTANDING: the live part of _leases
         self._keys: dict[str, KeySequence] = {}
+        # Ordering key of each ordered message held outside the window (leased, returned).
+        self._key_of: dict[int, str] = {}
         self._streams: dict[int, StreamFlow] = {}
         self._former_uids: set[str] = set()  # before each seek: ids still well formed
+        # Leases whose messages left the backlog before a restart (acked, its answer
+        # maybe lost with the process): seq -> (generation, deadline).
+        self._acked_before: dict[int, tuple[int, float]] = {}
+        self._stored_until = -math.inf  # the latest deadline of a lease handed to the store
+        self._next_forget = -math.inf
 
     def __repr__(self) -> str:
-        waiting = sum(1 for e in self._entries.values() if e.state is State.WAITING)
         return (
-            f"<SubscriptionDelivery {self.uid} [{waiting} waiting, "
-            f"{len(self._entries) - waiting} outstanding, {self._cold} cold | "
+            f"<SubscriptionDelivery {self.uid} [{self.waiting!r}, {len(self.leases)} leased | "
             f"{len(self._streams)} streams]>"
         )
+
+    # The latest ``now`` any public method was called with: scheduling uses it to
+    # choose between the ready and the delayed heap without threading ``now`` through.
+    _now_hint: float = float("-inf")
 
     # ------------------------------------------------------------------ intake
 
@@ -135,32 +188,31 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
         it stays a cold row of the store (which the publish gave it).
         """
         self._now_hint = now
-        self._bytes += message.size
-        if self._cold or (self._window is not None and len(self._entries) >= self._window):
-            self._cold += 1
-            return
-        self._admit(seq, message, ready_at, 0)
+        if self.waiting.accepts():
+            self._admit(Entry(seq, message, ready_at=ready_at), returned=False)
+        else:
+            self.waiting.add_cold(message.size)
 
-    def _admit(
-        self, seq: int, message: StoredMessage, ready_at: float, failed_attempts: int
-    ) -> None:
+    def _admit(self, entry: Entry, *, returned: bool) -> None:
         """Into the window: scheduled now (or at its delayed-delivery time), or behind the
-        earlier messages of its key."""
-        ready_at = max(ready_at, message.deliver_at)
-        entry = Entry(seq=seq, message=message, ready_at=ready_at, failed_attempts=failed_attempts)
-        self._entries[seq] = entry
-        self._loaded_through = max(self._loaded_through, seq)
-        self._by_publish.append((message.publish_time, seq))
-        key = message.ordering_key if self.ordered else ""
-        if key:
-            sequence = self._keys.get(key)
+        earlier messages of its key. ``returned``: it was delivered before, so it has its
+        place in its key's sequence already."""
+        entry.ready_at = max(entry.ready_at, entry.message.deliver_at)
+        self.waiting.add(entry)
+        key = entry.message.ordering_key if self.ordered else ""
+        if not key:
+            self._schedule(entry)
+            return
+        sequence = self._keys.get(key)
+        if returned and sequence is not None:
+            self._key_of.pop(entry.seq, None)
+            entry.key_position = sequence.position_of(entry.seq)
+        else:
             if sequence is None:
                 sequence = self._keys[key] = KeySequence()
             entry.key_position = sequence.end()
-            sequence.seqs.append(seq)
-            if sequence.next_position == entry.key_position:
-                self._schedule(entry)
-        else:
+            sequence.seqs.append(entry.seq)
+        if sequence.next_position == entry.key_position:
             self._schedule(entry)
 
     def _schedule(self, entry: Entry) -> None:
@@ -169,99 +221,90 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
         else:
             heapq.heappush(self._ready, entry.seq)
 
-    # The latest ``now`` any public method was called with: scheduling uses it to
-    # choose between the ready and the delayed heap without threading ``now`` through.
-    _now_hint: float = float("-inf")
-
     # ---------------------------------------------------------------- time
 
-    def advance(self, now: float) -> list[Entry]:
-        """Expire leases whose deadline has passed and release delayed messages.
-
-        Returns the entries whose lease expired (for counting delivery attempts).
-        """
+    def advance(self, now: float) -> None:
+        """Expire leases whose deadline has passed, release delayed messages, apply the
+        retention and the TTL."""
         self._now_hint = now
-        expired: list[Entry] = []
-        while self._leases and self._leases[0][0] <= now:
-            record = heapq.heappop(self._leases)
-            entry = self._live_lease(self._entries, record)
-            if entry is None:
-                continue  # stale: acked, redelivered or extended since
-            deadline = record[0]
+        # One at a time, by deadline: a rewind of an ordering key ends its later leases
+        # without a failed attempt, and those are then no longer due here.
+        for lease in self.leases.expire(now):
             self.counters.expired += 1
-            expired.append(entry)
             # The lease ended at its deadline, not when this (lazy) call noticed it:
             # the retry backoff counts from the deadline, else a late tick or pull
             # would push the redelivery back by however long nobody looked.
-            self._return_to_waiting(entry, deadline, failed=True)
+            self._lease_ended(lease, lease.deadline, failed=True)
+        entries = self.waiting.entries
         while self._delayed and self._delayed[0][0] <= now:
             ready_at, seq = heapq.heappop(self._delayed)
-            entry = self._entries.get(seq)
-            if entry is not None and entry.state is State.WAITING and entry.ready_at == ready_at:
+            entry = entries.get(seq)
+            if entry is not None and entry.ready_at == ready_at:
                 heapq.heappush(self._ready, seq)
         self._enforce_retention(now)
-        return expired
+        self._forget_old_leases(now)
 
     def _enforce_retention(self, now: float) -> None:
         """Drop what outlived the retention; acknowledge what outlived the message TTL
         (leased or not: its ack ids stop resolving)."""
         cutoff = now - self.retention
         ttl_cutoff = now - self.ttl if self.ttl is not None else -math.inf
-        by_publish = self._by_publish
         while True:
-            while by_publish:
-                published, seq = by_publish[0]
-                entry = self._entries.get(seq)
-                if entry is None:
-                    by_publish.popleft()  # acked already: usually in publish order, so short
-                elif published <= cutoff:
-                    by_publish.popleft()
-                    # Outstanding: left leased; dropped by _return_to_waiting if it comes back.
-                    if entry.state is State.WAITING:
-                        self.counters.discarded += 1
-                        self._remove(entry)
+            newer_found = False
+            while (oldest := self.waiting.oldest()) is not None:
+                published, seq = oldest
+                if published <= cutoff:
+                    self.counters.discarded += 1
+                    self._remove(seq, acked=False)
                 elif published <= ttl_cutoff:
-                    by_publish.popleft()
                     self.counters.expired_by_ttl += 1
-                    self._settle(entry)
+                    self._remove(seq, acked=True)
                 else:
                     newer_found = True
                     break
-            else:
-                newer_found = False
-            # The window held nothing newer: the oldest cold rows may be due too (a refill
+            while (lease := self.leases.oldest()) is not None and lease.publish_time <= ttl_cutoff:
+                self.counters.expired_by_ttl += 1
+                self._remove(lease.seq, acked=True)
+            # Nothing newer was held: the oldest cold rows may be due too (a refill
             # drops or acknowledges those, and loads the rest).
-            if newer_found or not self._cold or not self._refill(now, 0):
+            if newer_found or not self.waiting.cold() or not self._refill(now, 0):
                 break
         if self.retain_acked:
             self.storage.prune_retained(cutoff)
 
-    def _past_retention(self, entry: Entry) -> bool:
-        return entry.message.publish_time <= self._now_hint - self.retention
+    def _past_retention(self, publish_time: float) -> bool:
+        return publish_time <= self._now_hint - self.retention
 
     def next_wakeup(self) -> float | None:
         """The earliest time at which ``advance`` would change something (may be stale-early)."""
         candidates = []
-        if self._leases:
-            candidates.append(self._leases[0][0])
+        deadline = self.leases.next_deadline()
+        if deadline is not None:
+            candidates.append(deadline)
         if self._delayed:
             candidates.append(self._delayed[0][0])
-        # The oldest message's publish time. With an empty window and cold rows (after
-        # a restart or a seek) it is the first cold row's, read from the store: otherwise
-        # only a Pull would load them, and a subscription nobody pulls — the topic's
-        # retention cursor above all — would keep expired rows (and the topic's garbage
-        # behind them) for ever. Only with an empty window: then ``advance`` can always
-        # load (and drop) that row, so a wake-up in the past cannot repeat.
-        head = self._by_publish[0][0] if self._by_publish else None
-        if head is None and self._cold and not self._entries:
-            head = self.oldest_unacked()
-        if head is not None and self.retention != float("inf"):
+        # The oldest waiting message's publish time. With nothing waiting in memory and
+        # cold rows (after a restart or a seek) it is the first cold row's, read from the
+        # store: otherwise only a Pull would load them, and a subscription nobody pulls —
+        # the topic's retention cursor above all — would keep expired rows (and the
+        # topic's garbage behind them) for ever. Only then: ``advance`` can always load
+        # (and drop) that row, so a wake-up in the past cannot repeat.
+        oldest = self.waiting.oldest()
+        head = oldest[0] if oldest is not None else None
+        if head is None and self.waiting.cold():
+            row = self.waiting.first_cold_row()
+            head = row.message.publish_time if row is not None else None
+        if head is not None and self.retention != math.inf:
             candidates.append(head + self.retention)
-        if head is not None and self.ttl is not None:
-            candidates.append(head + self.ttl)
-        oldest = self.storage.oldest_retained() if self.retain_acked else None
-        if oldest is not None and self.retention != float("inf"):
-            candidates.append(oldest + self.retention)
+        if self.ttl is not None:
+            lease = self.leases.oldest()
+            if lease is not None:
+                head = lease.publish_time if head is None else min(head, lease.publish_time)
+            if head is not None:
+                candidates.append(head + self.ttl)
+        retained = self.storage.oldest_retained() if self.retain_acked else None
+        if retained is not None and self.retention != math.inf:
+            candidates.append(retained + self.retention)
         return min(candidates) if candidates else None
 
     def _backoff(self, failed_attempts: int) -> float:
@@ -269,100 +312,113 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
         if policy is None:
             return 0.0  # no retry policy: redeliver as soon as possible
         # Exponential between the bounds: min * 2^(n-1), capped at max. The service
-        # documents "exponential backoff" without a formula (wire-contract §6).
+        # documents "exponential backoff" without a formula (docs/protocol.md#retry-backoff).
         exponent = max(failed_attempts - 1, 0)
         return float(min(policy.maximum_backoff, policy.minimum_backoff * (2 ** min(exponent, 32))))
 
-    def _return_to_waiting(self, entry: Entry, now: float, *, failed: bool) -> None:
-        """Nack or expiry of ``entry``: back to WAITING, with its key's later deliveries.
+    def _forget_old_leases(self, now: float) -> None:
+        """Let the store forget leases whose deadlines passed (and this state the acks
+        it restored)."""
+        if self._acked_before and now >= max(d for _, d in self._acked_before.values()):
+            self._acked_before.clear()
+        if self._stored_until > -math.inf and now >= self._next_forget:
+            self.storage.forget_leases(now)
+            self._next_forget = now + self.FORGET_LEASES_INTERVAL
+            if now >= self._stored_until:
+                self._stored_until = -math.inf
+
+    # ----------------------------------------------------- a lease's end
+
+    def _lease_ended(self, lease: Lease, now: float, *, failed: bool) -> None:
+        """Nack or expiry of ``lease`` (out of the table already): the message waits
+        again, with its key's later deliveries.
 
         Then, instead of waiting for redelivery, the message may leave: to the
         dead-letter topic when this failure used up its delivery attempts, or for good
         when it outlived the retention while it was leased.
         """
-        self._release_lease(entry)
-        if failed:
-            entry.failed_attempts += 1
-            self.storage.set_failed_attempts(entry.seq, entry.failed_attempts)
-        entry.ready_at = now + self._backoff(entry.failed_attempts)
-        key = entry.message.ordering_key if self.ordered else ""
-        if not key:
-            self._schedule(entry)
-        else:
+        self._release_stream(lease)
+        seq = lease.seq
+        failed_attempts = lease.failed_attempts + 1 if failed else lease.failed_attempts
+        if self._durable:
+            self.storage.end_lease(seq, lease.generation, lease.deadline, failed_attempts)
+        ready_at = now + self._backoff(failed_attempts)
+        key = self._key_of.get(seq, "") if self.ordered else ""
+        followers: list[Lease] = []
+        if key:
             sequence = self._keys[key]
-            if entry.key_position < sequence.next_position:
-                for position in range(entry.key_position + 1, sequence.next_position):
-                    follower = self._entries.get(sequence.seq_at(position))
-                    if follower is not None and follower.state is State.OUTSTANDING:
-                        self._release_lease(follower)
-                        follower.ready_at = entry.ready_at
-                sequence.next_position = entry.key_position
-                self._schedule(entry)
+            position = sequence.position_of(seq)
+            if position < sequence.next_position:
+                for later in range(position + 1, sequence.next_position):
+                    follower = self.leases.remove(sequence.seq_at(later))
+                    if follower is not None:
+                        self._release_stream(follower)
+                        if self._durable:
+                            self.storage.end_lease(
+                                follower.seq,
+                                follower.generation,
+                                follower.deadline,
+                                follower.failed_attempts,
+                            )
+                        followers.append(follower)
+                sequence.next_position = position
             # else: already waiting behind an earlier rewind of its key
-        if failed and self._attempts_used_up(entry) and self._forward(entry):
+        self._wait_again(lease, ready_at, failed_attempts)
+        for follower in followers:
+            self._wait_again(follower, ready_at, follower.failed_attempts)
+        if failed and self._attempts_used_up(failed_attempts) and self._forward(seq):
             return
-        if self._past_retention(entry):
+        if self._past_retention(lease.publish_time):
             self.counters.discarded += 1
-            self._remove(entry)
+            self._remove(seq, acked=False)
 
-    def _attempts_used_up(self, entry: Entry) -> bool:
+    def _wait_again(self, lease: Lease, ready_at: float, failed_attempts: int) -> None:
+        if self._bodies is not None:
+            entry = Entry(
+                lease.seq,
+                self._bodies.pop(lease.seq),
+                ready_at=ready_at,
+                generation=lease.generation,
+                failed_attempts=failed_attempts,
+            )
+            self._admit(entry, returned=True)
+        else:
+            self.waiting.give_back(
+                lease.seq,
+                Returned(
+                    ready_at, lease.generation, failed_attempts, lease.size, lease.publish_time
+                ),
+            )
+
+    def _attempts_used_up(self, failed_attempts: int) -> bool:
         limit = self.max_delivery_attempts
-        return limit is not None and entry.failed_attempts >= limit
+        return limit is not None and failed_attempts >= limit
 
-    def _forward(self, entry: Entry) -> bool:
+    def _forward(self, seq: int) -> bool:
         """Divert the would-be next delivery to the dead-letter topic (True if done)."""
-        if self.forward is None or not self.forward(entry.message, entry.failed_attempts):
+        if self.forward is None:
+            return False
+        message, failed_attempts = self._waiting_body(seq)
+        if message is None or not self.forward(message, failed_attempts):
             return False  # the dead-letter topic is gone: keep redelivering
         self.counters.dead_lettered += 1
-        self._settle(entry)  # acked on the source subscription
+        self._remove(seq, acked=True)  # acked on the source subscription
         return True
 
-    def _release_lease(self, entry: Entry) -> None:
-        if entry.state is State.OUTSTANDING:
-            self._leased -= 1
-            if entry.stream_id is not None:
-                stream = self._streams.get(entry.stream_id)
-                if stream is not None:
-                    stream.outstanding_messages -= 1
-                    stream.outstanding_bytes -= entry.message.size
-        entry.state = State.WAITING
-        entry.stream_id = None
+    def _waiting_body(self, seq: int) -> tuple[StoredMessage | None, int]:
+        """The body and failed attempts of a waiting message (a store read if returned)."""
+        entry = self.waiting.entries.get(seq)
+        if entry is not None:
+            return entry.message, entry.failed_attempts
+        rows = self.storage.rows([seq])
+        return (rows[0].message, rows[0].failed_attempts) if rows else (None, 0)
 
-    # Stale lease records (acked, nacked, extended) beyond this many more than the live
-    # ones trigger a rebuild of the heap: without it they stay until their deadlines,
-    # and memory grows with ack rate x ack deadline (60,000 records a minute at 1,000
-    # acks/s with 60 s deadlines). The rebuild filters the heap's own records (at most
-    # 2 x live + slack of them, not the whole window, which may hold a backlog of
-    # millions) and happens at most once per this many stale records: amortised O(1)
-    # an ack.
-    LEASE_HEAP_SLACK = 4096
-
-    def _compact_leases(self) -> None:
-        if len(self._leases) > 2 * self._leased + self.LEASE_HEAP_SLACK:
-            entries = self._entries
-            # A set: one request may extend the same ack id many times at the same now,
-            # pushing identical records that are all live; kept, they would make every
-            # later ack rebuild the heap again (quadratic in the repeats).
-            self._leases = list(
-                {record for record in self._leases if self._live_lease(entries, record)}
-            )
-            heapq.heapify(self._leases)
-
-    @staticmethod
-    def _live_lease(entries: dict[int, Entry], record: tuple[float, int, int]) -> Entry | None:
-        """The entry whose current lease a heap record is, or None for a stale record
-        (acked, redelivered or extended since): the expiry in ``advance`` and the
-        compaction judge records alike."""
-        deadline, seq, generation = record
-        entry = entries.get(seq)
-        if (
-            entry is None
-            or entry.state is not State.OUTSTANDING
-            or entry.generation != generation
-            or entry.deadline != deadline
-        ):
-            return None
-        return entry
+    def _release_stream(self, lease: Lease) -> None:
+        if lease.stream_id:
+            stream = self._streams.get(lease.stream_id)
+            if stream is not None:
+                stream.outstanding_messages -= 1
+                stream.outstanding_bytes -= lease.size
 
     # ------------------------------------------------------------- delivery
 
@@ -382,6 +438,7 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
         """
         self.advance(now)
         stream = self._streams.get(stream_id) if stream_id is not None else None
+        deadline = now + ack_deadline
         deliveries: list[Delivery] = []
         total_bytes = 0
         while len(deliveries) < max_messages:
@@ -395,42 +452,84 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
             entry = self._head_ready(seq, now)
             if entry is None:
                 continue
-            if self._past_retention(entry):
+            message = entry.message
+            if self._past_retention(message.publish_time):
                 # Leased past its retention, then nacked or expired along with an
-                # earlier message of its key: it was not in _by_publish any more.
+                # earlier message of its key: the retention walk did not see it leased.
                 self.counters.discarded += 1
-                self._remove(entry)
+                self._remove(seq, acked=False)
                 continue
-            key = entry.message.ordering_key if self.ordered else ""
-            sequence = self._keys.get(key) if key else None
-            if (
-                max_bytes is not None
-                and deliveries
-                and total_bytes + entry.message.size > (max_bytes)
-            ):
+            if max_bytes is not None and deliveries and total_bytes + message.size > max_bytes:
                 heapq.heappush(self._ready, seq)  # still the next to go
                 break
-            total_bytes += entry.message.size
-            entry.state = State.OUTSTANDING
-            entry.generation += 1
-            entry.deadline = now + ack_deadline
-            heapq.heappush(self._leases, (entry.deadline, seq, entry.generation))
-            self._leased += 1
-            if stream is not None:
-                entry.stream_id = stream.stream_id
-                stream.outstanding_messages += 1
-                stream.outstanding_bytes += entry.message.size
-            self.counters.delivered += 1
-            attempt = entry.failed_attempts + 1 if self.count_attempts else 0
-            deliveries.append(Delivery(self.ack_id(entry), entry.message, attempt))
-            if sequence is not None:
-                self._advance_key(sequence)
+            total_bytes += message.size
+            deliveries.append(self._lease(entry, deadline, stream))
+        if deliveries and self._durable and deadline > self._stored_until:
+            self._stored_until = deadline
         return deliveries
+
+    def _lease(self, entry: Entry, deadline: float, stream: StreamFlow | None) -> Delivery:
+        """Move ``entry`` from the window to the lease table."""
+        seq, message = entry.seq, entry.message
+        self.waiting.take(seq)
+        generation = entry.generation + 1
+        self.leases.add(
+            seq,
+            generation,
+            deadline,
+            message.size,
+            entry.failed_attempts,
+            stream.stream_id if stream is not None else 0,
+            message.publish_time,
+        )
+        if self._bodies is not None:
+            self._bodies[seq] = message
+        else:
+            self.storage.lease(seq, generation, deadline)
+        if stream is not None:
+            stream.outstanding_messages += 1
+            stream.outstanding_bytes += message.size
+        self.counters.delivered += 1
+        key = message.ordering_key if self.ordered else ""
+        if key:
+            self._key_of[seq] = key
+            self._advance_key(self._keys[key])
+        attempt = entry.failed_attempts + 1 if self.count_attempts else 0
+        return Delivery(f"{self.uid}-{seq}-{generation}", message, attempt)
+
+    def _refill(self, now: float, want: int) -> bool:
+        """Load the next cold messages into the window (seq order); False if none came.
+
+        A loaded message past its retention is dropped and one past the TTL acknowledged
+        (their turn came while they were cold); the rest wait in the window.
+        """
+        loaded: list[Loaded] = self.waiting.load(want, self.leases.__contains__)
+        if not loaded:
+            return False
+        cutoff = now - self.retention
+        ttl_cutoff = now - self.ttl if self.ttl is not None else -math.inf
+        for item in loaded:
+            entry = Entry(
+                item.seq,
+                item.message,
+                ready_at=now if item.ready_at is None else item.ready_at,
+                generation=item.generation,
+                failed_attempts=item.failed_attempts,
+            )
+            self._admit(entry, returned=item.returned)
+            published = item.message.publish_time
+            if published <= cutoff:
+                self.counters.discarded += 1
+                self._remove(item.seq, acked=False)
+            elif published <= ttl_cutoff:
+                self.counters.expired_by_ttl += 1
+                self._remove(item.seq, acked=True)
+        return True
 
     def _head_ready(self, seq: int, now: float) -> Entry | None:
         """The entry a ``_ready`` seq names if it is deliverable now, else None (stale)."""
-        entry = self._entries.get(seq)
-        if entry is None or entry.state is not State.WAITING or entry.ready_at > now:
+        entry = self.waiting.entries.get(seq)
+        if entry is None or entry.ready_at > now:
             return None
         key = entry.message.ordering_key if self.ordered else ""
         sequence = self._keys.get(key) if key else None
@@ -439,110 +538,216 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
         return entry
 
     def _advance_key(self, sequence: KeySequence) -> None:
-        """After delivering a key's head: schedule the next undelivered message of the key."""
+        """After delivering (or settling) a key's head: schedule the next undelivered
+        message of the key; one back from a lease and not loaded yet is scheduled when
+        the window loads it."""
         sequence.next_position += 1
+        entries = self.waiting.entries
         while sequence.next_position < sequence.end():
-            follower = self._entries.get(sequence.seq_at(sequence.next_position))
-            if follower is not None and follower.state is State.WAITING:
+            follower_seq = sequence.seq_at(sequence.next_position)
+            follower = entries.get(follower_seq)
+            if follower is not None:
                 self._schedule(follower)
+                return
+            if self.waiting.is_returned(follower_seq):
                 return
             sequence.next_position += 1  # acked out of order (no exactly-once): skip
 
-    def ack_id(self, entry: Entry) -> str:
-        return f"{self.uid}-{entry.seq}-{entry.generation}"
+    def _held(self, seq: int) -> bool:
+        """Is message ``seq`` still unacknowledged here (waiting in memory or leased)?"""
+        return seq in self.waiting.entries or seq in self.leases or self.waiting.is_returned(seq)
+
+    def ack_id(self, seq: int, generation: int) -> str:
+        return f"{self.uid}-{seq}-{generation}"
 
     # --------------------------------------------------------- ack / modack
 
-    def resolve_parts(self, parts: AckIdParts | None) -> Entry | None:
-        """``resolve`` for an id already parsed (acks parse each id once)."""
+    def resolve_parts(self, parts: AckIdParts | None) -> AckTarget | None:
+        """The lease an exactly-once ack id names while it is live (acks parse each id
+        once), or an ack this id made before a restart."""
         if parts is None or parts.uid != self.uid:
             return None
-        entry = self._entries.get(parts.seq)
-        if (
-            entry is None
-            or entry.state is not State.OUTSTANDING
-            or entry.generation != parts.generation
-            or entry.deadline <= self._now_hint
-        ):
+        current = self.leases.current(parts.seq)
+        if current is not None:
+            generation, deadline = current
+            if generation == parts.generation and deadline > self._now_hint:
+                return AckTarget(parts.seq, generation)
             return None
-        return entry
+        acked = self._acked_before.get(parts.seq)
+        if acked is not None and acked[0] == parts.generation and acked[1] > self._now_hint:
+            return AckTarget(parts.seq, parts.generation, acked=True)
+        return None
 
-    def lookup_parts(self, parts: AckIdParts | None) -> Entry | None:
+    def lookup_parts(self, parts: AckIdParts | None) -> AckTarget | None:
+        """The unacknowledged message an id of any of its deliveries names (without
+        exactly-once an ack of an older delivery still settles the message)."""
         if parts is None or parts.uid != self.uid:
             return None
-        entry = self._entries.get(parts.seq)
-        # Only ids actually issued (generations 1..latest) name the entry: a forged
+        seq = parts.seq
+        lease = self.leases.get(seq)
+        entry = self.waiting.entries.get(seq)
+        if lease is not None:
+            latest: int | None = lease.generation
+        elif entry is not None:
+            latest = entry.generation
+        else:
+            latest = self.waiting.returned_generation(seq)
+        # Only ids actually issued (generations 1..latest) name the message: a forged
         # "{uid}-{seq}-0" must not settle a message that was never delivered.
-        if entry is None or not 1 <= parts.generation <= entry.generation:
+        if latest is None or not 1 <= parts.generation <= latest:
             return None
-        return entry
+        return AckTarget(seq, parts.generation)
 
     def wellformed_parts(self, parts: AckIdParts | None) -> bool:
         return parts is not None and (parts.uid == self.uid or parts.uid in self._former_uids)
 
-    def first_unacked_before(self, entry: Entry) -> bool:
-        """Ordering + exactly-once: is an earlier message of entry's key still unacked?"""
-        key = entry.message.ordering_key if self.ordered else ""
+    def first_unacked_before(self, target: AckTarget) -> bool:
+        """Ordering + exactly-once: is an earlier message of the target's key unacked?"""
+        key = self._key_of.get(target.seq, "") if self.ordered and not target.acked else ""
         if not key:
             return False
         sequence = self._keys[key]
         self._prune_key(key, sequence)
-        return sequence.base < entry.key_position
+        return sequence.base < sequence.position_of(target.seq)
 
-    def ack(self, entry: Entry) -> None:
+    def ack(self, target: AckTarget) -> None:
+        if target.acked:
+            return  # acked by this id before a restart: SUCCESS again, nothing to do
         self.counters.acked += 1
-        self._settle(entry)
-        self._compact_leases()
+        self._remove(target.seq, acked=True)
 
-    def _settle(self, entry: Entry) -> None:
-        """The message is acknowledged on this subscription (by a client or a policy)."""
-        self._remove(entry, retain=self.retain_acked and not self._past_retention(entry))
+    def nack(self, target: AckTarget, now: float) -> None:
+        self._now_hint = now
+        if target.acked:
+            return
+        self.counters.nacked += 1
+        lease = self.leases.remove(target.seq)
+        if lease is not None:
+            self._lease_ended(lease, now, failed=True)
 
-    def _remove(self, entry: Entry, *, retain: bool = False) -> None:
-        """Forget ``entry`` (acked, dead-lettered or past its retention), here and in the
-        store; ``retain``: the store keeps it as a retained acknowledged message."""
-        key = entry.message.ordering_key if self.ordered else ""
-        sequence = self._keys[key] if key else None
-        # A WAITING message may leave while it is its key's head (the only one of the
-        # key scheduled): a stale ack without exactly-once, a dead letter, retention.
-        # The next one must be scheduled in its place or the key would never be
-        # delivered again.
-        was_head = (
-            sequence is not None
-            and entry.state is State.WAITING
-            and sequence.next_position == entry.key_position
-        )
-        self._release_lease(entry)
-        del self._entries[entry.seq]
-        self._bytes -= entry.message.size
-        self.storage.settle((entry.seq,), ((entry.seq, entry.message),) if retain else ())
-        if sequence is not None:
-            if was_head:
-                self._advance_key(sequence)
-            self._prune_key(key, sequence)
+    def extend(self, target: AckTarget, now: float, seconds: int) -> None:
+        if target.acked:
+            return
+        self.counters.modacked += 1
+        deadline = now + seconds
+        if self.leases.set_deadline(target.seq, deadline) and self._durable:
+            self.storage.lease(target.seq, target.generation, deadline)
+            if deadline > self._stored_until:
+                self._stored_until = deadline
 
     def filtered(self) -> None:
-        """A published message did not match the filter: acknowledged at once (§3)."""
+        """A published message did not match the filter: acknowledged at once
+        (docs/protocol.md#filter-language)."""
         self.counters.filtered += 1
 
+    # ------------------------------------------------------------ settling
+
+    def _remove(self, seq: int, *, acked: bool) -> bool:
+        """Forget message ``seq`` wherever it is held (lease, window, returned), here and
+        in the store; ``acked``: by a client or a policy, so retained if the subscription
+        retains acknowledged messages. False: not held here."""
+        position = -1
+        message: StoredMessage | None = None
+        ended = self.leases.settle(seq)
+        if ended is not None:
+            stream_id, size, published = ended
+            if stream_id:
+                stream = self._streams.get(stream_id)
+                if stream is not None:
+                    stream.outstanding_messages -= 1
+                    stream.outstanding_bytes -= size
+            waited = False
+            if self._bodies is not None:
+                message = self._bodies.pop(seq)
+            key = self._key_of.pop(seq, "") if self.ordered else ""
+        else:
+            entry = self.waiting.take(seq)
+            if entry is not None:
+                message, waited = entry.message, True
+                published = message.publish_time
+                position = entry.key_position
+                key = message.ordering_key if self.ordered else ""
+            else:
+                returned = self.waiting.take_returned(seq)
+                if returned is None:
+                    return False
+                published, waited = returned.publish_time, True
+                key = self._key_of.pop(seq, "") if self.ordered else ""
+        if acked and self.retain_acked and not self._past_retention(published):
+            self.storage.settle((seq,), (Acked(seq, published, message),))
+        elif self._durable:
+            self.storage.settle((seq,))
+        if key:
+            sequence = self._keys[key]
+            if position < 0:
+                position = sequence.position_of(seq)
+            # A waiting message may leave while it is its key's head (the only one of
+            # the key scheduled): a stale ack without exactly-once, a dead letter,
+            # retention. The next one must be scheduled in its place or the key would
+            # never be delivered again.
+            if waited and sequence.next_position == position:
+                self._advance_key(sequence)
+            self._prune_key(key, sequence)
+        return True
+
     def _prune_key(self, key: str, sequence: KeySequence) -> None:
-        while sequence.seqs and sequence.seqs[0] not in self._entries:
-            sequence.seqs.popleft()
-            sequence.base += 1
+        while (first := sequence.first()) is not None and not self._held(first):
+            sequence.pop_first()
         sequence.next_position = max(sequence.next_position, sequence.base)
-        if not sequence.seqs:
+        if not len(sequence):
             del self._keys[key]
 
-    def nack(self, entry: Entry, now: float) -> None:
-        self._now_hint = now
-        self.counters.nacked += 1
-        self._return_to_waiting(entry, now, failed=True)
+    # The policies' interface (delivery_policies.py).
 
-    def extend(self, entry: Entry, now: float, seconds: int) -> None:
-        self.counters.modacked += 1
-        entry.deadline = now + seconds
-        heapq.heappush(self._leases, (entry.deadline, entry.seq, entry.generation))
-        self._compact_leases()
+    def settle_message(self, seq: int) -> bool:
+        """Acknowledge message ``seq`` as a subscriber would, wherever it waits or is
+        leased (a cold row too: read from the store); False if it is not pending here."""
+        if self._remove(seq, acked=True):
+            return True
+        row = self.waiting.take_cold(seq, self.leases.__contains__)
+        if row is None:
+            return False
+        published = row.message.publish_time
+        retain = self.retain_acked and not self._past_retention(published)
+        self.storage.settle((seq,), (Acked(seq, published, row.message),) if retain else ())
+        return True
+
+    def drop_oldest(self, now: float, *, retain: bool, keep_since: float = math.inf) -> bool:
+        """Acknowledge (``retain``: as acked, else as dropped) the oldest unacknowledged
+        message, unless it was published at or after ``keep_since``; False if none went."""
+        if self.waiting.oldest() is None and self.waiting.cold():
+            self._refill(now, 1)
+        oldest = self.waiting.oldest()
+        lease = self.leases.oldest()
+        if lease is not None and (oldest is None or (lease.publish_time, lease.seq) < oldest):
+            oldest = (lease.publish_time, lease.seq)
+        if oldest is None or oldest[0] >= keep_since:
+            return False
+        return self._remove(oldest[1], acked=retain)
+
+    def peek(self, limit: int) -> list[tuple[StoredMessage, bool]]:
+        """The oldest ``limit`` unacknowledged messages (seq order), each with whether it
+        is leased now — read only: no lease, no attempt counted, nothing loaded."""
+        if self._bodies is None:  # the store holds every unacknowledged row
+            rows = self.storage.backlog(0, limit)
+            return [(row.message, row.seq in self.leases) for row in rows]
+        held = [
+            *((seq, entry.message, False) for seq, entry in self.waiting.entries.items()),
+            *((seq, message, True) for seq, message in self._bodies.items()),
+        ]
+        return [(m, leased) for _, m, leased in heapq.nsmallest(limit, held, key=_first)]
+
+    def over_quota(self, now: float, limit_bytes: int | None, limit_age: float | None) -> bool:
+        return delivery_policies.over_quota(self, now, limit_bytes, limit_age)
+
+    def evict(self, now: float, limit_bytes: int | None, limit_age: float | None) -> int:
+        return delivery_policies.evict(self, now, limit_bytes, limit_age)
+
+    def trim(self, now: float, limit_bytes: float, *, keep_since: float = math.inf) -> int:
+        return delivery_policies.trim(self, now, limit_bytes, keep_since=keep_since)
+
+    def skip(self, seq: int) -> bool:
+        return delivery_policies.skip(self, seq)
 
     # -------------------------------------------------------------- streams
 
@@ -577,21 +782,93 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
 
     def leased(self) -> int:
         """Messages leased to a client right now (the lease limit counts these)."""
-        return self._leased
+        return len(self.leases)
 
     def open_stream_count(self) -> int:
         return len(self._streams)
 
-    def entries(self) -> Iterator[Entry]:
-        return iter(self._entries.values())
-
     def backlog(self) -> int:
-        """Unacknowledged messages: in the window and cold."""
-        return len(self._entries) + self._cold
+        """Unacknowledged messages: waiting (window, cold, returned) and leased."""
+        return self.waiting.waiting() + len(self.leases)
+
+    def backlog_bytes(self) -> int:
+        """Sizes of every unacknowledged message, as flow control counts them."""
+        return self.waiting.bytes + self.leases.bytes
+
+    def oldest_unacked(self) -> float | None:
+        """Publish time of the oldest unacknowledged message (None: none). O(1) amortised
+        but for a store read when only cold rows and leases are left."""
+        times = []
+        oldest = self.waiting.oldest()
+        if oldest is not None:
+            times.append(oldest[0])
+        lease = self.leases.oldest()
+        if lease is not None:
+            times.append(lease.publish_time)
+        if oldest is None and self.waiting.cold():
+            row = self.waiting.first_cold_row()
+            if row is not None:
+                times.append(row.message.publish_time)
+        return min(times) if times else None
+
+    def oldest_publish_time(self) -> float | None:
+        return self.oldest_unacked()
+
+    def delayed_pending(self, now: float) -> int:
+        """Messages in the window held back by a delayed-delivery attribute."""
+        return sum(1 for entry in self.waiting.entries.values() if entry.message.deliver_at > now)
+
+    def window(self) -> list[SeqMessage]:
+        """(seq, message) of every unacknowledged message whose body the core holds."""
+        held = self.waiting.window()
+        if self._bodies is not None:
+            held.extend(self._bodies.items())
+        return held
+
+    def unacked(self) -> list[SeqMessage]:
+        """(seq, message) of every unacknowledged message, in seq order."""
+        if self._bodies is None:  # the store holds every unacknowledged row
+            return [(row.seq, row.message) for row in self.storage.backlog(0, self.backlog())]
+        return sorted(self.window(), key=_first)
 
     def retained(self) -> list[SeqMessage]:
         """Retained acknowledged messages (``retain_acked``), in seq order."""
         return self.storage.retained() if self.retain_acked else []
+
+    # ------------------------------------------------------------- lifecycle
+
+    def restore(self, stored: StoredSubscription) -> None:
+        """After a restart: the uid and leases the store kept; every other
+        unacknowledged message cold."""
+        if stored.record.uid:
+            self.uid = stored.record.uid
+        leased_bytes = 0
+        for kept in stored.leases:
+            self.leases.add(
+                kept.seq,
+                kept.generation,
+                kept.deadline,
+                kept.size,
+                kept.failed_attempts,
+                0,
+                kept.publish_time,
+            )
+            leased_bytes += kept.size
+            if self.ordered and kept.ordering_key:
+                sequence = self._keys.get(kept.ordering_key)
+                if sequence is None:
+                    sequence = self._keys[kept.ordering_key] = KeySequence()
+                sequence.seqs.append(kept.seq)
+                sequence.next_position = sequence.end()  # all delivered: the key's prefix
+                self._key_of[kept.seq] = kept.ordering_key
+        self.waiting.restore(
+            stored.backlog - len(stored.leases), stored.backlog_bytes - leased_bytes
+        )
+        self._acked_before = {ack.seq: (ack.generation, ack.deadline) for ack in stored.acks}
+        deadlines = [lease.deadline for lease in stored.leases]
+        deadlines += [ack.deadline for ack in stored.acks]
+        if deadlines:
+            self._stored_until = max(deadlines)
 
     def reset(
         self,
@@ -609,19 +886,18 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
         self._former_uids.add(self.uid)
         self.uid = uid
         self._now_hint = now
-        self._entries.clear()
-        self._by_publish.clear()
+        self.waiting.clear()
+        self.leases.clear()
+        if self._bodies is not None:
+            self._bodies.clear()
         self._ready.clear()
         self._delayed.clear()
-        self._leases.clear()
-        self._leased = 0
         self._keys.clear()
+        self._key_of.clear()
+        self._acked_before.clear()
         for stream in self._streams.values():
             stream.outstanding_messages = 0
             stream.outstanding_bytes = 0
-        self._cold = 0
-        self._bytes = 0
-        self._loaded_through = 0
         cutoff = now - self.retention
         retained = (
             sorted((seq, m) for seq, m in acked if m.publish_time > cutoff)
@@ -631,7 +907,7 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
         backlog = sorted(
             ((seq, m) for seq, m in unacked if m.publish_time > cutoff), key=lambda item: item[0]
         )
-        self.storage.reset(backlog, retained)
+        self.storage.reset(backlog, retained, uid)
         for seq, message in backlog:
             self.add(seq, message, now, now)
 
@@ -639,3 +915,7 @@ class SubscriptionDelivery(DeliveryWindow, DeliveryPolicies):
         self.retain_acked = retain
         if not retain:
             self.storage.drop_retained()
+
+
+def _first(item: tuple[int, StoredMessage] | tuple[int, StoredMessage, bool]) -> int:
+    return item[0]

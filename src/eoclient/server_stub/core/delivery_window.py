@@ -1,115 +1,302 @@
-"""One subscription's backlog beyond memory: the window and the cold rows (core/store.py).
+"""The waiting messages of one subscription: the window in memory, the cold rest in the store.
 
-A mixin of ``SubscriptionDelivery``. With a store that bounds the window, only the oldest
-part of the backlog is held in memory; the *cold* rest (``_cold`` rows, every seq above
-``_loaded_through``) stays in the store and is loaded in seq order as the window drains.
-Loading in seq order keeps the delivery invariants: an ordering key's loaded messages are
-always a prefix of its sequence, and the oldest messages (the first to meet the retention
-or the TTL) are always the loaded ones.
+A message waits here until it is delivered (then ``lease_table.py`` holds its lease, not
+its body), and again after a nack or an expiry. Three places, each with its count and
+bytes:
+
+* the **window**: messages whose bodies are in memory (``entries``), each scheduled by
+  ``delivery.py``. A store that bounds it (``Store.window``) keeps it near that many
+  messages; ``MemoryStore`` does not (every waiting message is here);
+* the **cold rows**: messages past the *cursor* (every seq above the largest loaded),
+  only in the store;
+* the **returned**: messages back from a lease whose bodies only the store keeps (a
+  bounded store drops a body when it leases the message): their seqs lie below the
+  cursor, with what the window needs to take them again (``Returned``).
+
+``load`` moves the oldest cold messages into reach, returned first (their seqs are the
+smallest), then past the cursor, in seq order: an ordering key's messages enter the
+window in its order, so the window always holds the head of every key it holds, and the
+oldest messages (the first to meet the retention or the TTL) are the first loaded.
+The window grows past its size (to twice it plus what a caller wants) only while what it
+holds cannot be delivered yet — ordering keys waiting behind leased heads — so that other
+keys get a chance; beyond that it waits for acks.
+
+Pure: the store is read (``SubscriptionStorage``), never written; what a loaded message
+becomes (delivered, dropped by the retention, acked by the TTL) is ``delivery.py``'s call.
 """
 
 from __future__ import annotations
 
-import math
-from collections import deque
-from typing import TYPE_CHECKING
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from eoclient.server_stub.core.backlog_entry import Counters, Entry
+from eoclient.server_stub.core.backlog_entry import Entry, Returned
 from eoclient.server_stub.core.model import StoredMessage
-from eoclient.server_stub.core.store import BacklogRow, SeqMessage
-
-if TYPE_CHECKING:
-    from eoclient.server_stub.core.store import SubscriptionStorage
+from eoclient.server_stub.core.store import BacklogRow, SeqMessage, SubscriptionStorage
 
 
-class DeliveryWindow:
-    if TYPE_CHECKING:  # provided by SubscriptionDelivery
-        storage: SubscriptionStorage
-        counters: Counters
-        retention: float
-        ttl: float | None
-        retain_acked: bool
-        _window: int | None
-        _entries: dict[int, Entry]
-        _by_publish: deque[tuple[float, int]]
-        _cold: int
-        _bytes: int
-        _loaded_through: int
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A cold message brought into reach by ``Backlog.load``, not in the window yet."""
 
-        def _admit(
-            self, seq: int, message: StoredMessage, ready_at: float, failed_attempts: int
-        ) -> None: ...
+    seq: int
+    message: StoredMessage
+    generation: int
+    failed_attempts: int
+    ready_at: float | None  # None: deliverable as soon as loaded (a row past the cursor)
+    returned: bool  # back from a lease (its key position was given before)
 
-    # The fewest rows a refill asks the store for (when the window is nearly full of
-    # leased messages, it still moves on): one store read per this many deliveries.
-    MIN_REFILL = 100
 
-    def _refill(self, now: float, want: int) -> bool:
-        """Load the next cold rows into the window (seq order); False if none came.
+class Backlog:
+    # The fewest rows a load asks the store for (when the window is nearly full of
+    # messages it cannot deliver yet, it still moves on): one store read per this many
+    # deliveries.
+    MIN_LOAD = 100
 
-        ``want``: how many deliveries the caller still asks for. The window may grow
-        past its size (to twice it plus ``want``) when what it holds cannot be delivered
-        yet — ordering keys waiting behind leased heads — so other keys get a chance;
-        beyond that it waits for acks (every key it holds has its head in it, so
-        something there is always deliverable or leased: no deadlock).
-        """
-        if not self._cold or self._window is None or len(self._entries) >= 2 * self._window + want:
-            return False
-        limit = max(self._window - len(self._entries), self.MIN_REFILL, want)
-        rows: list[BacklogRow] = self.storage.backlog(self._loaded_through, limit)
-        self._cold = self._cold - len(rows) if len(rows) == limit else 0
+    def __init__(self, storage: SubscriptionStorage) -> None:
+        self.storage = storage
+        self.limit = storage.window  # None: no bound, nothing ever cold
+        self.entries: dict[int, Entry] = {}  # the window
+        # (publish time, seq) of the window's entries, oldest first; an entry that left
+        # the window leaves its record behind until it reaches the top.
+        self._by_publish: list[tuple[float, int]] = []
+        self._cold = 0  # rows past the cursor that nothing else holds
+        self._cursor = 0  # the largest seq loaded (or added) so far
+        self._returned: dict[int, Returned] = {}
+        self._returned_seqs: list[int] = []  # heap of the returned seqs (stale ones too)
+        self._bytes = 0  # sizes of every waiting message: window, cold, returned
+        self._compact_at = 4096  # _by_publish's length that calls for dropping stale records
+
+    def __repr__(self) -> str:
+        return (
+            f"<Backlog [{len(self.entries)} in the window, {self._cold} cold, "
+            f"{len(self._returned)} returned]>"
+        )
+
+    # ------------------------------------------------------------ measures
+
+    def waiting(self) -> int:
+        """Messages waiting: in the window, cold and returned."""
+        return len(self.entries) + self._cold + len(self._returned)
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def cold(self) -> int:
+        """Messages only the store holds (past the cursor, or returned)."""
+        return self._cold + len(self._returned)
+
+    def oldest(self) -> tuple[float, int] | None:
+        """(publish time, seq) of the oldest waiting message the core can see without a
+        store read: the window's or a returned one's; None if neither holds any."""
+        candidates = []
+        head = self.window_head()
+        if head is not None:
+            candidates.append(head)
+        low = self._lowest_returned()
+        if low is not None:
+            candidates.append((self._returned[low].publish_time, low))
+        return min(candidates) if candidates else None
+
+    def window_head(self) -> tuple[float, int] | None:
+        """(publish time, seq) of the window's oldest entry. O(1) amortised."""
+        by_publish, entries = self._by_publish, self.entries
+        while by_publish and by_publish[0][1] not in entries:
+            heapq.heappop(by_publish)
+        return by_publish[0] if by_publish else None
+
+    def first_cold_row(self) -> BacklogRow | None:
+        """The first row past the cursor (a store read)."""
+        if not self._cold:
+            return None
+        rows = self.storage.backlog(self._cursor, 1)
+        return rows[0] if rows else None
+
+    def lowest_returned(self) -> tuple[int, Returned] | None:
+        low = self._lowest_returned()
+        return None if low is None else (low, self._returned[low])
+
+    def _lowest_returned(self) -> int | None:
+        seqs, returned = self._returned_seqs, self._returned
+        while seqs and seqs[0] not in returned:
+            heapq.heappop(seqs)
+        return seqs[0] if seqs else None
+
+    def is_returned(self, seq: int) -> bool:
+        return seq in self._returned
+
+    def returned_generation(self, seq: int) -> int | None:
+        returned = self._returned.get(seq)
+        return None if returned is None else returned.generation
+
+    # ------------------------------------------------------------ intake
+
+    def accepts(self) -> bool:
+        """May a newly published message join the window (else it stays a cold row)?
+        Only while nothing older is cold, so the window loads in seq order."""
+        return (
+            not self._cold
+            and not self._returned
+            and (self.limit is None or len(self.entries) < self.limit)
+        )
+
+    def add(self, entry: Entry) -> None:
+        """Into the window (published, loaded, or back from a lease with its body)."""
+        self.entries[entry.seq] = entry
+        heapq.heappush(self._by_publish, (entry.message.publish_time, entry.seq))
+        self._bytes += entry.message.size
+        if entry.seq > self._cursor:
+            self._cursor = entry.seq
+        if len(self._by_publish) > self._compact_at:
+            # Records of entries that left (leased, settled) beyond twice the window:
+            # dropped, so they cost memory in proportion to the window, not the traffic.
+            self._by_publish = [(t, s) for t, s in self._by_publish if s in self.entries]
+            heapq.heapify(self._by_publish)
+            self._compact_at = 2 * len(self.entries) + 4096
+
+    def add_cold(self, size: int) -> None:
+        """A newly published message stays in the store (a row past the cursor)."""
+        self._cold += 1
+        self._bytes += size
+
+    def give_back(self, seq: int, returned: Returned) -> None:
+        """A leased message is waiting again, its body in the store only."""
+        self._returned[seq] = returned
+        heapq.heappush(self._returned_seqs, seq)
+        self._bytes += returned.size
+
+    # ------------------------------------------------------------ leaving
+
+    def take(self, seq: int) -> Entry | None:
+        """Out of the window (delivered, or settled); None if it is not there."""
+        entry = self.entries.pop(seq, None)
+        if entry is not None:
+            self._bytes -= entry.message.size
+        return entry
+
+    def take_returned(self, seq: int) -> Returned | None:
+        """A returned message leaves (settled before it was loaded again)."""
+        returned = self._returned.pop(seq, None)
+        if returned is not None:
+            self._bytes -= returned.size
+        return returned
+
+    def take_cold(self, seq: int, held: Callable[[int], bool]) -> BacklogRow | None:
+        """Row ``seq`` if it is a cold row past the cursor (read from the store), out of
+        the backlog; ``held(seq)``: leased (a row the cursor must pass over)."""
+        if not self._cold or seq <= self._cursor or held(seq):
+            return None
+        rows = self.storage.rows([seq])
         if not rows:
-            return False
-        self._loaded_through = rows[-1].seq
-        cutoff = now - self.retention
-        ttl_cutoff = now - self.ttl if self.ttl is not None else -math.inf
+            return None
+        self._cold -= 1
+        self._bytes -= rows[0].message.size
+        return rows[0]
+
+    def load(self, want: int, held: Callable[[int], bool]) -> list[Loaded]:
+        """The next cold messages in seq order, out of the cold side (the caller adds
+        those it keeps to the window); [] when none, or when the window is full.
+
+        ``want``: how many deliveries the caller still asks for; ``held(seq)``: the
+        message is leased (its row stays in the store, passed over by the cursor).
+        """
+        if not (self._cold or self._returned) or self.limit is None:
+            return []
+        if len(self.entries) >= 2 * self.limit + want:
+            return []
+        room = max(self.limit - len(self.entries), self.MIN_LOAD, want)
+        loaded = self._load_returned(room)
+        # Past the cursor: rows of leased messages (restored at a restart) are passed
+        # over, so a read may bring nothing new while more lies beyond it.
+        while len(loaded) < room and (self._cold or self._returned):
+            cursor = self._cursor
+            loaded += self._load_past_cursor(room - len(loaded), held)
+            if self._cursor == cursor:
+                break
+        return loaded
+
+    def _load_returned(self, room: int) -> list[Loaded]:
+        """Returned messages below the cursor, smallest seq first (those above it — a
+        lease restored at a restart, ended before the cursor got there — are read when
+        the cursor reaches them)."""
+        seqs: list[int] = []
+        while len(seqs) < room:
+            low = self._lowest_returned()
+            if low is None or low > self._cursor:
+                break
+            heapq.heappop(self._returned_seqs)
+            seqs.append(low)
+        if not seqs:
+            return []
+        rows = {row.seq: row for row in self.storage.rows(seqs)}
+        loaded = []
+        for seq in seqs:
+            returned = self._returned.pop(seq)
+            self._bytes -= returned.size
+            row = rows.get(seq)
+            if row is not None:  # else gone from the store: nothing to deliver
+                loaded.append(_from_returned(seq, row.message, returned))
+        return loaded
+
+    def _load_past_cursor(self, room: int, held: Callable[[int], bool]) -> list[Loaded]:
+        rows = self.storage.backlog(self._cursor, room)
+        # Fewer than asked: the store has no more rows past these, so none are cold
+        # beyond them, whatever the count says.
+        exhausted = len(rows) < room
+        loaded = []
         for row in rows:
-            published = row.message.publish_time
-            if published <= cutoff:
-                self.counters.discarded += 1
-                self._settle_cold(row.seq, row.message, retain=False)
-            elif published <= ttl_cutoff:
-                self.counters.expired_by_ttl += 1
-                self._settle_cold(row.seq, row.message, retain=self.retain_acked)
-            else:
-                self._admit(row.seq, row.message, now, row.failed_attempts)
-        return True
+            returned = self._returned.pop(row.seq, None)
+            if returned is not None:
+                self._bytes -= returned.size
+                loaded.append(_from_returned(row.seq, row.message, returned))
+            elif not held(row.seq):
+                self._cold -= 1
+                self._bytes -= row.message.size
+                loaded.append(
+                    Loaded(row.seq, row.message, row.generation, row.failed_attempts, None, False)
+                )
+        if rows:
+            self._cursor = rows[-1].seq
+        if exhausted:
+            self._cold = 0
+        return loaded
 
-    def _settle_cold(self, seq: int, message: StoredMessage, *, retain: bool) -> None:
-        """A message that was only in the store leaves the backlog (loaded or not)."""
-        self._bytes -= message.size
-        self.storage.settle((seq,), ((seq, message),) if retain else ())
-
-    def restore_backlog(self, rows: int, size: int) -> None:
-        """After a restart: the store holds ``rows`` unacknowledged messages of ``size``
-        bytes in all, every one cold."""
-        self._cold = rows
-        self._bytes = size
-        self._loaded_through = 0
+    # ------------------------------------------------------------ reading
 
     def window(self) -> list[SeqMessage]:
-        """(seq, message) of every unacknowledged message held here (waiting or leased)."""
-        return [(seq, entry.message) for seq, entry in self._entries.items()]
+        """(seq, message) of every message in the window."""
+        return [(seq, entry.message) for seq, entry in self.entries.items()]
 
-    def unacked(self) -> list[SeqMessage]:
-        """(seq, message) of every unacknowledged message: the window and the cold rows."""
-        held = self.window()
-        if self._cold:
-            held.extend(
-                (row.seq, row.message)
-                for row in self.storage.backlog(self._loaded_through, self._cold)
-            )
-        return held
+    def cold_rows(self, limit: int) -> list[BacklogRow]:
+        """The first ``limit`` rows past the cursor (a store read; rows of leased
+        messages among them, after a restart, too)."""
+        return self.storage.backlog(self._cursor, limit) if self._cold else []
 
-    def oldest_publish_time(self) -> float | None:
-        """Publish time of the oldest unacknowledged message (None: there is none).
+    def returned_rows(self) -> list[BacklogRow]:
+        """The rows of every returned message (a store read)."""
+        return self.storage.rows(sorted(self._returned)) if self._returned else []
 
-        Cold rows were published after everything in the window (seq order), so the
-        first of them counts only when the window is empty.
-        """
-        if self._entries:
-            return min(entry.message.publish_time for entry in self._entries.values())
-        if self._cold:
-            rows = self.storage.backlog(self._loaded_through, 1)
-            return rows[0].message.publish_time if rows else None
-        return None
+    # ------------------------------------------------------------ lifecycle
+
+    def restore(self, rows: int, size: int) -> None:
+        """After a restart: ``rows`` waiting messages of ``size`` bytes, all cold."""
+        self.clear()
+        self._cold = rows
+        self._bytes = size
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self._by_publish.clear()
+        self._cold = 0
+        self._cursor = 0
+        self._returned.clear()
+        self._returned_seqs.clear()
+        self._bytes = 0
+
+
+def _from_returned(seq: int, message: StoredMessage, returned: Returned) -> Loaded:
+    return Loaded(
+        seq, message, returned.generation, returned.failed_attempts, returned.ready_at, True
+    )

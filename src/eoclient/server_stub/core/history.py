@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from eoclient.server_stub.core.model import Delivery
 
 if TYPE_CHECKING:
-    from eoclient.server_stub.core.backlog_entry import Entry
+    from eoclient.server_stub.core.delivery import AckTarget
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class History:
     def answered(
         self,
         subscription: str,
-        entry: Entry | None,
+        entry: AckTarget | None,
         ack_id: str,
         operation: str,
         seconds: int,
@@ -87,7 +87,7 @@ class History:
     ) -> None:
         if not self.enabled:
             return
-        message_id = entry.message.message_id if entry else self._message_of_ack_id.get(ack_id)
+        message_id = entry.message_id if entry else self._message_of_ack_id.get(ack_id)
         if message_id is None:
             return
         record = AnswerRecord(now, ack_id, operation, seconds, failure)

@@ -78,7 +78,7 @@ class SubscriptionState:
     filter: filters.Filter | None = None
 
     def record(self) -> SubscriptionRecord:
-        return SubscriptionRecord(self.config, self.created, self.last_activity)
+        return SubscriptionRecord(self.config, self.created, self.last_activity, self.delivery.uid)
 
 
 class Resources:
@@ -101,14 +101,15 @@ class Resources:
         self.subscriptions: dict[str, SubscriptionState] = {}
 
     def restore(self, state: StoredState) -> None:
-        """Rebuild from what the store kept: every backlog cold, every ack id new."""
+        """Rebuild from what the store kept: leases and ack-id uids as they were, every
+        other unacknowledged message cold."""
         for config in state.topics:
             self.topics[config.name] = TopicState(config)
         for stored in state.subscriptions:
             record = stored.record
             subscription = self.new_subscription(record.config, record.created)
             subscription.last_activity = record.last_activity
-            subscription.delivery.restore_backlog(stored.backlog, stored.backlog_bytes)
+            subscription.delivery.restore(stored)
             topic = self.topics.get(record.config.topic)
             if topic is not None and not record.config.detached:
                 topic.subscriptions.add(record.config.name)

@@ -3,7 +3,7 @@
 ``collect`` reads what the core already keeps — the per-subscription ``Counters``, the
 per-topic ``TopicCounters``, backlog sizes, the oldest unacknowledged publish time, the
 open streams' flow control — and returns plain frozen values; the Prometheus exposition
-(``server_stub/metrics.py``) is built from them. It changes nothing the service shows:
+(``server_stub/observe/metrics.py``) is built from them. It changes nothing the service shows:
 it takes no lease, processes no expiry or retention (the server's ticker does that at
 each deadline), and writes nothing to the store. The one thing it may touch is
 ``oldest_unacked``'s index of acknowledged messages, which it prunes as every reader

@@ -25,16 +25,22 @@ What a store holds, and where the core relies on it:
 * per snapshot the messages it retains, and per topic with snapshots the messages
   published after the oldest one's position (the *topic log*).
 
-Leases are not stored: after a restart every unacknowledged message is deliverable
-again, and every ack id issued before it is invalid (the core gives each subscription a
-new ack-id uid at load).
+* per subscription its ack-id uid, and its leases — for each delivery (and each
+  extension) the message's generation and the lease's deadline, until that deadline: after
+  a restart an ack id issued before it resolves as it did, and an exactly-once ack of a
+  lease whose message is gone since (its ack was committed, the answer lost with the
+  process) answers SUCCESS again when retried.
+
+The core hands every lease change over as it happens; the server's shell sends a
+delivery of an exactly-once subscription only once the commit holding its lease is done
+(``group_commit.py``), so every ack id a client can hold is one the store can resolve.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from eoclient.server_stub.core.model import StoredMessage, SubscriptionConfig, TopicConfig
 
@@ -48,6 +54,7 @@ class SubscriptionRecord:
     config: SubscriptionConfig
     created: float
     last_activity: float  # the expiration policy counts from here
+    uid: str = ""  # of its ack ids (ack_ids.py); "": none stored yet (a new one is made)
 
 
 @dataclass(frozen=True)
@@ -68,13 +75,49 @@ class BacklogRow:
     seq: int
     message: StoredMessage
     failed_attempts: int
+    generation: int = 0  # of its latest delivery whose lease ended (0: none)
+
+
+class Acked(NamedTuple):
+    """An acknowledged message a subscription retains (``retain_acked_messages``)."""
+
+    seq: int
+    publish_time: float
+    # None: the core does not hold the body — only with a store that keeps every body
+    # itself (one that bounds the window).
+    message: StoredMessage | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredLease:
+    """A backlog row leased when the store last committed: what its lease needs back."""
+
+    seq: int
+    generation: int
+    deadline: float
+    failed_attempts: int
+    size: int
+    publish_time: float
+    ordering_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredAck:
+    """A lease whose message left the backlog before the lease's deadline (acked, or
+    settled by a policy acting as a subscriber): a retried ack of it answers SUCCESS."""
+
+    seq: int
+    generation: int
+    deadline: float
 
 
 @dataclass(frozen=True)
 class StoredSubscription:
     record: SubscriptionRecord
-    backlog: int  # how many unacknowledged messages the store holds for it
+    backlog: int  # how many unacknowledged messages the store holds for it (leased too)
     backlog_bytes: int  # and their sizes, as flow control counts them
+    leases: Sequence[StoredLease] = ()  # in seq order
+    acks: Sequence[StoredAck] = ()
 
 
 @dataclass(frozen=True)
@@ -95,7 +138,9 @@ class Store(Protocol):
 
     @property
     def window(self) -> int | None:
-        """Per-subscription messages the core keeps in memory (None: all of them)."""
+        """Per-subscription waiting messages the core keeps in memory. None: all of them,
+        and every leased message's body too — such a store keeps no bodies and nothing of
+        the leases (the core hands it no lease changes)."""
         ...
 
     def load(self) -> StoredState: ...
@@ -137,12 +182,31 @@ class Store(Protocol):
         """Up to ``limit`` backlog rows with seq > ``after_seq``, in seq order."""
         ...
 
-    def settle(self, subscription: str, seqs: Sequence[int], retain: Sequence[SeqMessage]) -> None:
+    def settle(self, subscription: str, seqs: Sequence[int], retain: Sequence[Acked]) -> None:
         """``seqs`` leave the backlog (acknowledged, dead-lettered, filtered out, past
         their retention); ``retain`` are kept as retained acknowledged messages."""
         ...
 
-    def set_failed_attempts(self, subscription: str, seq: int, failed_attempts: int) -> None: ...
+    def rows(self, subscription: str, seqs: Sequence[int]) -> list[BacklogRow]:
+        """The backlog rows of ``seqs`` (ascending) that exist, in seq order."""
+        ...
+
+    def lease(self, subscription: str, seq: int, generation: int, deadline: float) -> None:
+        """Row ``seq`` is leased (delivered as ``generation``, or extended) until ``deadline``.
+        Kept until ``forget_leases`` passes that deadline; a later call for the seq wins."""
+        ...
+
+    def end_lease(
+        self, subscription: str, seq: int, generation: int, deadline: float, failed_attempts: int
+    ) -> None:
+        """Row ``seq``'s lease of ``generation`` (until ``deadline``) ended without an ack
+        (nack, expiry, an ordering key's rewind); its failed delivery attempts are now
+        ``failed_attempts``."""
+        ...
+
+    def forget_leases(self, subscription: str, now: float) -> None:
+        """Forget the leases whose deadline is at or before ``now``."""
+        ...
 
     def retained(self, subscription: str) -> list[SeqMessage]:
         """Retained acknowledged messages, in seq order."""
@@ -159,10 +223,14 @@ class Store(Protocol):
     def drop_retained(self, subscription: str) -> None: ...
 
     def reset_subscription(
-        self, subscription: str, unacked: Sequence[SeqMessage], retained: Sequence[SeqMessage]
+        self,
+        subscription: str,
+        unacked: Sequence[SeqMessage],
+        retained: Sequence[SeqMessage],
+        uid: str,
     ) -> None:
-        """Seek: the backlog becomes ``unacked`` (no failed attempts), the retained
-        acknowledged messages ``retained``."""
+        """Seek: the backlog becomes ``unacked`` (no failed attempts, no leases), the
+        retained acknowledged messages ``retained``, the ack-id uid ``uid``."""
         ...
 
     # ---------------------------------------------------------------- snapshots
@@ -223,14 +291,23 @@ class SubscriptionStorage:
         self.name = name
         self.window = store.window
 
-    def settle(self, seqs: Sequence[int], retain: Sequence[SeqMessage] = ()) -> None:
+    def settle(self, seqs: Sequence[int], retain: Sequence[Acked] = ()) -> None:
         self._store.settle(self.name, seqs, retain)
 
-    def set_failed_attempts(self, seq: int, failed_attempts: int) -> None:
-        self._store.set_failed_attempts(self.name, seq, failed_attempts)
+    def lease(self, seq: int, generation: int, deadline: float) -> None:
+        self._store.lease(self.name, seq, generation, deadline)
+
+    def end_lease(self, seq: int, generation: int, deadline: float, failed_attempts: int) -> None:
+        self._store.end_lease(self.name, seq, generation, deadline, failed_attempts)
+
+    def forget_leases(self, now: float) -> None:
+        self._store.forget_leases(self.name, now)
 
     def backlog(self, after_seq: int, limit: int) -> list[BacklogRow]:
         return self._store.backlog(self.name, after_seq, limit)
+
+    def rows(self, seqs: Sequence[int]) -> list[BacklogRow]:
+        return self._store.rows(self.name, seqs)
 
     def retained(self) -> list[SeqMessage]:
         return self._store.retained(self.name)
@@ -244,5 +321,7 @@ class SubscriptionStorage:
     def drop_retained(self) -> None:
         self._store.drop_retained(self.name)
 
-    def reset(self, unacked: Sequence[SeqMessage], retained: Sequence[SeqMessage]) -> None:
-        self._store.reset_subscription(self.name, unacked, retained)
+    def reset(
+        self, unacked: Sequence[SeqMessage], retained: Sequence[SeqMessage], uid: str
+    ) -> None:
+        self._store.reset_subscription(self.name, unacked, retained, uid)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 @dataclass(slots=True)
 class StreamFlow:
-    """Server-side flow control of one StreamingPull stream (wire-contract §1.2 fields 7, 8)."""
+    """Server-side flow control of one StreamingPull stream
+    (docs/protocol.md#server-side-flow-control)."""
 
     stream_id: int
     ack_deadline: int

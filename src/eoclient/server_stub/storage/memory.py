@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from eoclient.server_stub.core.model import StoredMessage, TopicConfig
 from eoclient.server_stub.core.store import (
+    Acked,
     BacklogRow,
     SeqMessage,
     SnapshotRecord,
@@ -109,15 +110,32 @@ class MemoryStore:
     def backlog(self, subscription: str, after_seq: int, limit: int) -> list[BacklogRow]:
         return []  # the core holds the whole backlog
 
-    def settle(self, subscription: str, seqs: Sequence[int], retain: Sequence[SeqMessage]) -> None:
+    def rows(self, subscription: str, seqs: Sequence[int]) -> list[BacklogRow]:
+        return []  # the core holds every body
+
+    def settle(self, subscription: str, seqs: Sequence[int], retain: Sequence[Acked]) -> None:
         if retain:
+            self._retain(subscription, [(seq, message) for seq, _, message in retain if message])
+
+    def _retain(self, subscription: str, messages: Sequence[SeqMessage]) -> None:
+        if messages:
             retained = self._retained.get(subscription)
             if retained is None:
                 retained = self._retained[subscription] = RetainedAcked()
-            for seq, message in retain:
+            for seq, message in messages:
                 retained.add(seq, message)
 
-    def set_failed_attempts(self, subscription: str, seq: int, failed_attempts: int) -> None:
+    # Leases are kept for a restart, and this store has none.
+
+    def lease(self, subscription: str, seq: int, generation: int, deadline: float) -> None:
+        pass
+
+    def end_lease(
+        self, subscription: str, seq: int, generation: int, deadline: float, failed_attempts: int
+    ) -> None:
+        pass
+
+    def forget_leases(self, subscription: str, now: float) -> None:
         pass
 
     def retained(self, subscription: str) -> list[SeqMessage]:
@@ -139,10 +157,14 @@ class MemoryStore:
         self._retained.pop(subscription, None)
 
     def reset_subscription(
-        self, subscription: str, unacked: Sequence[SeqMessage], retained: Sequence[SeqMessage]
+        self,
+        subscription: str,
+        unacked: Sequence[SeqMessage],
+        retained: Sequence[SeqMessage],
+        uid: str,
     ) -> None:
         self._retained.pop(subscription, None)
-        self.settle(subscription, (), retained)
+        self._retain(subscription, retained)
 
     # ---------------------------------------------------------------- snapshots
 

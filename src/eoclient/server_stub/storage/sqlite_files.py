@@ -4,8 +4,9 @@
   a second server on the directory fails at once, naming the holder's pid.
 * **Never someone else's file.** A directory holding files that are not ours is refused;
   an existing database is opened only if it is an SQLite file whose ``meta`` says it is
-  an eoclient store of a known version. Anything else fails with ``StoreError`` naming
-  the file, and nothing is written to it.
+  an eoclient store of a known version (an older one is upgraded in place, in one
+  transaction). Anything else fails with ``StoreError`` naming the file, and nothing is
+  written to it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from pathlib import Path
 DATABASE_FILE = "eoclient.sqlite3"
 LOCK_FILE = "LOCK"
 FORMAT = "eoclient-store"
-FORMAT_VERSION = 1
+# 2: subscriptions keep their ack-id uid, backlog rows the generation of their last
+# ended lease, and "leases" the leases until their deadlines.
+FORMAT_VERSION = 2
 # Files SQLite keeps next to the database in WAL mode, and ours.
 OWN_FILES = {DATABASE_FILE, f"{DATABASE_FILE}-wal", f"{DATABASE_FILE}-shm", LOCK_FILE}
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -31,17 +34,27 @@ CREATE TABLE names (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NU
 CREATE TABLE topics (id INTEGER PRIMARY KEY, config TEXT NOT NULL);
 -- topic: the id of the topic the subscription was created on (kept when the topic is
 -- deleted): its messages are the only ones its backlog can name.
+-- uid: of its ack ids (kept so that an id issued before a restart resolves after it).
 CREATE TABLE subscriptions (id INTEGER PRIMARY KEY, topic INTEGER NOT NULL,
                             config TEXT NOT NULL, created REAL NOT NULL,
-                            last_activity REAL NOT NULL);
+                            last_activity REAL NOT NULL, uid TEXT NOT NULL DEFAULT '');
 CREATE TABLE messages (seq INTEGER PRIMARY KEY, topic INTEGER NOT NULL,
                        message_id TEXT NOT NULL, data BLOB NOT NULL, attributes TEXT,
                        ordering_key TEXT NOT NULL, publish_time REAL NOT NULL,
                        size INTEGER NOT NULL);
 -- size: the message's (flow control's count), so a backlog's bytes need no join.
+-- generation: of its last lease that ended without an ack (0: none).
 CREATE TABLE backlog (subscription INTEGER NOT NULL, seq INTEGER NOT NULL,
                       failed_attempts INTEGER NOT NULL DEFAULT 0, size INTEGER NOT NULL,
+                      generation INTEGER NOT NULL DEFAULT 0,
                       PRIMARY KEY (subscription, seq)) WITHOUT ROWID;
+-- Leases given at once (one Pull, one ModifyAckDeadline request) until one deadline, in
+-- the order given: leases holds (seq, generation) pairs, little-endian int64s. One row a
+-- batch, not a row update a message: a lease costs the store a few bytes. Forgotten once
+-- the deadline passed (sqlite_backlog.py).
+CREATE TABLE leases (id INTEGER PRIMARY KEY, subscription INTEGER NOT NULL,
+                     deadline REAL NOT NULL, leases BLOB NOT NULL);
+CREATE INDEX leases_by_deadline ON leases (subscription, deadline);
 CREATE TABLE retained (subscription INTEGER NOT NULL, seq INTEGER NOT NULL,
                        publish_time REAL NOT NULL,
                        PRIMARY KEY (subscription, seq)) WITHOUT ROWID;
@@ -142,8 +155,30 @@ def _check_ours(db: sqlite3.Connection, path: Path) -> None:
         raise
     if meta.get("format") != FORMAT:
         raise StoreError(f"{path} is an SQLite database but not an eoclient store")
-    if meta.get("version") != FORMAT_VERSION:
+    version = meta.get("version")
+    if version == 1:
+        _upgrade_from_1(db)
+    elif version != FORMAT_VERSION:
         raise StoreError(
-            f"{path} is an eoclient store of format version {meta.get('version')}; "
-            f"this eoclient reads version {FORMAT_VERSION}"
+            f"{path} is an eoclient store of format version {version}; "
+            f"this eoclient reads versions 1 and {FORMAT_VERSION}"
         )
+
+
+# Version 1 kept no leases: its rows all wait, and its subscriptions get a new uid at
+# their first load (an empty one). One transaction: a crash midway leaves version 1 as
+# it was.
+_UPGRADE_FROM_1 = """
+BEGIN;
+ALTER TABLE subscriptions ADD COLUMN uid TEXT NOT NULL DEFAULT '';
+ALTER TABLE backlog ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE leases (id INTEGER PRIMARY KEY, subscription INTEGER NOT NULL,
+                     deadline REAL NOT NULL, leases BLOB NOT NULL);
+CREATE INDEX leases_by_deadline ON leases (subscription, deadline);
+UPDATE meta SET value = 2 WHERE key = 'version';
+COMMIT;
+"""
+
+
+def _upgrade_from_1(db: sqlite3.Connection) -> None:
+    db.executescript(_UPGRADE_FROM_1)

@@ -13,20 +13,15 @@ import base64
 import io
 import json
 import re
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import grpc
 import pytest
-from support.processes import stop_process_group
+from support.processes import eoclient_serve
 from support.wire import Wire, unique
 
 from eoclient._clock import FakeClock
@@ -723,33 +718,10 @@ def test_cli_rest_port_defaults() -> None:
 @pytest.fixture(scope="module")
 def served_cli() -> Iterator[tuple[str, str]]:
     """``eoclient serve --port 0`` in a subprocess; yields (gRPC host:port, REST URL)."""
-    with tempfile.TemporaryDirectory(prefix="eoclient-serve-rest-") as tmp:
-        log = Path(tmp) / "serve.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "eoclient.cli", "serve", "--port", "0"],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        try:
-            deadline = time.monotonic() + 20
-            text = ""
-            while time.monotonic() < deadline:
-                text = log.read_text()
-                grpc_line = re.search(r"export PUBSUB_EMULATOR_HOST=(\S+)", text)
-                rest_line = re.search(r"REST/JSON on (http://\S+)/v1/", text)
-                if grpc_line and rest_line:
-                    yield grpc_line.group(1), rest_line.group(1)
-                    break
-                assert process.poll() is None, text
-                time.sleep(0.05)
-            else:
-                pytest.fail(f"eoclient serve did not print its REST URL:\n{text}")
-        finally:
-            stop_process_group(process)
-            assert process.returncode == 0, log.read_text()
+    with eoclient_serve() as serve:
+        address = serve.wait_for(r"export PUBSUB_EMULATOR_HOST=(\S+)").group(1)
+        url = serve.wait_for(r"REST/JSON on (http://\S+)/v1/").group(1)
+        yield address, url
 
 
 async def test_eoclient_serve_prints_and_serves_rest(

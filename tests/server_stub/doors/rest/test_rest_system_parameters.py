@@ -6,24 +6,20 @@ every call; it used to fail on its first call with 400 "Cannot bind query parame
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import pytest
 from google.api_core import exceptions as api_exceptions
-from google.auth.credentials import AnonymousCredentials
-from google.cloud import pubsub_v1
 from google.protobuf import field_mask_pb2, timestamp_pb2
+from support.official_clients import OfficialClients, in_thread
 from support.wire import unique
 
 from eoclient.errors import InvalidArgument
 from eoclient.server_stub.doors.rest.system_parameters import parse_fields, select, split_query
 from eoclient.server_stub.server import ReferenceServer, run_server
-
-T = TypeVar("T")
 
 
 @pytest.fixture
@@ -166,20 +162,11 @@ def test_field_selection_grammar() -> None:
 # --------------------------------------------- the official client in REST mode
 
 
-async def in_thread(call: Callable[[], T]) -> T:
-    return await asyncio.to_thread(call)
-
-
 async def test_official_client_in_rest_mode() -> None:
     """publish, pull, ack, modack, seek and snapshots with transport="rest"."""
     async with run_server() as server:
-        options = {"api_endpoint": server.rest_url}
-        publisher = pubsub_v1.PublisherClient(
-            transport="rest", client_options=options, credentials=AnonymousCredentials()
-        )
-        subscriber = pubsub_v1.SubscriberClient(
-            transport="rest", client_options=options, credentials=AnonymousCredentials()
-        )
+        clients = OfficialClients(server, "rest")
+        publisher, subscriber = clients.publisher, clients.subscriber
         topic, sub = unique("topic"), unique("sub")
         snapshot = f"projects/p1/snapshots/snap-{sub.rsplit('/', 1)[1]}"
         try:
@@ -250,6 +237,4 @@ async def test_official_client_in_rest_mode() -> None:
             with pytest.raises(api_exceptions.NotFound):
                 await in_thread(lambda: publisher.get_topic(topic=topic))
         finally:
-            await in_thread(publisher.stop)
-            publisher.transport.close()
-            subscriber.transport.close()  # SubscriberClient.close() knows only gRPC
+            await in_thread(clients.close)

@@ -8,6 +8,8 @@ from typing import Any, NoReturn
 import grpc
 
 from eoclient.errors import RpcError
+from eoclient.server_stub.doors.grpc import ack_failure_trailer
+from eoclient.server_stub.doors.grpc.ack_failure_trailer import STATUS_DETAILS_KEY
 from eoclient.server_stub.services.errors import ExactlyOnceAckFailure
 
 _CODE_BY_NAME: dict[str, grpc.StatusCode] = {c.name: c for c in grpc.StatusCode}
@@ -21,12 +23,14 @@ def status_code(name: str) -> grpc.StatusCode:
 async def abort(context: grpc.aio.ServicerContext[Any, Any], error: RpcError) -> NoReturn:
     """End the call with ``error``'s status (and its rich status, if it has one)."""
     if isinstance(error, ExactlyOnceAckFailure):
-        # The Status repeats the call's code and message exactly
-        # (docs/protocol.md#rich-status-trailer).
+        # As many failed ids as a trailer every client reads holds; the Status repeats the
+        # call's code and message exactly (ack_failure_trailer.py).
+        limit = ack_failure_trailer.budget(context.invocation_metadata())
+        message, status = ack_failure_trailer.fit(error.error_info, error.message, limit)
         await context.abort(
             grpc.StatusCode.INVALID_ARGUMENT,
-            error.message,
-            trailing_metadata=(("grpc-status-details-bin", error.status.SerializeToString()),),
+            message,
+            trailing_metadata=((STATUS_DETAILS_KEY, status.SerializeToString()),),
         )
     await context.abort(status_code(error.code), error.message)
 

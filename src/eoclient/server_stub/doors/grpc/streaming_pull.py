@@ -10,6 +10,7 @@ half-close.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from collections import deque
 from collections.abc import AsyncIterator
@@ -238,8 +239,21 @@ class _StreamSession:
         reader = asyncio.create_task(self._read(requests), name="streaming-pull-reader")
         try:
             await self._write_loop(context)
+        except Exception as error:
+            if not _client_gone(context, error):
+                raise
+            self._log_client_gone(context)
         finally:
             await cancel_and_wait(reader)
+
+    def _log_client_gone(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        # A client that cancels its stream or drops its connection while a response is
+        # on its way makes the write fail: its doing, not the server's — one line.
+        logger.info(
+            "StreamingPull on %s ended by the client %s",
+            self.handle.subscription,
+            self.handle.connection or context.peer(),
+        )
 
     async def _write_loop(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         while True:
@@ -264,7 +278,9 @@ class _StreamSession:
                 sent = await self._send_deliveries(context)
             except RpcError as error:
                 await abort(context, error)
-            except Exception:
+            except Exception as error:
+                if _client_gone(context, error):
+                    raise  # run() says so in one line
                 logger.exception("StreamingPull on %s failed", self.handle.subscription)
                 await abort(context, Internal(INTERNAL_ERROR_MESSAGE))
             if not sent:
@@ -311,6 +327,8 @@ class _StreamSession:
         if not deliveries:
             return False
         exactly_once, ordering = self.broker.subscriptions.properties(self.handle.subscription)
+        if exactly_once:  # the leases first, so their ack ids resolve after a crash
+            await self.services.group_commit.durable()
         properties = wire_encoding.encode_properties(exactly_once, ordering)
         batch: list[bytes] = []
         size = 0
@@ -326,6 +344,20 @@ class _StreamSession:
             size += delivery.message.size
         await context.write(wire_encoding.encode_streaming_response(batch, properties))
         return True
+
+
+# What grpc.aio's server raises when a write meets a call the client has ended (cancelled,
+# or its connection gone) before the call is marked so: a send batch the core refused.
+# Not part of grpc's public API, hence looked up rather than imported.
+_REFUSED_BATCH: type[BaseException] = getattr(
+    importlib.import_module("grpc._cython.cygrpc"), "ExecuteBatchError", RuntimeError
+)
+
+
+def _client_gone(context: grpc.aio.ServicerContext[Any, Any], error: BaseException) -> bool:
+    """Did ``error`` come from the client ending the call (cancelled it, or its connection
+    is gone) rather than from the server?"""
+    return isinstance(error, _REFUSED_BATCH) or context.cancelled() or context.done()
 
 
 def _fill_ack_confirmation(

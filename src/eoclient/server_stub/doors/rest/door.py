@@ -42,6 +42,7 @@ from eoclient.server_stub.doors.rest.errors import (
     problem_response,
     rpc_error_response,
 )
+from eoclient.server_stub.doors.rest.malformed import JsonErrorAppRunner
 from eoclient.server_stub.doors.rest.parsing import MAX_BODY_BYTES
 from eoclient.server_stub.doors.rest.routes import route
 from eoclient.server_stub.services.errors import INTERNAL_ERROR_MESSAGE
@@ -50,6 +51,8 @@ from eoclient.server_stub.services.table import Services
 __all__ = ["HTTP_STATUS", "MAX_BODY_BYTES", "MountedPage", "RestDoor"]
 
 logger = logging.getLogger("eoclient.server_stub.doors.rest.door")
+
+_CUT_SHORT = "The connection closed before the request's body was complete."
 
 
 class MountedPage(Protocol):
@@ -80,7 +83,8 @@ class RestDoor:
     def runner(self) -> web.AppRunner:
         # aiohttp must not undo Content-Encoding itself (``parsing.read_body`` does,
         # so that a body that lies about its encoding is a 400 in Google's JSON).
-        return web.AppRunner(
+        # A request aiohttp cannot parse is answered in JSON as well (``malformed``).
+        return JsonErrorAppRunner(
             self.application(), access_log=None, shutdown_timeout=1.0, auto_decompress=False
         )
 
@@ -111,6 +115,16 @@ class RestDoor:
             return problem_response(problem, cors)
         except RpcError as error:
             return rpc_error_response(error, cors)
+        except ConnectionError as error:
+            # The client went away mid-request (a body shorter than its Content-Length, a
+            # reset): its doing, not a failure here, and most likely nobody reads this.
+            logger.info(
+                "REST %s %s: the client closed the connection (%s)",
+                request.method,
+                request.path,
+                error,
+            )
+            return json_response(error_body(400, "INVALID_ARGUMENT", _CUT_SHORT), 400, cors)
         except Exception:
             logger.exception("REST %s %s failed", request.method, request.path)
             return json_response(error_body(500, "INTERNAL", INTERNAL_ERROR_MESSAGE), 500, cors)

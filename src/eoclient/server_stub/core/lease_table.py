@@ -1,0 +1,423 @@
+"""The outstanding leases of one subscription, in about 60 bytes a lease.
+
+A lease is what an ack id needs to resolve — the message's seq, the delivery's
+generation and deadline — plus what its end needs: the message's size (flow control,
+backlog bytes), failed delivery attempts, the stream whose flow control counts it and
+the publish time (message TTL, retention). Not the body: that stays in the store, and a
+redelivery reads it back.
+
+Why not a dict of objects: a slots object, its dict slot and a heap record cost about
+300 bytes a lease, 300 MB for the million leases a subscription may hold
+(``--max-leases``). Here the leases are parallel ``array`` columns sorted by seq:
+
+* **The run.** A lease whose seq is above every seq in the run is appended — deliveries
+  go out oldest first, so nearly every new lease is. A lease whose seq still has a dead
+  slot in the run (a redelivery soon after a nack or an expiry) takes that slot back.
+  Any other (a redelivery of a message whose slot was compacted away) goes to the
+  *overflow*, a small dict merged into the run once it outgrows an eighth of it. A
+  lookup is one ``bisect`` in the run, then the overflow: O(log n).
+* **Dead slots.** An ended lease leaves its slot dead (generation 0; generations start
+  at 1); the run is rebuilt without them once they outnumber the live leases (plus
+  ``SLACK``): amortised O(1) an end.
+* **Expiry.** Leases given the same deadline at once (one Pull, one ModifyAckDeadline
+  request) share one *record* ``(deadline, seqs)`` in a heap. A record's seq whose lease
+  ended, or moved to another deadline, since is skipped when the record comes due (its
+  deadline no longer matches); the records are rebuilt from the live leases once their
+  slots outnumber them twice (plus ``SLACK``), so stale records cost memory in
+  proportion to the live leases, not to the ack rate times the deadline.
+
+Pure and synchronous: no clock, no store; ``delivery.py`` decides what a lease's end
+means.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterator
+from itertools import compress
+from typing import NamedTuple
+
+
+class Lease(NamedTuple):
+    """One outstanding lease, as read from the table (a copy: change it with the table's
+    methods)."""
+
+    seq: int
+    generation: int  # the delivery's; >= 1
+    deadline: float
+    size: int
+    failed_attempts: int
+    stream_id: int  # the stream whose flow control counts it; 0: none
+    publish_time: float
+
+
+_DEAD = 0  # the generation of a slot whose lease ended
+
+# An overflow row: the fields of a Lease after its seq, in order (a list: updated in place).
+_Row = list[float]
+
+
+class LeaseTable:
+    # Stale slots and records tolerated beyond the live leases before a rebuild: a
+    # rebuild is O(live), so one every SLACK ends (or extensions) keeps its cost
+    # amortised O(1) while a small table never rebuilds at all.
+    SLACK = 4096
+    # The overflow is merged into the run once it holds more than an eighth of it (at
+    # least this many): lookups there are dict lookups, but the oldest lease and the
+    # ordered walk need its smallest seq, which is recomputed when removed.
+    OVERFLOW_MIN = 1024
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self._seqs = array("q")
+        self._generations = array("q")
+        self._deadlines = array("d")
+        self._sizes = array("q")
+        self._failed = array("q")
+        self._streams = array("q")
+        self._published = array("d")
+        self._head = 0  # every slot before it is dead
+        self._finger = 0  # the slot last found
+        self._dead = 0  # dead slots in the run
+        self._overflow: dict[int, _Row] = {}
+        self._overflow_min: int | None = None  # cached; None: recompute
+        self._live = 0
+        self._bytes = 0
+        self._records: list[tuple[float, int, array[int]]] = []
+        self._record_slots = 0
+        self._tail: tuple[float, array[int]] | None = None  # the newest record
+        self._order = itertools.count()  # ties between records of one deadline
+
+    def __len__(self) -> int:
+        return self._live
+
+    def __contains__(self, seq: object) -> bool:
+        return isinstance(seq, int) and (self._slot(seq) >= 0 or seq in self._overflow)
+
+    def __repr__(self) -> str:
+        return (
+            f"<LeaseTable [{self._live} leases, {len(self._seqs)} slots, "
+            f"{len(self._overflow)} overflow, {len(self._records)} records]>"
+        )
+
+    @property
+    def bytes(self) -> int:
+        """The sizes of every leased message."""
+        return self._bytes
+
+    def records(self) -> int:
+        """Seqs held by the expiry records, stale ones included (inspection: bounded by
+        twice the live leases plus ``SLACK``)."""
+        return self._record_slots
+
+    # ---------------------------------------------------------------- lookups
+
+    def _find(self, seq: int) -> int:
+        """The run's slot holding ``seq`` (live or dead), or -1. Acks mostly come in seq
+        order, and an ack id is resolved then settled: the slot after the last one found,
+        or that one, is tried before a bisect."""
+        seqs = self._seqs
+        i = self._finger
+        n = len(seqs)
+        if i < n and seqs[i] == seq:
+            return i
+        i += 1
+        if i < n and seqs[i] == seq:
+            self._finger = i
+            return i
+        i = bisect_left(seqs, seq)
+        if i < n and seqs[i] == seq:
+            self._finger = i
+            return i
+        return -1
+
+    def _slot(self, seq: int) -> int:
+        """The run's slot of ``seq``'s live lease, or -1. (A seq with a slot in the run,
+        dead or not, is never in the overflow: a new lease of it takes the slot back.)"""
+        i = self._find(seq)
+        return i if i >= 0 and self._generations[i] != _DEAD else -1
+
+    def _view(self, i: int) -> Lease:
+        return Lease(
+            self._seqs[i],
+            self._generations[i],
+            self._deadlines[i],
+            self._sizes[i],
+            self._failed[i],
+            self._streams[i],
+            self._published[i],
+        )
+
+    def current(self, seq: int) -> tuple[int, float] | None:
+        """(generation, deadline) of ``seq``'s lease, or None: what an ack id is checked
+        against, without building a ``Lease``."""
+        i = self._find(seq)
+        if i >= 0:
+            generation = self._generations[i]
+            return (generation, self._deadlines[i]) if generation != _DEAD else None
+        row = self._overflow.get(seq)
+        return None if row is None else (int(row[0]), row[1])
+
+    def get(self, seq: int) -> Lease | None:
+        i = self._slot(seq)
+        if i >= 0:
+            return self._view(i)
+        row = self._overflow.get(seq)
+        if row is None:
+            return None
+        return _from_row(seq, row)
+
+    def oldest(self) -> Lease | None:
+        """The lease of the smallest seq (the oldest message leased)."""
+        self._skip_dead_head()
+        run = self._head < len(self._seqs)
+        low = self._overflow_low()
+        if low is not None and (not run or low < self._seqs[self._head]):
+            return _from_row(low, self._overflow[low])
+        return self._view(self._head) if run else None
+
+    def __iter__(self) -> Iterator[Lease]:
+        """Every lease, in seq order (a snapshot: the table may change meanwhile)."""
+        run = [self._view(i) for i in range(self._head, len(self._seqs)) if self._generations[i]]
+        extra = [_from_row(seq, row) for seq, row in sorted(self._overflow.items())]
+        return iter(list(heapq.merge(run, extra)) if extra else run)
+
+    def next_deadline(self) -> float | None:
+        """The earliest deadline of a record (stale-early: its leases may have ended)."""
+        return self._records[0][0] if self._records else None
+
+    # ---------------------------------------------------------------- changes
+
+    def add(
+        self,
+        seq: int,
+        generation: int,
+        deadline: float,
+        size: int,
+        failed_attempts: int,
+        stream_id: int,
+        publish_time: float,
+    ) -> None:
+        """A new lease (the fields of a ``Lease``, by position: one is added for every
+        delivery, and building the tuple first would cost as much again); ``seq`` must
+        have none (a message has one lease at most)."""
+        if generation <= _DEAD:
+            raise ValueError(f"a lease's generation starts at 1 (got {generation})")
+        seqs = self._seqs
+        if not seqs or seq > seqs[-1]:
+            seqs.append(seq)
+            self._generations.append(generation)
+            self._deadlines.append(deadline)
+            self._sizes.append(size)
+            self._failed.append(failed_attempts)
+            self._streams.append(stream_id)
+            self._published.append(publish_time)
+        else:
+            lease = Lease(seq, generation, deadline, size, failed_attempts, stream_id, publish_time)
+            i = self._find(seq)
+            if i >= 0:
+                if self._generations[i] != _DEAD:
+                    raise ValueError(f"message {seq} is leased already")
+                self._fill(i, lease)
+                self._dead -= 1
+                if i < self._head:
+                    self._head = i  # every slot before the head stays dead
+            else:
+                if seq in self._overflow:
+                    raise ValueError(f"message {seq} is leased already")
+                self._overflow[seq] = _to_row(lease)
+                low = self._overflow_min
+                if len(self._overflow) == 1 or (low is not None and seq < low):
+                    self._overflow_min = seq
+                if len(self._overflow) > max(self.OVERFLOW_MIN, len(seqs) // 8):
+                    self._rebuild_run()
+        self._live += 1
+        self._bytes += size
+        self._schedule(seq, deadline)
+
+    def _fill(self, i: int, lease: Lease) -> None:
+        self._generations[i] = lease.generation
+        self._deadlines[i] = lease.deadline
+        self._sizes[i] = lease.size
+        self._failed[i] = lease.failed_attempts
+        self._streams[i] = lease.stream_id
+        self._published[i] = lease.publish_time
+
+    def remove(self, seq: int) -> Lease | None:
+        """End ``seq``'s lease (nacked, expired, settled); None if it had none."""
+        lease = self._end(seq)
+        if lease is not None:
+            self._upkeep()
+        return lease
+
+    def settle(self, seq: int) -> tuple[int, int, float] | None:
+        """``remove`` for an ack, the most frequent end: only (stream_id, size,
+        publish_time) back, the fields its caller reads, without building a ``Lease``."""
+        i = self._slot(seq)
+        if i < 0:
+            lease = self.remove(seq)
+            return None if lease is None else (lease.stream_id, lease.size, lease.publish_time)
+        size = self._sizes[i]
+        ended = (self._streams[i], size, self._published[i])
+        self._generations[i] = _DEAD
+        self._dead += 1
+        if i == self._head:
+            self._skip_dead_head()
+        self._live -= 1
+        self._bytes -= size
+        self._upkeep()
+        return ended
+
+    def _end(self, seq: int) -> Lease | None:
+        i = self._slot(seq)
+        if i >= 0:
+            lease = self._view(i)
+            self._generations[i] = _DEAD
+            self._dead += 1
+            if i == self._head:
+                self._skip_dead_head()
+        else:
+            row = self._overflow.pop(seq, None)
+            if row is None:
+                return None
+            lease = _from_row(seq, row)
+            if seq == self._overflow_min:
+                self._overflow_min = None
+        self._live -= 1
+        self._bytes -= lease.size
+        return lease
+
+    def _upkeep(self) -> None:
+        """Rebuild what has grown stale beyond the live leases plus ``SLACK``."""
+        live = self._live
+        if self._dead > live + self.SLACK:
+            self._rebuild_run()
+        if self._record_slots > 2 * live + self.SLACK:
+            self._rebuild_records()
+
+    def set_deadline(self, seq: int, deadline: float) -> bool:
+        """Move ``seq``'s lease to ``deadline`` (a ModifyAckDeadline); False: no lease."""
+        i = self._slot(seq)
+        if i >= 0:
+            self._deadlines[i] = deadline
+        else:
+            row = self._overflow.get(seq)
+            if row is None:
+                return False
+            row[1] = deadline
+        self._schedule(seq, deadline)
+        return True
+
+    def expire(self, now: float) -> Iterator[Lease]:
+        """End, one at a time, every lease whose deadline is at or before ``now``; yields
+        each as it ends, by deadline (then in the order they were given it).
+
+        The caller may end or move other leases between two of them (an ordering key's
+        rewind ends its later leases): one ended meanwhile is not yielded. Consume it
+        whole.
+        """
+        while self._records and self._records[0][0] <= now:
+            deadline, _, seqs = heapq.heappop(self._records)
+            self._record_slots -= len(seqs)
+            if self._tail is not None and self._tail[1] is seqs:
+                self._tail = None
+            for seq in seqs:
+                lease = self.get(seq)
+                # Stale: ended, or moved to another deadline, since the record was made.
+                if lease is not None and lease.deadline == deadline:
+                    self._end(seq)
+                    yield lease
+        self._upkeep()
+
+    # ---------------------------------------------------------------- upkeep
+
+    def _schedule(self, seq: int, deadline: float) -> None:
+        """Record ``seq`` as due at ``deadline``, in the newest record if it has that
+        deadline (the leases of one request share one), else in a new one."""
+        tail = self._tail
+        if tail is not None and tail[0] == deadline:
+            tail[1].append(seq)
+        else:
+            seqs = array("q", (seq,))
+            heapq.heappush(self._records, (deadline, next(self._order), seqs))
+            self._tail = (deadline, seqs)
+        self._record_slots += 1
+        if self._record_slots > 2 * self._live + self.SLACK:
+            self._rebuild_records()
+
+    def _live_slots(self) -> list[bool]:
+        return [generation != _DEAD for generation in self._generations]
+
+    def _rebuild_records(self) -> None:
+        by_deadline: dict[float, array[int]] = {}
+        live = self._live_slots()
+        pairs = zip(compress(self._seqs, live), compress(self._deadlines, live), strict=True)
+        extra = ((seq, row[1]) for seq, row in self._overflow.items())
+        for seq, deadline in itertools.chain(pairs, extra):
+            seqs = by_deadline.get(deadline)
+            if seqs is None:
+                by_deadline[deadline] = seqs = array("q")
+            seqs.append(seq)
+        self._records = [(d, next(self._order), s) for d, s in by_deadline.items()]
+        heapq.heapify(self._records)
+        self._record_slots = self._live
+        self._tail = None
+
+    def _rebuild_run(self) -> None:
+        """The run again, without dead slots and with the overflow merged in: O(n)."""
+        if not self._overflow:  # column by column, without a Lease per slot
+            live = self._live_slots()
+            self._seqs = array("q", compress(self._seqs, live))
+            self._generations = array("q", compress(self._generations, live))
+            self._deadlines = array("d", compress(self._deadlines, live))
+            self._sizes = array("q", compress(self._sizes, live))
+            self._failed = array("q", compress(self._failed, live))
+            self._streams = array("q", compress(self._streams, live))
+            self._published = array("d", compress(self._published, live))
+            self._head = self._finger = self._dead = 0
+            return
+        leases = list(self)
+        self._seqs = array("q", (lease.seq for lease in leases))
+        self._generations = array("q", (lease.generation for lease in leases))
+        self._deadlines = array("d", (lease.deadline for lease in leases))
+        self._sizes = array("q", (lease.size for lease in leases))
+        self._failed = array("q", (lease.failed_attempts for lease in leases))
+        self._streams = array("q", (lease.stream_id for lease in leases))
+        self._published = array("d", (lease.publish_time for lease in leases))
+        self._head = self._finger = self._dead = 0
+        self._overflow.clear()
+        self._overflow_min = None
+
+    def _skip_dead_head(self) -> None:
+        generations, head, end = self._generations, self._head, len(self._seqs)
+        while head < end and generations[head] == _DEAD:
+            head += 1
+        self._head = head
+
+    def _overflow_low(self) -> int | None:
+        if not self._overflow:
+            return None
+        if self._overflow_min is None:
+            self._overflow_min = min(self._overflow)
+        return self._overflow_min
+
+
+def _to_row(lease: Lease) -> _Row:
+    return [
+        lease.generation,
+        lease.deadline,
+        lease.size,
+        lease.failed_attempts,
+        lease.stream_id,
+        lease.publish_time,
+    ]
+
+
+def _from_row(seq: int, row: _Row) -> Lease:
+    generation, deadline, size, failed, stream, published = row
+    return Lease(seq, int(generation), deadline, int(size), int(failed), int(stream), published)

@@ -1,0 +1,333 @@
+"""``SqliteStore``'s message tables: messages, each subscription's backlog rows and
+leases, and the acknowledged messages it retains.
+
+* ``messages``: every body once, by seq (its topic's id beside it for garbage collection);
+* ``backlog``: per subscription the seqs it has not acknowledged, with their failed
+  delivery attempts and the generation of their last lease that ended without an ack;
+* ``leases``: the leases, a row for each batch given at once (one Pull, one
+  ModifyAckDeadline request) until one deadline: ``(seq, generation)`` pairs packed in a
+  blob, and a lease's end without an ack as ``(seq, -generation)``. Replayed in order at
+  a restart, the last pair of a seq says what it is: leased (its row is still in the
+  backlog), ended, or gone while leased — acked, its answer maybe lost with the process:
+  a retried exactly-once ack of it answers SUCCESS. A row a batch rather than an update
+  of each backlog row: a delivery then costs the store a few bytes, not a B-tree write.
+  Rows past their deadline are forgotten (``forget_leases``);
+* ``retained``: per subscription the acknowledged messages it keeps for seek.
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from eoclient.server_stub.core import policies
+from eoclient.server_stub.core.model import StoredMessage
+from eoclient.server_stub.core.store import (
+    Acked,
+    BacklogRow,
+    SeqMessage,
+    StoredAck,
+    StoredLease,
+)
+from eoclient.server_stub.storage import codec
+from eoclient.server_stub.storage.sqlite_writes import Writes
+
+MESSAGE_COLUMNS = "m.message_id, m.data, m.attributes, m.ordering_key, m.publish_time, m.size"
+_ROW_COLUMNS = f"b.seq, b.failed_attempts, b.generation, {MESSAGE_COLUMNS}"
+# Point reads name at most this many seqs a statement (SQLite allows 32,766 parameters;
+# a few hundred keep each statement's plan and parameter list small).
+_ROWS_PER_READ = 500
+
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (seq, topic, message_id, data, attributes, ordering_key, "
+    "publish_time, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_BACKLOG = "INSERT INTO backlog (subscription, seq, size) VALUES (?, ?, ?)"
+_SETTLE = "DELETE FROM backlog WHERE subscription = ? AND seq = ?"
+_END_LEASE = (
+    "UPDATE backlog SET generation = ?, failed_attempts = ? WHERE subscription = ? AND seq = ?"
+)
+_INSERT_LEASES = "INSERT INTO leases (subscription, deadline, leases) VALUES (?, ?, ?)"
+_FORGET_LEASES = "DELETE FROM leases WHERE subscription = ? AND deadline <= ?"
+_DELETE_LEASES = "DELETE FROM leases WHERE subscription = ?"
+_RETAIN = "INSERT OR IGNORE INTO retained (subscription, seq, publish_time) VALUES (?, ?, ?)"
+_PRUNE_RETAINED = "DELETE FROM retained WHERE subscription = ? AND publish_time <= ?"
+_DELETE_BACKLOG = "DELETE FROM backlog WHERE subscription = ?"
+_DELETE_RETAINED = "DELETE FROM retained WHERE subscription = ?"
+_LAST_SEQ = "UPDATE meta SET value = ? WHERE key = 'last_seq'"
+
+
+def message_from_row(row: Sequence[Any]) -> StoredMessage:
+    """A message from the ``MESSAGE_COLUMNS`` of a row."""
+    message_id, data, attributes_json, ordering_key, publish_time, size = row
+    attributes = codec.attributes_from_json(attributes_json)
+    return StoredMessage(
+        message_id=message_id,
+        data=data,
+        attributes=attributes,
+        ordering_key=ordering_key,
+        publish_time=publish_time,
+        size=size,
+        # Checked when it was published: it parses.
+        deliver_at=policies.deliver_at(attributes, publish_time) if attributes else 0.0,
+    )
+
+
+def _backlog_row(row: Sequence[Any]) -> BacklogRow:
+    return BacklogRow(row[0], message_from_row(row[3:]), row[1], row[2])
+
+
+def _pack(pairs: array[int]) -> bytes:
+    if sys.byteorder == "big":
+        pairs = array("q", pairs)
+        pairs.byteswap()
+    return pairs.tobytes()
+
+
+def _unpack(blob: bytes) -> array[int]:
+    pairs = array("q")
+    pairs.frombytes(blob)
+    if sys.byteorder == "big":
+        pairs.byteswap()
+    return pairs
+
+
+class BacklogTables:
+    def __init__(self, writes: Writes) -> None:
+        self._writes = writes
+        row = writes.db.execute("SELECT value FROM meta WHERE key = 'last_seq'").fetchone()
+        self.last_seq = int(row[0]) if row else 0
+        self._oldest_retained: dict[int, float | None] = {}
+        # Lease batches not written yet, in order: (subscription, deadline, pairs). Nothing
+        # reads them before a restart: written at the commit (``flush_leases``).
+        self._batches: list[tuple[int, float, array[int]]] = []
+
+    # ---------------------------------------------------------------- reading (at open)
+
+    def counts(self) -> dict[int, tuple[int, int]]:
+        """subscription id -> (backlog rows, their bytes)."""
+        rows = self._writes.db.execute(
+            "SELECT subscription, COUNT(*), SUM(size) FROM backlog GROUP BY 1"
+        )
+        return {subscription: (n, size) for subscription, n, size in rows}
+
+    def restored_leases(
+        self,
+    ) -> tuple[dict[int, list[StoredLease]], dict[int, list[StoredAck]]]:
+        """subscription id -> its leases (in seq order), and -> the leases whose messages
+        left the backlog while leased: the ``leases`` rows replayed in order (module
+        docstring), their backlog rows read back."""
+        latest: dict[int, dict[int, tuple[int, float]]] = {}
+        for subscription, deadline, blob in self._writes.db.execute(
+            "SELECT subscription, deadline, leases FROM leases ORDER BY id"
+        ):
+            by_seq = latest.setdefault(subscription, {})
+            pairs = _unpack(blob)
+            for i in range(0, len(pairs), 2):
+                by_seq[pairs[i]] = (pairs[i + 1], deadline)
+        leases: dict[int, list[StoredLease]] = {}
+        acks: dict[int, list[StoredAck]] = {}
+        for subscription, by_seq in latest.items():
+            live = sorted(seq for seq, (generation, _) in by_seq.items() if generation > 0)
+            rows = {row[0]: row for row in self._lease_rows(subscription, live)}
+            for seq in live:
+                generation, deadline = by_seq[seq]
+                row = rows.get(seq)
+                if row is None:
+                    acks.setdefault(subscription, []).append(StoredAck(seq, generation, deadline))
+                elif generation > row[1]:  # else its end is in the row
+                    _, _, failed, size, published, key = row
+                    leases.setdefault(subscription, []).append(
+                        StoredLease(seq, generation, deadline, failed, size, published, key)
+                    )
+        return leases, acks
+
+    def _lease_rows(self, subscription: int, seqs: list[int]) -> list[tuple[Any, ...]]:
+        found: list[tuple[Any, ...]] = []
+        chunk_size = 20 * _ROWS_PER_READ  # a restart reads every lease once: larger reads
+        for start in range(0, len(seqs), chunk_size):
+            chunk = seqs[start : start + chunk_size]
+            marks = ",".join("?" * len(chunk))
+            found.extend(
+                self._writes.db.execute(
+                    "SELECT b.seq, b.generation, b.failed_attempts, b.size, m.publish_time, "
+                    "m.ordering_key FROM backlog b JOIN messages m ON m.seq = b.seq "
+                    f"WHERE b.subscription = ? AND b.seq IN ({marks})",
+                    (subscription, *chunk),
+                )
+            )
+        return found
+
+    # ---------------------------------------------------------------- messages
+
+    def publish(
+        self, topic: int, messages: Sequence[SeqMessage], receivers: Mapping[int, Sequence[int]]
+    ) -> None:
+        if not messages:
+            return
+        to_json = codec.attributes_to_json
+        rows = [
+            (seq, topic, m.message_id, m.data, to_json(m.attributes), m.ordering_key,
+             m.publish_time, m.size)
+            for seq, m in messages
+        ]  # fmt: skip
+        self._writes.write_many(_INSERT_MESSAGE, rows)
+        sizes = {seq: m.size for seq, m in messages}
+        for subscription, seqs in receivers.items():
+            self._writes.write_many(
+                _INSERT_BACKLOG, [(subscription, seq, sizes[seq]) for seq in seqs]
+            )
+        self.last_seq = max(self.last_seq, messages[-1][0])
+
+    def write_last_seq(self) -> None:
+        self._writes.write(_LAST_SEQ, (self.last_seq,))
+
+    # ---------------------------------------------------------------- backlog rows
+
+    def backlog(self, subscription: int, after_seq: int, limit: int) -> list[BacklogRow]:
+        rows = self._writes.read(
+            f"SELECT {_ROW_COLUMNS} FROM backlog b JOIN messages m ON m.seq = b.seq "
+            "WHERE b.subscription = ? AND b.seq > ? ORDER BY b.seq LIMIT ?",
+            (subscription, after_seq, limit),
+        )
+        return [_backlog_row(row) for row in rows]
+
+    def rows(self, subscription: int, seqs: Sequence[int]) -> list[BacklogRow]:
+        found: list[BacklogRow] = []
+        for start in range(0, len(seqs), _ROWS_PER_READ):
+            chunk = seqs[start : start + _ROWS_PER_READ]
+            marks = ",".join("?" * len(chunk))
+            rows = self._writes.read(
+                f"SELECT {_ROW_COLUMNS} FROM backlog b JOIN messages m ON m.seq = b.seq "
+                f"WHERE b.subscription = ? AND b.seq IN ({marks}) ORDER BY b.seq",
+                (subscription, *chunk),
+            )
+            found.extend(_backlog_row(row) for row in rows)
+        return found
+
+    def settle(self, subscription: int, seqs: Sequence[int], retain: Sequence[Acked]) -> None:
+        for seq, publish_time, _ in retain:
+            self._writes.write(_RETAIN, (subscription, seq, publish_time))
+        if retain and subscription in self._oldest_retained:
+            oldest = self._oldest_retained[subscription]
+            first = min(acked.publish_time for acked in retain)
+            self._oldest_retained[subscription] = first if oldest is None else min(oldest, first)
+        for seq in seqs:
+            self._writes.write(_SETTLE, (subscription, seq))
+
+    def lease(self, subscription: int, seq: int, generation: int, deadline: float) -> None:
+        self._batch(subscription, deadline, seq, generation)
+
+    def end_lease(
+        self, subscription: int, seq: int, generation: int, deadline: float, failed: int
+    ) -> None:
+        self._writes.write(_END_LEASE, (generation, failed, subscription, seq))
+        # The marker lives as long as the lease it ends: forgotten at the same deadline.
+        self._batch(subscription, deadline, seq, -generation)
+
+    def _batch(self, subscription: int, deadline: float, seq: int, generation: int) -> None:
+        """Into the newest batch if it is the subscription's with this deadline (the
+        leases of one request), else a new one."""
+        batches = self._batches
+        if batches and batches[-1][0] == subscription and batches[-1][1] == deadline:
+            pairs = batches[-1][2]
+        else:
+            pairs = array("q")
+            batches.append((subscription, deadline, pairs))
+        pairs.append(seq)
+        pairs.append(generation)
+
+    def flush_leases(self) -> None:
+        """Buffer the lease batches as rows (before a commit, and before any statement
+        that deletes from ``leases``)."""
+        if self._batches:
+            rows = [(subscription, d, _pack(pairs)) for subscription, d, pairs in self._batches]
+            self._writes.write_many(_INSERT_LEASES, rows)
+            self._batches = []
+
+    def forget_leases(self, subscription: int, now: float) -> None:
+        self.flush_leases()
+        self._writes.write(_FORGET_LEASES, (subscription, now))
+
+    def reset(self, subscription: int, unacked: Sequence[SeqMessage]) -> None:
+        """Seek: the backlog becomes ``unacked``, waiting, with no lease."""
+        self.flush_leases()
+        self._writes.write(_DELETE_BACKLOG, (subscription,))
+        self._writes.write(_DELETE_LEASES, (subscription,))
+        self._writes.write_many(_INSERT_BACKLOG, [(subscription, s, m.size) for s, m in unacked])
+
+    def delete(self, subscription: int) -> None:
+        self.flush_leases()
+        self._oldest_retained.pop(subscription, None)
+        self._writes.write(_DELETE_BACKLOG, (subscription,))
+        self._writes.write(_DELETE_RETAINED, (subscription,))
+        self._writes.write(_DELETE_LEASES, (subscription,))
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self._batches)
+
+    # ---------------------------------------------------------------- retained
+
+    def retained(self, subscription: int) -> list[SeqMessage]:
+        rows = self._writes.read(
+            f"SELECT r.seq, {MESSAGE_COLUMNS} FROM retained r JOIN messages m ON m.seq = r.seq "
+            "WHERE r.subscription = ? ORDER BY r.seq",
+            (subscription,),
+        )
+        return [(row[0], message_from_row(row[1:])) for row in rows]
+
+    def oldest_retained(self, subscription: int) -> float | None:
+        if subscription not in self._oldest_retained:
+            row = self._writes.read(
+                "SELECT MIN(publish_time) FROM retained WHERE subscription = ?", (subscription,)
+            ).fetchone()
+            oldest = None if row is None or row[0] is None else float(row[0])
+            self._oldest_retained[subscription] = oldest
+        return self._oldest_retained[subscription]
+
+    def prune_retained(self, subscription: int, cutoff: float) -> None:
+        oldest = self.oldest_retained(subscription)
+        if oldest is None or oldest > cutoff:
+            return
+        self._writes.write(_PRUNE_RETAINED, (subscription, cutoff))
+        del self._oldest_retained[subscription]  # read again (after this runs) when next asked
+
+    def drop_retained(self, subscription: int) -> None:
+        if self._oldest_retained.get(subscription, 0.0) is None:
+            return  # known to be empty: nothing to write
+        self._writes.write(_DELETE_RETAINED, (subscription,))
+        self._oldest_retained[subscription] = None
+
+    def set_retained(self, subscription: int, retained: Sequence[SeqMessage]) -> None:
+        """Seek: the retained acknowledged messages become ``retained``."""
+        self._writes.write(_DELETE_RETAINED, (subscription,))
+        self._writes.write_many(
+            _RETAIN, [(subscription, seq, m.publish_time) for seq, m in retained]
+        )
+        self._oldest_retained.pop(subscription, None)
+
+    # ---------------------------------------------------------------- garbage
+
+    def lowest_seq(self, subscription: int) -> int | None:
+        """The smallest seq the subscription's rows (backlog, retained) still name."""
+        db = self._writes.db
+        lows = [
+            db.execute(
+                f"SELECT MIN(seq) FROM {table} WHERE subscription = ?", (subscription,)
+            ).fetchone()[0]
+            for table in ("backlog", "retained")
+        ]
+        found = [low for low in lows if low is not None]
+        return min(found) if found else None
+
+    def delete_messages(self, topic: int, start: int, floor: int, limit: int) -> int:
+        """Delete up to ``limit`` of the topic's messages with seq in [start, floor)."""
+        cursor = self._writes.db.execute(
+            "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE seq >= ? "
+            "AND seq < ? AND topic = ? LIMIT ?)",
+            (start, floor, topic, limit),
+        )
+        return cursor.rowcount

@@ -1,0 +1,134 @@
+"""The write path of ``SqliteStore``: changes buffered, then run and committed in groups.
+
+Every change the broker hands over becomes a row of a pending operation (consecutive rows
+of one statement run as one ``executemany``); ``begin_commit()`` takes them and
+``finish_commit()`` runs them inside the open transaction and commits it. The server's
+shell (``group_commit.py``) runs the second half in a thread, so the event loop goes on
+serving — and buffering the next group — during the fsync. A read waits for a commit in
+flight, then runs what is pending first (``flush``), so it sees every change made
+before it.
+
+``Names`` numbers the resources' names for the tables (``names``: an id is never reused
+for another name), through the same buffer.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+logger = logging.getLogger("eoclient.server_stub.store")
+
+Row = tuple[Any, ...]
+Operation = tuple[str, list[Row]]
+
+
+class Writes:
+    """One connection's pending statements and the transaction they go into."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self._ops: list[Operation] = []
+        self._committing: list[Operation] = []  # taken by a commit
+        self._executed = False  # statements run in the open transaction, not committed
+        self._idle = threading.Event()  # no commit running in a thread
+        self._idle.set()
+
+    def write(self, sql: str, row: Row) -> None:
+        """Buffer one row of ``sql`` (a module constant: recognised by identity, so
+        consecutive rows of one statement run as one ``executemany``)."""
+        if self._ops and self._ops[-1][0] is sql:
+            self._ops[-1][1].append(row)
+        else:
+            self._ops.append((sql, [row]))
+
+    def write_many(self, sql: str, rows: list[Row]) -> None:
+        if rows:
+            self._ops.append((sql, rows))
+
+    def flush(self) -> None:
+        """Run the pending operations (after a commit in flight): reads see them."""
+        self._idle.wait()
+        ops, self._ops = self._ops, []
+        self._run(ops)
+        if ops:
+            self._executed = True
+
+    def read(self, sql: str, parameters: Sequence[Any] = ()) -> sqlite3.Cursor:
+        self.flush()
+        return self.db.execute(sql, parameters)
+
+    def executed(self) -> None:
+        """Something was run directly in the open transaction (it needs a commit)."""
+        self._executed = True
+
+    def _run(self, ops: list[Operation]) -> None:
+        for sql, rows in ops:
+            if len(rows) == 1:
+                self.db.execute(sql, rows[0])
+            else:
+                self.db.executemany(sql, rows)
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self._ops or self._executed)
+
+    def begin_commit(self) -> None:
+        """Take what is pending for a commit (one at a time: waits for one in flight);
+        ``finish_commit`` must follow."""
+        self._idle.wait()
+        self._committing, self._ops = self._ops, []
+        self._idle.clear()
+
+    def finish_commit(self) -> None:
+        """Run the taken statements, COMMIT (the fsync) and open the next transaction.
+        In a thread of its own, this runs beside the event loop: sqlite3 releases the
+        GIL while SQLite works."""
+        try:
+            ops, self._committing = self._committing, []
+            self._run(ops)
+            self.db.execute("COMMIT")
+            self._executed = False
+            self.db.execute("BEGIN")
+        except sqlite3.Error:
+            if not self.db.in_transaction:  # rolled back by SQLite: start afresh
+                logger.critical("the store's transaction was rolled back; changes are lost")
+                self._executed = False
+                self.db.execute("BEGIN")
+            raise
+        finally:
+            self._idle.set()
+
+    def wait_idle(self) -> None:
+        self._idle.wait()
+
+
+_INSERT_NAME = "INSERT INTO names (id, kind, name) VALUES (?, ?, ?)"
+
+
+class Names:
+    """Ids for (kind, name) pairs, made on first use and never reused."""
+
+    def __init__(self, writes: Writes) -> None:
+        self._writes = writes
+        self.ids: dict[tuple[str, str], int] = {
+            (kind, name): id_
+            for id_, kind, name in writes.db.execute("SELECT id, kind, name FROM names")
+        }
+        self._next = max(self.ids.values(), default=0) + 1
+
+    def id(self, kind: str, name: str) -> int:
+        key = (kind, name)
+        id_ = self.ids.get(key)
+        if id_ is None:
+            id_ = self.ids[key] = self._next
+            self._next += 1
+            self._writes.write(_INSERT_NAME, (id_, kind, name))
+        return id_
+
+    def names(self) -> dict[int, str]:
+        """id -> name."""
+        return {id_: name for (_, name), id_ in self.ids.items()}

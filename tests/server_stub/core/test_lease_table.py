@@ -1,0 +1,184 @@
+"""LeaseTable: the compact lease columns against a plain dict model (Hypothesis), and the
+bounds its rebuilds keep (stale slots and records stay within a constant of the live
+leases)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from eoclient.server_stub.core.lease_table import Lease, LeaseTable
+
+
+def lease(seq: int, generation: int = 1, deadline: float = 10.0, size: int = 5) -> Lease:
+    return Lease(seq, generation, deadline, size, 0, 0, float(seq))
+
+
+class LeaseTableMachine(RuleBasedStateMachine):
+    """Random adds (in order, out of order, reusing dead slots), removals, deadline moves
+    and expiries; the table must agree with a dict after every step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = LeaseTable()
+        # Small thresholds so that rebuilds and overflow merges happen within a run.
+        self.table.SLACK = 3
+        self.table.OVERFLOW_MIN = 2
+        self.model: dict[int, Lease] = {}
+        self.now = 0.0
+        self.top = 0  # the largest seq ever leased
+
+    @rule(
+        ahead=st.booleans(),
+        seq=st.integers(1, 60),
+        generation=st.integers(1, 5),
+        ttl=st.sampled_from([1.0, 2.0, 5.0]),
+        size=st.integers(0, 100),
+        failed=st.integers(0, 3),
+        stream=st.integers(0, 3),
+    )
+    def add(
+        self,
+        ahead: bool,
+        seq: int,
+        generation: int,
+        ttl: float,
+        size: int,
+        failed: int,
+        stream: int,
+    ) -> None:
+        if ahead:
+            seq = self.top + seq  # above every seq so far: an append
+        if seq in self.model:
+            return
+        self.top = max(self.top, seq)
+        new = Lease(seq, generation, self.now + ttl, size, failed, stream, seq / 10)
+        self.table.add(*new)
+        self.model[seq] = new
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def remove(self, data: st.DataObject) -> None:
+        seq = data.draw(st.sampled_from(sorted(self.model)))
+        assert self.table.remove(seq) == self.model.pop(seq)
+        assert self.table.remove(seq) is None
+
+    @precondition(lambda self: len(self.model) >= 2)
+    @rule(data=st.data())
+    def redeliver_old(self, data: st.DataObject) -> None:
+        """Nack the oldest leases and lease them again (a redelivery): their dead slots
+        lie at or before the run's head, and must be found again."""
+        count = data.draw(st.integers(1, len(self.model)))
+        for seq in sorted(self.model)[:count]:
+            ended = self.table.remove(seq)
+            assert ended is not None
+            again = ended._replace(generation=ended.generation + 1)
+            self.table.add(*again)
+            self.model[seq] = again
+        probe = data.draw(st.permutations(sorted(self.model)))
+        for seq in probe:  # in any order, not only the one the finger follows
+            assert self.table.current(seq) == (self.model[seq].generation, self.model[seq].deadline)
+
+    @rule(seq=st.integers(1, 500))
+    def remove_unknown(self, seq: int) -> None:
+        if seq not in self.model:
+            assert self.table.remove(seq) is None
+            assert self.table.set_deadline(seq, 1.0) is False
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), ttl=st.sampled_from([0.5, 1.0, 3.0, 8.0]))
+    def move(self, data: st.DataObject, ttl: float) -> None:
+        seqs = data.draw(st.lists(st.sampled_from(sorted(self.model)), min_size=1, max_size=5))
+        for seq in seqs:
+            assert self.table.set_deadline(seq, self.now + ttl)
+            self.model[seq] = self.model[seq]._replace(deadline=self.now + ttl)
+
+    @rule(step=st.sampled_from([0.5, 1.0, 2.0]))
+    def expire(self, step: float) -> None:
+        self.now += step
+        due = sorted(
+            (lease for lease in self.model.values() if lease.deadline <= self.now),
+            key=lambda lease: (lease.deadline, lease.seq),
+        )
+        expired = list(self.table.expire(self.now))
+        assert sorted(expired, key=lambda lease: (lease.deadline, lease.seq)) == due
+        # By deadline, whatever the order within one.
+        assert [lease.deadline for lease in expired] == sorted(lease.deadline for lease in expired)
+        for lease in due:
+            del self.model[lease.seq]
+
+    @invariant()
+    def agrees(self) -> None:
+        table, model = self.table, self.model
+        assert len(table) == len(model)
+        assert table.bytes == sum(lease.size for lease in model.values())
+        assert list(table) == [model[seq] for seq in sorted(model)]
+        for seq in range(1, self.top + 2):
+            assert table.get(seq) == model.get(seq)
+            assert (seq in table) == (seq in model)
+        assert table.oldest() == (model[min(model)] if model else None)
+        if model:
+            deadline = table.next_deadline()
+            assert deadline is not None
+            assert deadline <= min(lease.deadline for lease in model.values())
+        assert table.records() <= 2 * len(model) + table.SLACK + 1
+
+
+test_lease_table_agrees_with_a_dict = LeaseTableMachine.TestCase
+LeaseTableMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=60)
+
+
+def test_a_lease_per_message() -> None:
+    table = LeaseTable()
+    table.add(*lease(5))
+    with pytest.raises(ValueError, match="message 5 is leased already"):
+        table.add(*lease(5, generation=2))
+    with pytest.raises(ValueError, match="generation starts at 1"):
+        table.add(*lease(7, generation=0))
+
+
+def test_leases_of_one_request_share_one_record() -> None:
+    table = LeaseTable()
+    for seq in range(1, 1001):
+        table.add(*lease(seq, deadline=60.0))
+    assert len(table._records) == 1
+    for seq in range(1, 1001):
+        table.set_deadline(seq, 120.0)  # one ModifyAckDeadline of all of them
+    assert len(table._records) == 2
+
+
+def test_stale_records_and_dead_slots_stay_within_a_constant_of_the_live_leases() -> None:
+    """50,000 leases acked long before their 600 s deadlines: without rebuilds the
+    records and slots would hold all 50,000 until the deadlines pass."""
+    table = LeaseTable()
+    seq = 0
+    for _ in range(50):
+        batch = range(seq + 1, seq + 1001)
+        for n in batch:
+            table.add(*lease(n, deadline=600.0))
+        for n in batch:
+            table.remove(n)
+        seq += 1000
+    assert len(table) == 0
+    assert table.records() <= table.SLACK + 1
+    assert len(table._seqs) <= table.SLACK + 1
+
+
+def test_a_redelivery_of_an_old_message_is_found_and_merged_in_order() -> None:
+    table = LeaseTable()
+    table.SLACK = 10
+    for n in range(1, 5001):
+        table.add(*lease(n))
+    for n in range(1, 4001):
+        table.remove(n)  # most of the run dead: rebuilt without those slots
+    assert len(table._seqs) < 2000
+    for n in range(1, 4001, 2):
+        table.add(*lease(n, generation=2))  # below the run, no slot left: the overflow
+    expected = [*range(1, 4001, 2), *range(4001, 5001)]
+    assert [entry.seq for entry in table] == expected
+    assert table.get(1) == lease(1, generation=2)
+    assert table.oldest() == lease(1, generation=2)
+    assert len(table._overflow) <= max(table.OVERFLOW_MIN, len(table._seqs) // 8)
+    assert all(table.get(n) is None for n in range(2, 4001, 2))
