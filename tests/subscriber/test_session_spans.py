@@ -27,6 +27,7 @@ from eoclient.subscriber.settings import (
 from eoclient.subscriber.spans import SessionSpans
 
 from .fake_transport import (
+    ACKNOWLEDGE,
     WRITE,
     FakeStream,
     FakeTransport,
@@ -140,3 +141,24 @@ async def test_a_write_the_stream_refuses_marks_its_span(exporter: InMemorySpanE
     # Without exactly-once an ack is best effort: written or not, the message is settled.
     [subscribe] = named(exporter, "s subscribe")
     assert attribute(subscribe, "messaging.gcp_pubsub.result") == "acked"
+
+
+async def test_a_delivery_seen_again_before_its_result_ends_the_earlier_spans(
+    exporter: InMemorySpanExporter,
+) -> None:
+    transport = FakeTransport()
+    transport.on_open = on_first_stream(deliver("a-1", exactly_once=True))
+    gate = transport.block(ACKNOWLEDGE)
+    async with traced_session(transport, exporter) as session:
+        [message] = [await anext(session)]
+        message.ack()  # its lease ends here; the answer waits at the gate
+        await gate.wait_reached()
+        transport.stream.respond(deliver("a-1"))  # the server sends the delivery again
+        [again] = [await anext(session)]
+        assert again.ack_id == "a-1"
+        [dropped] = named(exporter, "s subscribe")
+        assert attribute(dropped, "messaging.gcp_pubsub.result") == "dropped"
+        gate.release()
+        again.ack()
+    results = [attribute(s, "messaging.gcp_pubsub.result") for s in named(exporter, "s subscribe")]
+    assert results == ["dropped", "acked"]

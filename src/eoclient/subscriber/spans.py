@@ -100,8 +100,14 @@ class SessionSpans:
 
     def received(self, messages: Sequence[Message], exactly_once: bool) -> None:
         """Messages arrived (duplicates of leased ones already left out)."""
+        traces = self.traces
         for message in messages:
-            self.traces[message.ack_id] = start_receive(
+            earlier = traces.get(message.ack_id)
+            if earlier is not None:
+                # The same delivery again after this session let its lease go, its result
+                # still unknown: the earlier copy is given up, its spans end.
+                earlier.let_go("dropped")
+            traces[message.ack_id] = start_receive(
                 self.subscription,
                 attributes=message.attributes,
                 message_id=message.message_id,
