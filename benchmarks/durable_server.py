@@ -248,8 +248,11 @@ def main() -> int:
                                     if eod and client == "official"
                                     else options.messages
                                 )
+                                scenario_of = subscriber_bench.Scenario(
+                                    client, "eod" if eod else "plain"
+                                )
                                 result = subscriber_bench.run_scenario(
-                                    address, client, eod, count, index
+                                    address, scenario_of, count, index
                                 )
                                 scenario = (
                                     "subscribe, exactly-once awaited" if eod else "subscribe, plain"

@@ -1,31 +1,39 @@
 """Spark pipeline benchmark: reference server → eoclient source → Spark → Parquet, by
-master (executors) and numPartitions, against Spark's own file source in the same session.
+master (executors), numPartitions and batch size, against Spark's own file source in the
+same session.
 
-    .venv/bin/python benchmarks/spark_pipeline.py [--messages 300000] [--batch 50000]
-        [--runs "local[2]:1,2,4;local-cluster[2,1,1024]:2,4"] [--baseline GIT_REF] [--write]
+    .venv/bin/python benchmarks/spark_pipeline.py [--batches 50000,100000,200000]
+        [--rounds 4] [--runs "local[2]:2;local-cluster[2,1,1024]:2"] [--baseline GIT_REF]
+        [--write]
 
 Starts ``eoclient serve`` in its own process. For each master (``;``-separated, each with the
-``numPartitions`` values to run), one SparkSession; in it, for each ``numPartitions``, a
-fresh exactly-once subscription pre-filled with the messages (100 bytes each) is streamed
-by one ``availableNow`` query into a Parquet file sink; then, the peer: Spark's own file
-source reading as many rows of the same schema from Parquet already on disk, into the same
-kind of sink, with the same rows per micro-batch. It is what Spark itself manages on this
-machine for this pipeline: the ceiling a source can approach.
+``numPartitions`` values to run), one SparkSession; in it, for each ``numPartitions`` and
+each batch size (``maxMessagesPerTrigger``), a fresh exactly-once subscription pre-filled
+with ``rounds`` batches of messages (100 bytes each) is streamed by one ``availableNow``
+query into a Parquet file sink; then, for each batch size, the peer: Spark's own file source
+reading as many rows of the same schema from Parquet already on disk, into the same kind of
+sink, with the same rows per micro-batch. It is what Spark itself manages on this machine
+for this pipeline: the ceiling a source can approach.
 
 ``--baseline GIT_REF`` also runs the source as it was at that commit (its
 ``src/eoclient/spark`` copied into a package of its own and registered as the format
-``eoclient_baseline``), in the first master's session with numPartitions 2: the previous
-design measured in the same run, on the same machine load.
+``eoclient_baseline``), in the first master's session with the first numPartitions, for each
+batch size: the previous design measured in the same run, on the same machine load.
 
 Reported per query (from ``query.recentProgress``): messages per second *sustained after
 the first batch* (the rows of batches 2..n over the time from the end of batch 1 to the end
 of the last batch: the first batch pays for cold Python workers and the JIT), the ratio to
-the file source of the same session, and the *driver's CPU per message*: the CPU time the
-source-runner process (where the source's driver side runs: probe, plan, acks, leases)
-spends in the same window, sampled from /proc, over the same messages; and the server's
-(``eoclient serve``: Pull, Acknowledge) likewise. The exactly-once check counts
-the sink's rows through its metadata log: every published id exactly once, or the run fails.
-Results are appended to docs/benchmarks.md only with ``--write``.
+the file source of the same session and batch size, and CPU per message sampled from /proc
+over the same window and messages: the *driver's* (the source-runner process, where the
+source's driver side runs: probe, plan, bookkeeping), the *read tasks'* (the Python workers
+that run ``read``: settle, pull, decode, journal, emit) and the server's (``eoclient
+serve``). Only processes descending from this session's JVM count (other Spark
+applications on the machine are not ours). Also: the largest batch's journal on disk (MB,
+and bytes a message), the source runner's peak RSS, and the driver JVM's peak heap use
+against its maximum (the default ``spark.driver.memory``, 1 GB, unless set). The
+exactly-once check counts the sink's rows through its metadata log: every published id
+exactly once, or the run fails. Results are appended to docs/benchmarks.md only with
+``--write``.
 """
 
 from __future__ import annotations
@@ -50,6 +58,8 @@ from _server import PAYLOAD, fill_subscription, start_server
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_RUNNER = "python_streaming_source_runner"
+# The Python workers that run tasks (the source's read): forked by pyspark.daemon.
+READ_WORKER = "-m\0pyspark.daemon\0pyspark.worker"
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -58,6 +68,7 @@ class Result:
     name: str
     master: str
     partitions: int | None
+    batch: int
     rows: int
     batches: int
     first_batch_s: float
@@ -65,7 +76,11 @@ class Result:
     latest_offset_ms: float
     add_batch_ms: float
     driver_us_per_msg: float | None = None
+    read_us_per_msg: float | None = None
     server_us_per_msg: float | None = None
+    journal_mb: float | None = None
+    runner_rss_mb: float | None = None
+    heap_mb: float | None = None
     ratio: float | None = None
 
 
@@ -77,7 +92,7 @@ def _summary(progress: list[dict[str, Any]]) -> dict[str, Any]:
 
     def ended(p: dict[str, Any]) -> float:
         started = datetime.datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00"))
-        return started.timestamp() + p["durationMs"]["triggerExecution"] / 1000
+        return float(started.timestamp() + p["durationMs"]["triggerExecution"] / 1000)
 
     rows_after_first = sum(p["numInputRows"] for p in batches[1:])
     return {
@@ -93,16 +108,37 @@ def _summary(progress: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        # pid (comm) state ppid ...: comm may hold spaces, so split after its ')'.
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    try:
+        while pid > 1:
+            pid = _parent(pid)
+            if pid == ancestor:
+                return True
+    except OSError:
+        return False
+    return False
+
+
 class ProcessCpu:
     """Samples the CPU time of some processes while a query runs: ``(wall time, CPU seconds
-    so far)`` every 0.1 s. The processes: ``pid``, or those whose command line holds
-    ``command`` (the source runner: a new one per query)."""
+    so far)`` every 0.1 s, and their largest peak RSS. The processes: ``pid``, or those whose
+    command line holds ``command`` and that descend from ``ancestor`` (this session's JVM:
+    the source runner, a new one per query; the Python workers)."""
 
-    def __init__(self, *, pid: int | None = None, command: str = "") -> None:
+    def __init__(self, *, pid: int | None = None, command: str = "", ancestor: int = 0) -> None:
         self._pid = pid
         self._command = command.encode()
+        self._ancestor = ancestor
         self._seen: dict[int, float] = {}
+        self._ours: dict[int, bool] = {}
         self.samples: list[tuple[float, float]] = []
+        self.peak_rss_kb = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
@@ -125,13 +161,21 @@ class ProcessCpu:
             return [self._pid]
         pids = []
         for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            ours = self._ours.get(pid)
+            if ours is None:
                 try:
-                    with open(f"/proc/{entry.name}/cmdline", "rb") as cmdline:
-                        if self._command in cmdline.read():
-                            pids.append(int(entry.name))
+                    with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                        ours = self._command in cmdline.read() and (
+                            not self._ancestor or _descends_from(pid, self._ancestor)
+                        )
                 except OSError:
                     continue
+                self._ours[pid] = ours
+            if ours:
+                pids.append(pid)
         return pids
 
     def _sample(self) -> None:
@@ -140,12 +184,73 @@ class ProcessCpu:
                 try:
                     with open(f"/proc/{pid}/stat") as stat:
                         fields = stat.read().rsplit(")", 1)[1].split()
+                    with open(f"/proc/{pid}/status") as status:
+                        for line in status:
+                            if line.startswith("VmHWM:"):
+                                self.peak_rss_kb = max(self.peak_rss_kb, int(line.split()[1]))
                 except OSError:
                     continue
                 # utime, stime: fields 14 and 15 of stat (11 and 12 after the comm).
                 cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICK
                 self._seen[pid] = max(self._seen.get(pid, 0.0), cpu)
             self.samples.append((time.time(), sum(self._seen.values())))
+
+
+class JournalSize:
+    """Samples the size of each batch directory of a journal while a query runs: the
+    largest one (bytes) is the journal a batch needs."""
+
+    def __init__(self, journal: Path) -> None:
+        self._journal = journal
+        self.largest = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> JournalSize:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.2):
+            try:
+                batches = [p for p in os.scandir(self._journal) if p.name.startswith("batch-")]
+                for batch in batches:
+                    size = sum(f.stat().st_size for f in os.scandir(batch.path) if f.is_file())
+                    self.largest = max(self.largest, size)
+            except OSError:
+                continue  # a batch pruned while it was measured
+
+
+class HeapUse:
+    """Samples the driver JVM's used heap (total - free) every 0.5 s: its peak."""
+
+    def __init__(self, spark: Any) -> None:
+        self._runtime = spark.sparkContext._jvm.java.lang.Runtime.getRuntime()
+        self.maximum = self._runtime.maxMemory()
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> HeapUse:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.5):
+            used = self._runtime.totalMemory() - self._runtime.freeMemory()
+            self.peak = max(self.peak, used)
+
+
+def jvm_pid(spark: Any) -> int:
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
 
 
 def _run_query(reader: Any, work: Path) -> list[dict[str, Any]]:
@@ -200,8 +305,8 @@ def run_eoclient(
     work: Path,
     master: str,
     partitions: int,
-    count: int,
     batch: int,
+    rounds: int,
     *,
     source_format: str = "eoclient",
     name: str = "eoclient source",
@@ -215,7 +320,7 @@ def run_eoclient(
             address,
             topic,
             subscription,
-            count,
+            batch * rounds,
             attributes=lambda i: {"key": str(i % 16)},
             enable_exactly_once_delivery=True,
             ack_deadline_seconds=60,
@@ -231,7 +336,14 @@ def run_eoclient(
         .option("numPartitions", str(partitions))
         .option("restartGraceSeconds", "0")
     )
-    with ProcessCpu(command=SOURCE_RUNNER) as cpu, ProcessCpu(pid=process.pid) as server_cpu:
+    jvm = jvm_pid(spark)
+    with (
+        ProcessCpu(command=SOURCE_RUNNER, ancestor=jvm) as cpu,
+        ProcessCpu(command=READ_WORKER, ancestor=jvm) as read_cpu,
+        ProcessCpu(pid=process.pid) as server_cpu,
+        JournalSize(work / "journal") as journal,
+        HeapUse(spark) as heap,
+    ):
         progress = _run_query(reader, work)
     found = spark.read.parquet(str(work / "out")).select("message_id")
     distinct, total = found.distinct().count(), found.count()
@@ -243,10 +355,15 @@ def run_eoclient(
         name,
         master,
         partitions,
+        batch,
         # Over the sustained window too: the runner's start-up (imports, first batch) is
         # a fixed cost, not a per-message one.
         driver_us_per_msg=cpu.between(start, end) / rows * 1e6,
+        read_us_per_msg=read_cpu.between(start, end) / rows * 1e6,
         server_us_per_msg=server_cpu.between(start, end) / rows * 1e6,
+        journal_mb=journal.largest / 1e6,
+        runner_rss_mb=cpu.peak_rss_kb / 1024,
+        heap_mb=heap.peak / 2**20,
         **summary,
     )
 
@@ -267,9 +384,12 @@ def run_file_source(spark: Any, work: Path, master: str, count: int, batch: int)
     frame.repartition(max(1, count // batch)).write.parquet(str(landing))
     reader = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", "1").format("parquet")
     reader = reader.option("path", str(landing))
-    summary = _summary(_run_query(reader, work))
+    with HeapUse(spark) as heap:
+        summary = _summary(_run_query(reader, work))
     summary.pop("window")
-    return Result("Spark file source (peer)", master, None, **summary)
+    return Result(
+        "Spark file source (peer)", master, None, batch, heap_mb=heap.peak / 2**20, **summary
+    )
 
 
 def _executors(master: str) -> str:
@@ -283,11 +403,17 @@ def _executors(master: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--messages", type=int, default=300_000)
-    parser.add_argument("--batch", type=int, default=50_000, help="maxMessagesPerTrigger")
+    parser.add_argument(
+        "--batches",
+        default="50000,100000,200000",
+        help="maxMessagesPerTrigger values, ','-separated: a query each",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="batches per query (the first is not counted)"
+    )
     parser.add_argument(
         "--runs",
-        default="local[2]:1,2,4;local-cluster[2,1,1024]:2,4",
+        default="local[2]:2",
         help="masters, ';'-separated, each with the numPartitions values to run",
     )
     parser.add_argument(
@@ -295,90 +421,119 @@ def main() -> int:
     )
     parser.add_argument("--write", action="store_true", help="append to docs/benchmarks.md")
     options = parser.parse_args()
+    batches = [int(n) for n in options.batches.split(",")]
 
     from eoclient.spark import local_session
 
+    load_before = os.getloadavg()[0]
     server, address = start_server()
     work = Path(tempfile.mkdtemp(prefix="eoclient-spark-bench-"))
     if options.baseline:
         extract_baseline(options.baseline, work / "baseline")
     results: list[Result] = []
+    failures: list[str] = []
     try:
         for number, spec in enumerate(options.runs.split(";")):
             master, _, counts = spec.partition(":")
             conf = {"spark.executor.memory": "512m"} if master.startswith("local-cluster") else {}
             spark = local_session("eoclient-benchmark", master=master, conf=conf)
             spark.sparkContext.setLogLevel("ERROR")
+            partition_counts = [int(n) for n in counts.split(",")]
             session: list[Result] = []
             if options.baseline and number == 0:
                 import importlib
 
                 baseline = importlib.import_module(f"{BASELINE_PACKAGE}.datasource")
                 spark.dataSource.register(baseline.EoclientDataSource)
-                print(f"{master}, the source at {options.baseline}", flush=True)
-                session.append(
-                    run_eoclient(
-                        spark,
-                        (server, address),
-                        work / "baseline-run",
-                        master,
-                        2,
-                        options.messages,
-                        options.batch,
-                        source_format=BASELINE_FORMAT,
-                        name=f"eoclient source at {options.baseline[:10]}",
+            for batch in batches:
+                if options.baseline and number == 0:
+                    print(f"{master}, batch {batch}, the source at {options.baseline}", flush=True)
+                    try:
+                        session.append(
+                            run_eoclient(
+                                spark,
+                                (server, address),
+                                work / f"baseline-{len(results) + len(session)}",
+                                master,
+                                partition_counts[0],
+                                batch,
+                                options.rounds,
+                                source_format=BASELINE_FORMAT,
+                                name=f"eoclient source at {options.baseline[:10]}",
+                            )
+                        )
+                    except Exception as error:  # an older design may not cope: say so
+                        print(f"  the source at {options.baseline} failed: {error}", flush=True)
+                        failures.append(f"{options.baseline[:10]}, batch {batch}: {error}")
+                for partitions in partition_counts:
+                    print(f"{master}, batch {batch}, numPartitions={partitions}", flush=True)
+                    session.append(
+                        run_eoclient(
+                            spark,
+                            (server, address),
+                            work / f"eoclient-{len(results) + len(session)}",
+                            master,
+                            partitions,
+                            batch,
+                            options.rounds,
+                        )
                     )
+                print(f"{master}, batch {batch}, Spark's file source", flush=True)
+                peer = run_file_source(
+                    spark,
+                    work / f"files-{len(results) + len(session)}",
+                    master,
+                    batch * options.rounds,
+                    batch,
                 )
-            for partitions in (int(n) for n in counts.split(",")):
-                print(f"{master}, numPartitions={partitions}", flush=True)
-                run = work / f"eoclient-{len(results) + len(session)}"
-                session.append(
-                    run_eoclient(
-                        spark,
-                        (server, address),
-                        run,
-                        master,
-                        partitions,
-                        options.messages,
-                        options.batch,
-                    )
-                )
-            print(f"{master}, Spark's file source", flush=True)
-            peer = run_file_source(
-                spark, work / f"files-{len(results)}", master, options.messages, options.batch
-            )
-            for result in session:
-                result.ratio = result.sustained / peer.sustained
-            results += [*session, peer]
+                for result in session:
+                    if result.batch == batch:
+                        result.ratio = result.sustained / peer.sustained
+                session.append(peer)
+            results += session
             spark.stop()
     finally:
         server.terminate()
         server.wait(timeout=10)
         shutil.rmtree(work, ignore_errors=True)
 
+    def shown(value: float | None, digits: int = 1) -> str:
+        return "" if value is None else f"{value:,.{digits}f}"
+
     header = (
-        "| source | master (executors) | numPartitions | rows | batches | msg/s sustained "
-        "after batch 1 | ratio to file source | driver CPU µs/msg | server CPU µs/msg | "
-        "first batch s | "
-        "latestOffset ms/batch | addBatch ms/batch |"
+        "| source | master (executors) | numPartitions | batch | rows | batches | msg/s "
+        "sustained after batch 1 | ratio to file source | driver CPU µs/msg | read tasks "
+        "CPU µs/msg | server CPU µs/msg | journal MB/batch (B/msg) | source runner peak "
+        "RSS MB | driver heap peak MB | first batch s | latestOffset ms/batch | addBatch "
+        "ms/batch |"
     )
-    lines = [header, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        header,
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
+        journal = (
+            ""
+            if r.journal_mb is None
+            else f"{r.journal_mb:.1f} ({r.journal_mb * 1e6 / r.batch:.0f})"
+        )
         lines.append(
             f"| {r.name} | `{r.master}` ({_executors(r.master)}) | {r.partitions or ''} | "
-            f"{r.rows} | {r.batches} | {r.sustained:,.0f} | "
-            f"{'' if r.ratio is None else f'{r.ratio:.2f}'} | "
-            f"{'' if r.driver_us_per_msg is None else f'{r.driver_us_per_msg:.1f}'} | "
-            f"{'' if r.server_us_per_msg is None else f'{r.server_us_per_msg:.1f}'} | "
+            f"{r.batch:,} | {r.rows:,} | {r.batches} | {r.sustained:,.0f} | "
+            f"{shown(r.ratio, 2)} | {shown(r.driver_us_per_msg, 2)} | "
+            f"{shown(r.read_us_per_msg)} | {shown(r.server_us_per_msg)} | {journal} | "
+            f"{shown(r.runner_rss_mb, 0)} | {shown(r.heap_mb, 0)} | "
             f"{r.first_batch_s:.1f} | {r.latest_offset_ms:.0f} | {r.add_batch_ms:.0f} |"
         )
+    load_after = os.getloadavg()[0]
+    lines += [f"\nFailed: {failure[:300]}" for failure in failures]
     print("\n".join(lines))
+    print(f"load average {load_before:.1f} before, {load_after:.1f} after")
     if options.write:
-        load = os.getloadavg()[0]
         text = [
             "",
             f"### Spark pipeline, {time.strftime('%Y-%m-%d')} (`{' '.join(sys.argv)}`, "
-            f"load average at the end ≈ {load:.1f})",
+            f"load average {load_before:.1f} before, {load_after:.1f} after)",
             "",
             *lines,
         ]

@@ -36,10 +36,7 @@ CITED_PAGES = ("protocol.md", "architecture.md")
 # empty: whoever converts a path removes it here, and test_no_stale_exemptions fails while
 # a listed path is already clean (or gone). A file is accounted to the most specific entry
 # that covers it, so one owner's file inside another owner's directory has its own entry.
-NOT_YET_CONVERTED: tuple[str, ...] = (
-    # the spark helper
-    "src/eoclient/spark",
-)
+NOT_YET_CONVERTED: tuple[str, ...] = ()
 
 # Case-insensitive. The first four are the research notes outside the repository; the
 # last catches "issue 14", "issue #14", "issues 12", "Issue 14.2".

@@ -160,15 +160,24 @@ def test_extensions_survive_and_a_lease_ended_before_the_crash_stays_ended(
 
 
 def test_stored_leases_are_forgotten_after_their_deadlines(server: Server) -> None:
+    start = server.clock.now()
     server.publish(*"abc")
     assert server.ack(*server.pull()) == {}
-    server.broker.tick()
+    server.clock.advance(30)
+    server.publish(*"de")
+    assert server.ack(*server.pull()) == {}  # leased until 30 s after the first ones
     server.commit()
-    assert server.store.statistics()["leases"] == 1  # one Pull's batch
-    server.clock.advance(60 + SubscriptionDelivery.FORGET_LEASES_INTERVAL)
-    server.broker.tick()
-    server.commit()
-    assert server.store.statistics()["leases"] == 0
+    assert server.store.statistics()["leases"] == 2  # two Pulls' batches
+    # Nobody pulls or acks any more: the broker's ticks alone, at its own wake-up times.
+    while server.store.statistics()["leases"]:
+        wakeup = server.broker.next_wakeup()
+        assert wakeup is not None, "stored leases left with nothing scheduled to forget them"
+        assert wakeup <= server.clock.now() + SubscriptionDelivery.FORGET_LEASES_INTERVAL
+        server.clock.advance(max(wakeup - server.clock.now(), 0.0))
+        server.broker.tick()
+        server.commit()
+    assert server.clock.now() - start >= 90  # not before the last lease's deadline
+    assert server.broker.delivery_state(SUB).next_wakeup() is None  # and then no more
 
 
 def test_a_seek_after_the_restart_ends_every_earlier_id(server: Server) -> None:

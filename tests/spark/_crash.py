@@ -162,7 +162,7 @@ class Driver:
         on_pause: Callable[[], None] | None = None,
         kill_when: Path | Callable[[], bool] | None = None,
         watch: Callable[[], None] | None = None,
-        timeout: float = 90.0,
+        timeout: float = 180.0,
     ) -> str:
         """Run until done ("done"), or until the fault point ``crash_at`` fires or
         ``kill_when`` (a file appearing, or a check) holds, and then kill it ("killed"). At

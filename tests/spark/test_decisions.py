@@ -1,4 +1,4 @@
-"""The source's pure decisions: admission, settlement, leases, claims, plans, leftovers."""
+"""The source's pure decisions: admission, settlement, leases, claims, plans, give-backs."""
 
 from __future__ import annotations
 
@@ -8,20 +8,17 @@ from hypothesis import strategies as st
 
 from eoclient.spark._decisions import (
     CLOCK_SKEW_SECONDS,
-    PENDING_TTL_SECONDS,
     Admission,
     Known,
     Leases,
-    Settlement,
     Verdict,
-    expire_pending,
-    leftovers,
+    assign_settles,
+    give_back,
+    grace_until,
     may_claim_unverified,
     plan_partitions,
+    unconfirmed,
 )
-from eoclient.subscriber.ack_results import AcknowledgeStatus
-
-OK, INVALID = AcknowledgeStatus.SUCCESS, AcknowledgeStatus.INVALID_ACK_ID
 
 
 def _admit(admission: Admission, *deliveries: tuple[str, str, int]) -> list[Verdict]:
@@ -33,19 +30,46 @@ def _admit(admission: Admission, *deliveries: tuple[str, str, int]) -> list[Verd
     ("known", "message_id", "published", "verdict"),
     [
         (Known(), "m", 5, Verdict.EMIT),
-        (Known(committed={"m"}), "m", 5, Verdict.ACK_NOW),
-        (Known(uncommitted={"m"}), "m", 5, Verdict.ACK_AFTER_COMMIT),
         (Known(cutoff_ns=4), "m", 5, Verdict.RELEASE),
         (Known(cutoff_ns=5), "m", 5, Verdict.EMIT),  # published at the cutoff: this run's
+        (Known(committed=lambda ids: {"m"}), "m", 5, Verdict.ACK_NOW),
         # committed wins over the cutoff: a committed message is acked whatever its time
-        (Known(committed={"m"}, cutoff_ns=0), "m", 5, Verdict.ACK_NOW),
+        (Known(committed=lambda ids: {"m"}, cutoff_ns=0), "m", 5, Verdict.ACK_NOW),
         # the negative control emits redeliveries again
-        (Known(committed={"m"}, dedupe=False), "m", 5, Verdict.EMIT),
-        (Known(uncommitted={"m"}, dedupe=False), "m", 5, Verdict.EMIT),
+        (Known(committed=lambda ids: {"m"}, dedupe=False), "m", 5, Verdict.EMIT),
     ],
 )
 def test_admission_table(known: Known, message_id: str, published: int, verdict: Verdict) -> None:
     assert _admit(Admission(known), (message_id, "a1", published)) == [verdict]
+
+
+def test_committed_messages_are_looked_up_once_a_response() -> None:
+    asked: list[list[str]] = []
+
+    def committed(message_ids: object) -> set[str]:
+        asked.append(list(message_ids))  # type: ignore[call-overload]
+        return {"m"} & set(asked[-1])
+
+    admission = Admission(Known(committed=committed))
+    assert _admit(admission, ("m", "a1", 5), ("n", "b1", 5)) == [Verdict.ACK_NOW, Verdict.EMIT]
+    assert asked == [["m", "n"]]
+    assert admission.ack_now == {"a1": "m"}
+    assert list(admission.emitted) == ["n"]
+
+
+def test_committed_messages_are_acked_now_whatever_their_time() -> None:
+    admission = Admission(Known(cutoff_ns=10))
+    _admit(admission, ("m", "a1", 5), ("n", "b1", 5), ("m", "a2", 5))
+    assert admission.ack_committed({"m", "x"}) == ["m"]
+    # The newest delivery is acked; the older one is superseded.
+    assert admission.ack_now == {"a2": "m"}
+    assert admission.superseded == ["a1"]
+    assert list(admission.emitted) == ["n"]
+    assert admission.delivered == 3
+    # The negative control emits redeliveries again.
+    control = Admission(Known(dedupe=False))
+    _admit(control, ("m", "a1", 5))
+    assert control.ack_committed({"m"}) == []
 
 
 def test_a_message_delivered_twice_in_one_pull_keeps_its_newest_delivery() -> None:
@@ -83,12 +107,14 @@ def test_every_delivery_is_accounted_for_once(
     uncommitted: frozenset[str],
     cutoff: int | None,
 ) -> None:
-    admission = Admission(Known(committed, uncommitted, cutoff))
+    admission = Admission(Known(cutoff))
     ack_ids = []
     for c, chunk in enumerate(chunks):
         deliveries = [(m, f"{m}-{c}-{r}", t) for r, (m, t) in enumerate(chunk)]
         ack_ids += [a for _, a, _ in deliveries]
         _admit(admission, *deliveries)
+    admission.ack_committed(committed)
+    admission.withdraw(uncommitted)
     # Each ack id ends up in exactly one place ...
     places = [
         *admission.emitted_ack_ids.values(),
@@ -101,29 +127,15 @@ def test_every_delivery_is_accounted_for_once(
     # ... a message is emitted at most once, never a committed or uncommitted one.
     assert not set(admission.emitted) & (committed | uncommitted)
     assert set(admission.emitted) == set(admission.emitted_ack_ids)
+    assert admission.delivered == len(ack_ids)
 
 
-def test_settlement_confirms_with_any_ack_id_and_keeps_the_rest_pending() -> None:
-    settlement = Settlement.from_rows(["m", "n", "n", "o"], ["a1", "b1", "b2", "c1"])
-    sent = settlement.next_round()
-    assert sent == {"a1": "m", "b1": "n", "b2": "n", "c1": "o"}
-    settlement.record(sent, {"a1": OK, "b1": INVALID, "b2": OK})  # c1: no answer
-    assert settlement.unconfirmed == {"o"}
-    assert settlement.next_round() == {}  # nothing new to send: over
-
-
-def test_a_redelivery_during_a_round_joins_the_next() -> None:
-    settlement = Settlement({"m": ["a1"], "n": ["b1"]})
-    sent = settlement.next_round()
-    assert settlement.redelivered("m", "a2")
-    assert not settlement.redelivered("x", "z1")  # not being settled
-    settlement.record(sent, {"a1": INVALID, "b1": OK})
-    assert settlement.next_round() == {"a2": "m"}
-    settlement.record({"a2": "m"}, {"a2": OK})
-    assert settlement.unconfirmed == set()
-    other = Settlement({"m": ["a1"]})
-    other.confirmed("m")  # acked elsewhere (a probe acked its redelivery)
-    assert other.unconfirmed == set()
+def test_a_settled_message_is_confirmed_by_any_of_its_ack_ids() -> None:
+    rows = (["m", "n", "n", "o"], ["a1", "b1", "b2", "c1"])
+    assert unconfirmed(*rows, failed=set()) == []
+    # n: one of its two ack ids failed (superseded), the other succeeded; o: failed.
+    assert unconfirmed(*rows, failed={"b1", "c1"}) == ["o"]
+    assert unconfirmed(*rows, failed={"a1", "b1", "b2", "c1"}) == ["m", "n", "o"]
 
 
 def test_leases_extend_a_group_before_its_deadline_by_the_sdk_rules() -> None:
@@ -157,31 +169,34 @@ def test_a_part_may_be_claimed_unverified_within_the_deadline_less_the_margin(
 
 
 @pytest.mark.parametrize(
-    ("probed", "asked", "max_rows", "partitions", "quotas"),
+    ("probed", "drained", "max_rows", "partitions", "quotas"),
     [
-        (2000, 2000, 50_000, 4, (12_000, 12_000, 12_000, 12_000)),
-        (2000, 2000, 8001, 3, (2001, 2000, 2000)),
-        (1500, 2000, 50_000, 4, ()),  # the probe found the subscription nearly drained
-        (2000, 2000, 2000, 4, ()),  # max_rows fits the probe
-        (2000, 2000, 2002, 4, (1, 1)),  # never a task with nothing to pull
+        (2000, False, 50_000, 4, (12_000, 12_000, 12_000, 12_000)),
+        (2000, False, 8001, 3, (2001, 2000, 2000)),
+        (1500, True, 50_000, 4, ()),  # the probe found the subscription nearly drained
+        # redeliveries of committed messages were taken out: not drained, more to pull
+        (1500, False, 50_000, 2, (24_250, 24_250)),
+        (2000, False, 2000, 4, ()),  # max_rows fits the probe
+        (2000, False, 2002, 4, (1, 1)),  # never a task with nothing to pull
     ],
 )
 def test_plan_partitions(
-    probed: int, asked: int, max_rows: int, partitions: int, quotas: tuple[int, ...]
+    probed: int, drained: bool, max_rows: int, partitions: int, quotas: tuple[int, ...]
 ) -> None:
-    plan = plan_partitions(probed, asked, max_rows, partitions)
+    plan = plan_partitions(probed, drained, max_rows, partitions)
     assert plan == quotas
     assert probed + sum(plan) <= max_rows
 
 
-def test_leftovers_release_unjournaled_and_wait_for_calls_in_flight() -> None:
-    plan = leftovers(["a", "b", "c", "a"], [100.0, 90.0], journaled={"b"}, ack_deadline=10)
-    assert plan.release == ["a", "c"]
-    assert plan.wait_until == 112.0  # the latest call in flight + deadline + 2 s
-    assert leftovers([], [], set(), 10).wait_until == 0.0
+def test_committed_parts_are_dealt_round_robin() -> None:
+    units = [(4, 0), (4, 1), (4, 2)]
+    assert assign_settles(units, 2) == [((4, 0), (4, 2)), ((4, 1),)]
+    assert assign_settles(units, 4) == [((4, 0),), ((4, 1),), ((4, 2),), ()]
+    assert assign_settles([], 2) == [(), ()]
 
 
-def test_pending_ids_expire_after_the_retention() -> None:
-    now = 10 * PENDING_TTL_SECONDS
-    pending = {"old": now - PENDING_TTL_SECONDS - 1, "new": now - 5}
-    assert expire_pending(pending, now) == {"new": now - 5}
+def test_a_dead_puller_gives_back_what_is_not_journaled_and_calls_in_flight_wait() -> None:
+    assert give_back(["a", "b", "c", "a"], journaled={"b"}) == ["a", "c"]
+    # The latest call in flight + its timeout (10 s) + the deadline + 2 s.
+    assert grace_until([100.0, 90.0], call_timeout=10.0, ack_deadline=10) == 122.0
+    assert grace_until([], call_timeout=10.0, ack_deadline=10) == 0.0

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 pa = pytest.importorskip("pyarrow", reason="the spark extra is not installed")
 
-from eoclient.spark._journal import Journal, Plan, emitted_rows, encode_part, local_path  # noqa: E402
+from eoclient.spark._journal import (  # noqa: E402
+    Journal,
+    Plan,
+    emitted_rows,
+    encode_part,
+    ids_among,
+    local_path,
+)
 from eoclient.spark._lease_log import LeaseLog, read_logs  # noqa: E402
 from eoclient.spark._schema import ROW_SCHEMA, WIRE_SCHEMA  # noqa: E402
 
@@ -32,7 +40,7 @@ def _rows(start: int, count: int) -> object:
 def _journal(tmp_path: Path) -> Journal:
     journal = Journal(tmp_path / "j")
     journal.create()
-    journal.write_plan(0, Plan((5, 5), None, 10.0, ("p",), ()))
+    journal.write_plan(0, Plan((5, 5), probe=True, settles=(), cutoff_ns=None, ack_deadline=10.0))
     return journal
 
 
@@ -51,8 +59,10 @@ def test_a_part_holds_its_emitted_rows_then_ack_only_ones(tmp_path: Path) -> Non
     rows = emitted_rows(part)
     assert rows.schema == ROW_SCHEMA
     assert rows.column("message_id").to_pylist() == ["1000", "1001", "1002"]
-    assert journal.message_ids(0) == {"1000", "1001", "1002", "1010", "1011"}
-    assert journal.message_ids(0, except_part=1) == set()
+    assert [c.to_pylist() for c in journal.message_ids(0)] == [
+        ["1000", "1001", "1002", "1010", "1011"]
+    ]
+    assert journal.message_ids(0, except_part=1) == []
     assert not list(journal.batch_dir(0).glob(".*tmp"))  # no temporary file left behind
 
 
@@ -78,18 +88,62 @@ def test_only_one_of_racing_claims_wins(tmp_path: Path) -> None:
 
 def test_plans_state_and_pruning(tmp_path: Path) -> None:
     journal = _journal(tmp_path)
-    assert journal.plan(0) == Plan((5, 5), None, 10.0, ("p",), ())
+    assert journal.plan(0) == Plan((5, 5), True, (), None, 10.0)
+    assert journal.plan(0).reads
+    assert not Plan((), False, (0,), None, 10.0).reads  # a batch that only settles
     assert journal.plan(1) is None
     assert journal.batches() == [0]
     epoch = journal.epoch()
-    journal.save_state({"settled": 1, "pending": {"7": 1.0}})
+    journal.save_state({"settled": 1})
     again = Journal(tmp_path / "j")
     assert again.epoch() == epoch
-    assert again.load_state() == {"settled": 1, "pending": {"7": 1.0}}
+    assert again.load_state() == {"settled": 1}
     journal.prune(0)
     assert journal.batches() == []
     assert journal.part_indexes(0) == []
-    assert journal.message_ids(0) == set()
+    assert journal.message_ids(0) == []
+
+
+def test_a_plan_of_the_version_whose_driver_acked_reads_as_probe_and_no_settles(
+    tmp_path: Path,
+) -> None:
+    old = (
+        b'{"quotas": [3], "cutoff_ns": null, "ack_deadline": 10.0, "pending": ["p"], '
+        b'"unsettled": [4]}'
+    )
+    assert Plan.from_json(old) == Plan((3,), True, (), None, 10.0)
+
+
+def test_pending_ids_settled_marks_and_logs_per_part(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    assert journal.pending_ids() == []
+    journal.write_pending(0, 1, ["m1", "m2"])
+    journal.write_pending(0, 2, ["m3"])
+    assert sorted(m for c in journal.pending_ids() for m in c.to_pylist()) == ["m1", "m2", "m3"]
+    journal.expire_pending(older_than=0.0)
+    assert len(journal.pending_files()) == 2
+    journal.expire_pending(older_than=time.time() + 1)
+    assert journal.pending_files() == []
+
+    assert journal.claim(0, 1, encode_part(_rows(0, 3), WIRE_SCHEMA.empty_table(), 0.0))
+    journal.mark_settled(0, 1)
+    assert journal.settled_path(0, 1).exists()
+    assert journal.part_indexes(0) == [1]  # a mark is not a part
+    logs = [journal.attempt_log(0, 1), journal.attempt_log(0, 2), journal.attempt_log(0, 1)]
+    for log in logs:
+        log.write_text("")
+    assert journal.attempt_logs(0, 1) == sorted([logs[0], logs[2]])
+    assert journal.attempt_logs(0) == sorted(logs)
+    journal.prune(0)
+    journal.mark_settled(0, 1)  # pruned meanwhile: nothing to mark
+    assert not journal.batch_dir(0).exists()
+
+
+def test_ids_among_finds_candidates_in_any_column() -> None:
+    columns = [pa.array(["a", "b"]), pa.array([], pa.string()), pa.array(["c", "d", "b"])]
+    assert ids_among(columns, ["b", "d", "x"]) == {"b", "d"}
+    assert ids_among(columns, []) == set()
+    assert ids_among([], ["a"]) == set()
 
 
 def test_a_file_url_is_a_local_path() -> None:
@@ -109,6 +163,13 @@ def test_lease_logs_say_what_was_answered_and_what_was_in_flight(tmp_path: Path)
     assert sorted(record.answered) == ["a1", "a2", "b1"]
     assert len(record.unanswered_since) == 1
     assert len(record.paths) == 2
+    # Only the calls in flight, not the ack ids (the driver's view of read tasks' logs).
+    calls = read_logs([tmp_path / "a.log", torn], ack_ids=False)
+    assert calls.answered == []
+    assert calls.unanswered_since == record.unanswered_since
+    torn_answer = tmp_path / "d.log"
+    torn_answer.write_text('["sent",1,5.0]\n["answered",1,["d1","d')  # killed mid-write
+    assert read_logs([torn_answer], ack_ids=False).unanswered_since == [5.0]
     finished = LeaseLog(tmp_path / "c.log")
     finished.sent()
     finished.close(delete=True)

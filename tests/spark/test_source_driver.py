@@ -1,18 +1,19 @@
 """The source without Spark: the driver's runner and the read tasks against the reference server.
 
-``Runner`` is what Spark's source-runner process holds (a loop thread and the SDK clients);
-``read_part`` is what a read task runs on an executor. Here both run in this process against
-the reference server in-process, whose history shows every delivery, ack and modack. Only
-pyarrow is needed, so these run in seconds where the Spark tests take minutes. Runner calls
-block on the runner's own loop and read tasks run their own (``asyncio.run``), so the test's
-loop (which serves the reference server) hands both to threads.
+``Runner`` is what Spark's source-runner process holds (a loop thread and a channel);
+``read_part`` is what a read task runs on an executor (its settles, its part, its lease
+keeper). Here both run in this process against the reference server in-process, whose
+history shows every delivery, ack and modack. Only pyarrow is needed, so these run in
+seconds where the Spark tests take minutes. Runner calls block on the runner's own loop and
+read tasks on their worker's, so the test's loop (which serves the reference server) hands
+both to threads. Spark's part is played by the test: ``latest(k)`` only once batch ``k - 1``
+was read in full (as Spark asks for batch ``k`` only after committing ``k - 1``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -28,7 +29,7 @@ from eoclient.server_stub.server import ReferenceServer, run_server
 from eoclient.spark._journal import Journal
 from eoclient.spark._lease_log import LeaseLog
 from eoclient.spark._options import SourceSettings
-from eoclient.spark._reader import close_workers, read_part
+from eoclient.spark._reader import ReadTask, close_workers, read_part
 from eoclient.spark._runner import Runner
 
 T = TypeVar("T")
@@ -91,30 +92,52 @@ class Scene:
         end: int = await self.run(runner, lambda: runner.latest(start, max_rows))
         return end
 
-    async def settle(self, runner: Runner, upto: int) -> None:
-        await self.run(runner, lambda: runner.settled_upto(upto))
-
-    async def read(self, batch: int, index: int, quota: int, **options: str) -> list[str]:
+    async def read(self, task: ReadTask, **options: str) -> list[str]:
         """A read task: the message ids of the rows it returns."""
         settings = self.settings(**options)
 
-        def task() -> list[str]:
+        def run() -> list[str]:
             ids: list[str] = []
-            for rows in read_part(settings, batch, index, quota):
+            for rows in read_part(settings, task):
                 ids += rows.column("message_id").to_pylist()
             return ids
 
-        return await asyncio.to_thread(task)
+        return await asyncio.to_thread(run)
+
+    async def tasks(self, runner: Runner, batch: int) -> list[ReadTask]:
+        tasks: list[ReadTask] = await self.run(
+            runner, lambda: _async(runner.partitions, batch, batch + 1)
+        )
+        return tasks
 
     async def read_batch(self, runner: Runner, batch: int) -> list[str]:
-        """Every part of ``batch``, as Spark would read it (the read tasks at once)."""
-        parts = await self.run(runner, lambda: _async(runner.partitions, batch, batch + 1))
-        results = await asyncio.gather(*(self.read(b, i, q) for b, i, q in parts))
+        """Every task of ``batch``, as Spark would run them (at once)."""
+        tasks = await self.tasks(runner, batch)
+        results = await asyncio.gather(*(self.read(task) for task in tasks))
         return [m for ids in results for m in ids]
 
+    async def commit_all(self, runner: Runner, batch: int, max_rows: int) -> int:
+        """Read ``batch`` and plan the next ones (settle batches included) until there is
+        nothing left to read or settle: as an availableNow run; the first batch left."""
+        while True:
+            await self.read_batch(runner, batch)
+            end = await self.latest(runner, batch + 1, max_rows)
+            if end == batch + 1:
+                return end
+            batch += 1
+
+    def journaled(self, batch: int) -> list[str]:
+        return [m for column in self.journal.message_ids(batch) for m in column.to_pylist()]
+
+    def pending(self) -> list[str]:
+        return sorted(m for column in self.journal.pending_ids() for m in column.to_pylist())
+
     def kill(self, runner: Runner) -> None:
-        """As if its process died: its loop stops mid-flight, nothing is closed or flushed."""
+        """As if its process died: its loop stops mid-flight, nothing is flushed (the
+        kernel closes its files)."""
         runner.loop.close()
+        if runner.log is not None:
+            runner.log.close(delete=False)
         self.runners.remove(runner)
 
     def deliveries(self, message_id: str) -> int:
@@ -142,6 +165,7 @@ async def scene(tmp_path: Path) -> AsyncIterator[Scene]:
             yield scene
         finally:
             for runner in scene.runners:
+                await asyncio.to_thread(runner.loop.run, runner.close())
                 await asyncio.to_thread(runner.loop.close)
             # The read tasks' clients of this process (a worker's, kept between tasks).
             await asyncio.to_thread(close_workers)
@@ -150,14 +174,15 @@ async def scene(tmp_path: Path) -> AsyncIterator[Scene]:
 # ------------------------------------------------------------------ the driver's probe
 
 
-async def test_a_small_batch_is_the_probe_journaled_with_ack_ids_then_acked(scene: Scene) -> None:
+async def test_a_small_batch_is_the_probe_journaled_with_ack_ids(scene: Scene) -> None:
     ids = scene.publish(2500)
     runner = await scene.runner()
 
     assert await scene.latest(runner, 0, 1500) == 1
     part = scene.journal.read_part(0, 0)
     assert part.emitted == part.table.num_rows == 1500  # never more than max_rows
-    assert scene.journal.plan(0).quotas == ()  # max_rows fits the probe: no read task
+    plan = scene.journal.plan(0)
+    assert (plan.quotas, plan.probe, plan.settles) == ((), True, ())  # no read task
     first = part.table.to_pylist()[0]
     assert (
         first["ack_id"]
@@ -166,25 +191,53 @@ async def test_a_small_batch_is_the_probe_journaled_with_ack_ids_then_acked(scen
     assert first["data"] == f"e-{ids.index(first['message_id'])}".encode()
     assert await scene.read_batch(runner, 0) == part.table.column("message_id").to_pylist()
 
-    await scene.settle(runner, 1)
 
-    assert scene.backlog() == 1000
-    assert scene.journal.batches() == []  # pruned once acked
-    assert all(scene.successful_acks(m) == 1 for m in part.table.column("message_id").to_pylist())
-    assert runner.pending == {}
-    assert scene.journal.load_state()["settled"] == 1
-
-
-async def test_nothing_to_read_returns_the_start_once_the_acks_are_done(scene: Scene) -> None:
-    scene.publish(10)
+async def test_the_next_batch_s_tasks_ack_a_committed_batch_not_the_driver(scene: Scene) -> None:
+    scene.publish(2500)
     runner = await scene.runner()
-    assert await scene.latest(runner, 0, 100) == 1
-    # No message left: latestOffset(1) acks batch 0 before it returns (Spark may end an
-    # availableNow query right after it), and plans nothing.
-    assert await scene.latest(runner, 1, 100) == 1
-    assert scene.backlog() == 0
+    assert await scene.latest(runner, 0, 1500) == 1
+    first = await scene.read_batch(runner, 0)
+
+    # Spark committed batch 0 and asks for batch 1: the driver plans it, acking nothing.
+    assert await scene.latest(runner, 1, 1500) == 2
+    assert scene.journal.plan(1).settles == (0,)
+    assert all(scene.successful_acks(m) == 0 for m in first)
+    (task,) = await scene.tasks(runner, 1)
+    assert task == ReadTask(1, 0, 0, ((0, 0),))  # the probe's part; and batch 0's to ack
+    second = await scene.read_batch(runner, 1)
+
+    assert all(scene.successful_acks(m) == 1 for m in first)
+    assert scene.journal.settled_path(0, 0).exists()
+    assert scene.pending() == []
+    # Spark committed batch 1: batch 0 is settled, pruned.
+    assert await scene.latest(runner, 2, 1500) == 3  # nothing new: batch 2 only settles
+    assert scene.journal.batches() == [1, 2]
+    assert scene.journal.load_state()["settled"] == 1
     assert runner.settled == 1
-    assert scene.journal.plan(1) is None
+    assert len(second) == 1000
+    assert await scene.commit_all(runner, 2, 1500) == 3
+    assert scene.backlog() == 0
+    assert scene.journal.batches() == []
+
+
+async def test_nothing_left_a_batch_of_settle_tasks_then_the_start(scene: Scene) -> None:
+    scene.publish(10)
+    runner = await scene.runner(numPartitions="3")
+    assert await scene.latest(runner, 0, 100) == 1
+    await scene.read_batch(runner, 0)
+    # No message left, but batch 0 waits for its acks: batch 1 only settles (one task: one
+    # part to ack), returning no row. Spark may end an availableNow query after it.
+    assert await scene.latest(runner, 1, 100) == 2
+    plan = scene.journal.plan(1)
+    assert (plan.quotas, plan.probe, plan.settles) == ((), False, (0,))
+    assert await scene.tasks(runner, 1) == [ReadTask(1, None, 0, ((0, 0),))]
+    assert await scene.read_batch(runner, 1) == []
+    assert scene.backlog() == 0
+    # Nothing to read or settle: the start, and everything pruned.
+    assert await scene.latest(runner, 2, 100) == 2
+    assert runner.settled == 2
+    assert scene.journal.batches() == []
+    assert scene.journal.plan(2) is None
 
 
 # --------------------------------------------------------------------- read tasks
@@ -202,15 +255,16 @@ async def test_read_tasks_pull_disjoint_shares_journaled_before_returning(scene:
     assert len(rows) == len(set(rows)) == 8000
     assert set(rows) <= published
     # Every row came from a journal part, and no puller left a lease log behind.
-    journaled = [
-        m
-        for index in scene.journal.part_indexes(0)
-        for m in scene.journal.read_part(0, index).table.column("message_id").to_pylist()
-    ]
-    assert sorted(journaled) == sorted(rows)
+    assert sorted(scene.journaled(0)) == sorted(rows)
     assert scene.journal.attempt_logs(0) == []
-    await scene.settle(runner, 1)
-    assert scene.backlog() == 2000
+    # Batch 1 (the last 2,000 are its probe's; its tasks will find nothing more): batch
+    # 0's four parts are dealt to its four tasks.
+    assert await scene.latest(runner, 1, 8000) == 2
+    tasks = await scene.tasks(runner, 1)
+    assert [(t.part, t.quota) for t in tasks] == [(0, 0), (1, 2000), (2, 2000), (3, 2000)]
+    assert [t.settle for t in tasks] == [((0, i),) for i in range(4)]
+    await scene.read_batch(runner, 1)
+    assert all(scene.successful_acks(m) == 1 for m in rows)
     assert all(scene.deliveries(m) == 1 for m in rows)
 
 
@@ -218,8 +272,8 @@ async def test_a_journaled_part_is_replayed_not_pulled_again(scene: Scene) -> No
     scene.publish(5000)
     runner = await scene.runner(numPartitions="2")
     assert await scene.latest(runner, 0, 4000) == 1
-    first = await scene.read(0, 1, 1000)
-    again = await scene.read(0, 1, 1000)  # a task retry, a speculative copy, a re-run
+    first = await scene.read(ReadTask(0, 1, 1000))
+    again = await scene.read(ReadTask(0, 1, 1000))  # a task retry, a speculative copy, a re-run
     assert again == first
     assert len(first) == 1000
     assert all(scene.deliveries(m) == 1 for m in first)
@@ -237,11 +291,11 @@ async def test_two_attempts_racing_for_a_part_one_wins_the_other_gives_back(
 
     # The first attempt stops just before it journals; a second attempt of the same part
     # pulls, journals and returns meanwhile; then the first goes on.
-    slow = asyncio.create_task(scene.read(0, 1, 1000, **points))
+    slow = asyncio.create_task(scene.read(ReadTask(0, 1, 1000), **points))
     # A file another thread creates: polled.
     while not (faults / "before_claim.paused").exists():  # noqa: ASYNC110
         await asyncio.sleep(0.05)
-    winner = await scene.read(0, 1, 1000, **points)
+    winner = await scene.read(ReadTask(0, 1, 1000), **points)
     (faults / "before_claim.resume").touch()
     loser = await slow
 
@@ -256,64 +310,46 @@ async def test_two_attempts_racing_for_a_part_one_wins_the_other_gives_back(
     assert scene.journal.attempt_logs(0) == []
 
 
-async def test_a_redelivery_of_a_committed_message_is_acked_not_emitted(scene: Scene) -> None:
+async def test_a_redelivery_of_a_committed_message_to_the_probe_is_acked(scene: Scene) -> None:
     scene.publish(3)
     runner = await scene.runner()
     assert await scene.latest(runner, 0, 10) == 1
+    await scene.read_batch(runner, 0)
     part = scene.journal.read_part(0, 0).table.to_pylist()
     lost = part[1]["message_id"]
     # The server takes that delivery back (as when a lease runs out): its ack id is dead.
     scene.srv.broker.acks.modify_ack_deadline(scene.subscription, [part[1]["ack_id"]], 0)
 
-    await scene.settle(runner, 1)
-    assert list(runner.pending) == [lost]
-    assert scene.successful_acks(lost) == 0
-
-    # The redelivery reaches the next probe: acked, and the batch is empty.
-    assert await scene.latest(runner, 1, 10) == 1
-    assert runner.pending == {}
+    # Batch 0 is committed: its redelivery reaches the probe, which acks it; nothing new.
+    assert await scene.latest(runner, 1, 10) == 2
     assert scene.deliveries(lost) == 2
     assert scene.successful_acks(lost) == 1
+    assert scene.journal.part_indexes(1) == []
+    # The settle task's ack of the dead id fails: the message is remembered as pending.
+    await scene.read_batch(runner, 1)
+    assert scene.pending() == [lost]
+    assert await scene.latest(runner, 2, 10) == 2
     assert scene.backlog() == 0
 
 
-async def test_a_redelivery_during_the_acks_of_its_batch_is_acked_by_the_probe(
-    scene: Scene,
-) -> None:
-    # Issue 17: a redelivery of a message whose (stale) ack id is being acked arrives in
-    # the pull running meanwhile; it must be acked, not dropped until its deadline.
-    scene.publish(3)
-    runner = await scene.runner()
-    assert await scene.latest(runner, 0, 10) == 1
-    row = scene.journal.read_part(0, 0).table.to_pylist()[1]
+async def test_a_redelivery_of_a_committed_message_to_a_read_task_is_acked(scene: Scene) -> None:
+    scene.publish(6000)
+    runner = await scene.runner(numPartitions="1")
+    assert await scene.latest(runner, 0, 2000) == 1  # the probe's 2,000 alone
+    first = await scene.read_batch(runner, 0)
+    assert await scene.latest(runner, 1, 4000) == 2  # a probe of 2,000 and a task of 2,000
+    row = scene.journal.read_part(0, 0).table.to_pylist()[7]
+    # Its lease runs out after batch 0 was committed: the read task of batch 1 gets it.
     scene.srv.broker.acks.modify_ack_deadline(scene.subscription, [row["ack_id"]], 0)
-    client = runner._client()
-    acknowledge = client.acknowledge
-    probed = threading.Event()
 
-    async def after_the_probe(subscription: str, ack_ids: Any, **kwargs: Any) -> Any:
-        ack_ids = list(ack_ids)
-        if row["ack_id"] in ack_ids:
-            # The batch's ack (of the stale id) goes out only once the probe has the
-            # redelivery: the order that lost it when it happened by chance.
-            await asyncio.to_thread(probed.wait, 10)
-        return await acknowledge(subscription, ack_ids, **kwargs)
+    second = await scene.read_batch(runner, 1)
 
-    client.acknowledge = after_the_probe  # type: ignore[method-assign]
-    pull_part = runner._probe
-
-    async def probe(*args: Any) -> Any:
-        result = await pull_part(*args)
-        probed.set()
-        return result
-
-    runner._probe = probe  # type: ignore[method-assign]
-
-    assert await scene.latest(runner, 1, 10) == 1
-    assert runner.pending == {}
+    assert row["message_id"] in first
+    assert row["message_id"] not in second
     assert scene.deliveries(row["message_id"]) == 2
-    assert scene.successful_acks(row["message_id"]) == 1
-    assert scene.backlog() == 0
+    assert scene.successful_acks(row["message_id"]) == 1  # by the read task, at once
+    assert scene.pending() == [row["message_id"]]  # the settle's ack of the dead id failed
+    assert len(second) == 3999
 
 
 async def test_a_part_journaled_elsewhere_in_the_batch_is_kept_as_ack_only(scene: Scene) -> None:
@@ -329,10 +365,11 @@ async def test_a_part_journaled_elsewhere_in_the_batch_is_kept_as_ack_only(scene
 
     assert rows.count(taken["message_id"]) == 1  # emitted once, by the probe's part
     assert scene.deliveries(taken["message_id"]) == 2
-    await scene.settle(runner, 1)
+    # The task that withdrew it emitted 499: one message is left for batch 1; 2 settles it.
+    assert await scene.commit_all(runner, 0, 3000) == 3
     # Acked with the redelivery's ack id, kept in the read task's part.
     assert scene.successful_acks(taken["message_id"]) == 1
-    assert runner.pending == {}
+    assert scene.backlog() == 0
 
 
 async def test_a_slow_read_task_extends_its_leases_before_journaling(
@@ -342,12 +379,12 @@ async def test_a_slow_read_task_extends_its_leases_before_journaling(
     runner = await scene.runner(numPartitions="1")
     assert await scene.latest(runner, 0, 3000) == 1  # the probe's 2,000 and a task of 1,000
     # The read task stops after its pull for 6 s: past the point (10 s deadline - 5 s
-    # renewal margin) where the driver could still find its journal in time to extend the
-    # leases. So it extends them before journaling.
+    # renewal margin) where its keeper could still extend the leases in time. So it extends
+    # them before journaling.
     faults = tmp_path / "faults"
     faults.mkdir()
     reading = asyncio.create_task(
-        scene.read(0, 1, 1000, faultPoints="before_claim:1:pause", faultDir=str(faults))
+        scene.read(ReadTask(0, 1, 1000), faultPoints="before_claim:1:pause", faultDir=str(faults))
     )
     await asyncio.sleep(6)
     (faults / "before_claim.resume").touch()
@@ -356,9 +393,75 @@ async def test_a_slow_read_task_extends_its_leases_before_journaling(
     # Extended (by the task, to leaseSeconds) before its part was journaled.
     journaled_at = scene.journal.part_path(0, 1).stat().st_mtime
     for message_id in rows:
-        (modack,) = scene.srv.history(scene.subscription, message_id).modacks
+        modack = scene.srv.history(scene.subscription, message_id).modacks[0]
         assert modack.seconds == 60
         assert modack.time <= journaled_at
+
+
+async def test_a_keeper_extends_an_emitted_part_until_it_is_settled(scene: Scene) -> None:
+    scene.publish(30)
+    runner = await scene.runner()
+    assert await scene.latest(runner, 0, 30) == 1
+    emitted = await scene.read_batch(runner, 0)
+
+    # The task is over; its worker's keeper extends the part's leases (their 10 s deadline
+    # nears: due 4.5 s before it) while Spark writes the batch and plans the next.
+    for _ in range(150):
+        if all(60 in scene.modacks(m) for m in emitted):  # leaseSeconds
+            break
+        await asyncio.sleep(0.1)
+    else:
+        pytest.fail("the keeper did not extend the emitted part's leases in 15 s")
+    assert await scene.commit_all(runner, 0, 30) == 2
+    for message_id in emitted:
+        assert scene.deliveries(message_id) == 1
+        assert scene.successful_acks(message_id) == 1
+    # Settled: the keeper lets the part go.
+    keeper = next(iter(_reader_workers()))
+    for _ in range(50):
+        if len(keeper) == 0:
+            break
+        await asyncio.sleep(0.1)
+    assert len(keeper) == 0
+
+
+async def test_a_settle_that_ran_is_not_repeated_by_a_retry(scene: Scene) -> None:
+    scene.publish(20)
+    runner = await scene.runner()
+    assert await scene.latest(runner, 0, 20) == 1
+    emitted = await scene.read_batch(runner, 0)
+    assert await scene.latest(runner, 1, 20) == 2
+    (task,) = await scene.tasks(runner, 1)
+    await scene.read(task)
+    await scene.read(task)  # Spark retries it (or re-runs batch 1 after a restart)
+    assert all(scene.successful_acks(m) == 1 for m in emitted)
+    assert all(len(scene.srv.history(scene.subscription, m).acks) == 1 for m in emitted)
+    assert scene.pending() == []
+
+
+async def test_a_settle_gives_back_what_a_dead_read_task_held(scene: Scene) -> None:
+    scene.publish(2030)
+    runner = await scene.runner(numPartitions="2")
+    assert await scene.latest(runner, 0, 3000) == 1  # a probe of 2,000, two tasks of 500
+    # An attempt of part 1 died after pulling, before its journal: its lease log lists
+    # what it holds.
+    held = scene.srv.broker.leasing.pull(scene.subscription, 10)
+    log = LeaseLog(scene.journal.attempt_log(0, 1))
+    call = log.sent()
+    log.answered(call, [m.ack_id for m in held])
+    log.close(delete=False)
+    assert len(await scene.read_batch(runner, 0)) == 2020  # the retry pulls the rest
+
+    # Nothing left to pull: batch 1 settles batch 0, giving the dead attempt's back.
+    assert await scene.latest(runner, 1, 3000) == 2
+    assert scene.journal.plan(1).settles == (0,)
+    await scene.read_batch(runner, 1)
+    for message in held:
+        assert scene.modacks(message.message.message_id) == [0]
+    assert scene.journal.attempt_logs(0) == []
+    # Read again at once: the next batch takes them.
+    assert await scene.latest(runner, 2, 3000) == 3
+    assert len(scene.journaled(2)) == 10
 
 
 # --------------------------------------------------------------------- availableNow
@@ -379,7 +482,7 @@ async def test_available_now_releases_messages_published_after_it_began(scene: S
 # ----------------------------------------------------------------------- restarts
 
 
-async def test_a_restarted_runner_leases_and_acks_with_the_journaled_ack_ids(
+async def test_a_restarted_driver_replans_nothing_and_its_tasks_ack_the_journal(
     scene: Scene,
 ) -> None:
     scene.publish(30)
@@ -387,37 +490,26 @@ async def test_a_restarted_runner_leases_and_acks_with_the_journaled_ack_ids(
     assert await scene.latest(crashed, 0, 30) == 1
     scene.kill(crashed)  # journaled, not yet committed: nothing acked
 
-    restarted = await scene.runner(leaseSeconds="30")
-    journaled = scene.journal.message_ids(0)
-
-    # The lease task extends the journaled deliveries (their deadline nears)...
-    for _ in range(150):
-        if all(30 in scene.modacks(m) for m in journaled):
-            break
-        await asyncio.sleep(0.1)
-    else:
-        pytest.fail("the restarted runner did not extend the journaled leases in 15 s")
-    # ... and once Spark has committed the batch they are acked with them: SUCCESS at once.
-    await scene.settle(restarted, 1)
-    assert restarted.pending == {}
+    restarted = await scene.runner()
+    # Spark re-runs batch 0 (its offset log has it): the same part, replayed.
+    journaled = scene.journaled(0)
+    assert sorted(await scene.read_batch(restarted, 0)) == sorted(journaled)
+    assert await scene.commit_all(restarted, 0, 30) == 2
     assert scene.backlog() == 0
     for message_id in journaled:
         assert scene.deliveries(message_id) == 1
         assert scene.successful_acks(message_id) == 1
 
 
-async def test_a_restart_gives_back_what_a_dead_puller_held_unjournaled(scene: Scene) -> None:
+async def test_a_restart_gives_back_what_the_dead_driver_s_probe_held(scene: Scene) -> None:
     scene.publish(20)
-    runner = await scene.runner()
-    assert await scene.latest(runner, 0, 10) == 1  # batch 0: 10 messages, planned
-    scene.kill(runner)
-    # A read task of batch 0 (of a plan with tasks) died after pulling, before its journal:
-    # its lease log lists what it holds.
+    crashed = await scene.runner()
+    assert crashed.log is not None
+    # The probe pulled, and the driver died before journaling: its log lists what it held.
     held = scene.srv.broker.leasing.pull(scene.subscription, 10)
-    log = LeaseLog(scene.journal.attempt_log(0, 1))
-    call = log.sent()
-    log.answered(call, [m.ack_id for m in held])
-    log.close(delete=False)
+    call = crashed.log.sent()
+    crashed.log.answered(call, [m.ack_id for m in held])
+    scene.kill(crashed)
     started = time.monotonic()
 
     restarted = await scene.runner(restartGraceSeconds="0")
@@ -425,19 +517,25 @@ async def test_a_restart_gives_back_what_a_dead_puller_held_unjournaled(scene: S
     assert time.monotonic() - started < 9  # no waiting for their 10 s deadline
     for message in held:
         assert scene.modacks(message.message.message_id) == [0]
-    assert scene.journal.attempt_logs(0) == []
-    # They are read again at once: the next batch takes them.
-    await scene.settle(restarted, 1)
-    assert await scene.latest(restarted, 1, 100) == 2
-    assert len(scene.journal.message_ids(1)) == 10
+    assert crashed.log.path not in scene.journal.driver_logs()
+    assert await scene.latest(restarted, 0, 100) == 1
+    assert len(scene.journaled(0)) == 20
 
 
-async def test_a_pull_in_flight_when_the_driver_died_makes_available_now_wait(
-    scene: Scene,
+@pytest.mark.parametrize("puller", ["the driver's probe", "a read task"])
+async def test_a_pull_in_flight_when_a_puller_died_makes_available_now_wait(
+    scene: Scene, puller: str
 ) -> None:
     crashed = await scene.runner()
     assert crashed.log is not None
-    crashed.log.sent()  # a Pull call sent, its answer never recorded
+    if puller == "a read task":
+        scene.publish(3)
+        assert await scene.latest(crashed, 0, 10) == 1
+        log = LeaseLog(scene.journal.attempt_log(0, 1))
+        log.sent()  # a Pull call sent, its answer never recorded
+        log.close(delete=False)
+    else:
+        crashed.log.sent()
     scene.kill(crashed)
     before = time.monotonic()
 
@@ -446,3 +544,18 @@ async def test_a_pull_in_flight_when_the_driver_died_makes_available_now_wait(
     # The call may have leased messages nobody recorded: an availableNow run looks for
     # them until the call's timeout (10 s) + the ack deadline (10 s) + 2 s have passed.
     assert before + 17 < restarted.grace_until < time.monotonic() + 22.5
+
+
+async def test_a_journal_of_the_version_whose_driver_acked_goes_on(scene: Scene) -> None:
+    scene.journal.create()
+    scene.journal.save_state({"settled": 0, "pending": {"m-old": time.time()}})
+    runner = await scene.runner()
+    assert scene.journal.load_state() == {"settled": 0}
+    assert scene.pending() == ["m-old"]
+    assert runner.settled == 0
+
+
+def _reader_workers() -> list[Any]:
+    from eoclient.spark._reader import _workers
+
+    return [keeper for worker in _workers.values() for keeper in worker.keepers.values()]

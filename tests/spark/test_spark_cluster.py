@@ -2,15 +2,20 @@
 (a standalone master and two workers in the driver's JVM, each executor a JVM of its own
 with its own Python workers), from the pyspark wheel alone.
 
-A read task is stopped after its pull (before journaling) and another after journaling
-(before returning its rows); each time the test kills that executor with SIGKILL (its JVM,
-Python daemon and worker) and Spark retries the task on a new one. Then the whole driver is
-killed while a later batch runs, and restarted from the checkpoint. The sink's metadata log
-must hold every published id exactly once, with nothing left unacked. The negative control
-(opt-in: ``EOCLIENT_SPARK_NEGATIVE_CONTROLS=1``) switches the journal's replay off: the
-retry of the task killed after journaling pulls other messages, so the journaled ones are
-acked but never written (missing) and the retry's are written but never acked (written
-again when redelivered: duplicates).
+Against ``eoclient serve --data-dir`` (a durable server in a process of its own), with
+batches above what its lease window once held. Read tasks are stopped at each step an
+executor takes: about to ack a committed part of the previous batch, having acked it (not
+yet marked settled), after its pull (before journaling) and after journaling (before
+returning its rows); each time the test kills that executor with SIGKILL (its JVM, Python
+daemon and worker, and with them the worker's lease keeper) and Spark retries the task on a
+new one. Then the whole driver is killed while a batch runs, and again while the last
+batch (which only acks the one before) runs, and restarted from the checkpoint each time.
+The sink's metadata log must hold every published id exactly once, with nothing left
+unacked. The negative control (opt-in: ``EOCLIENT_SPARK_NEGATIVE_CONTROLS=1``, on the
+in-memory server) switches the journal's replay off: the retry of the task killed after
+journaling pulls other messages, so the journaled ones are acked but never written
+(missing) and the retry's are written but never acked (written again when redelivered:
+duplicates).
 """
 
 from __future__ import annotations
@@ -31,13 +36,15 @@ from ._crash import (
     publish,
     sink_ids,
 )
-from ._server import ThreadedServer
+from ._server import DurableServer, ThreadedServer
 
 pytest.importorskip(
     "pyspark", reason="the spark extra is not installed (pip install -e '.[spark]')"
 )
 if shutil.which("java") is None:  # pragma: no cover - Java 17 is installed here
     pytest.skip("Spark needs java on PATH", allow_module_level=True)
+
+from eoclient.spark._journal import Plan
 
 pytestmark = pytest.mark.slow
 
@@ -82,33 +89,70 @@ def _running(checkpoint: Path, batch: int) -> Callable[[], bool]:
     )
 
 
-# Two cluster starts and two executor relaunches: ~2 min on an idle machine; much longer
-# when the machine is shared and busy.
-@pytest.mark.timeout(900)
+def _settling_only(work: Path) -> Callable[[], bool]:
+    """Whether Spark is in the middle of a batch that only acks the one before (its plan
+    reads nothing: the last batch of an availableNow run)."""
+
+    def check() -> bool:
+        for plan_file in (work / "journal").glob("batch-*/plan.json"):
+            batch = int(plan_file.parent.name.removeprefix("batch-"))
+            try:
+                plan = Plan.from_json(plan_file.read_bytes())
+            except (OSError, ValueError):
+                continue  # pruned or being replaced
+            if not plan.reads and _running(work / "checkpoint", batch)():
+                return True
+        return False
+
+    return check
+
+
+def _all_fired(faults: Path, points: list[str], checkpoint: Path) -> Callable[[], bool]:
+    """Whether every point fired (its executor killed) and a batch is still running."""
+
+    def check() -> bool:
+        if not all((faults / point).exists() for point in points):
+            return False
+        batches = [int(p.name) for p in (checkpoint / "offsets").glob("[0-9]*")]
+        return bool(batches) and _running(checkpoint, max(batches))()
+
+    return check
+
+
+# Against a durable server (eoclient serve --data-dir, its own process) with batches of
+# 25,000, above the 21,000 outstanding leases its window once stopped at. Three cluster
+# starts and four executor relaunches: ~5 min on an idle machine; much longer when the
+# machine is shared and busy.
+@pytest.mark.timeout(1500)
 def test_executors_and_the_driver_killed_on_a_cluster_exactly_once(
-    spark: Any, spark_server: ThreadedServer, tmp_path: Path
+    spark: Any, tmp_path: Path
 ) -> None:
-    served = spark_server.address
-    topic, subscription = make_subscription(served)
-    published = publish(served, topic, 30_000)
-    driver = Driver(served, subscription, tmp_path, master=MASTER)
-    executor_points = ["before_claim", "after_claim"]
+    server = DurableServer(tmp_path / "data")
+    try:
+        topic, subscription = make_subscription(server.address)
+        published = publish(server.address, topic, 50_000)
+        driver = Driver(server.address, subscription, tmp_path, master=MASTER)
+        options = ("maxMessagesPerTrigger=25000", "numPartitions=2")
+        executor_points = ["before_settle", "after_settle", "before_claim", "after_claim"]
 
-    assert (
-        driver.run(
-            *OPTIONS,
-            points="before_claim:1,after_claim:1",
-            watch=_executor_killer(driver.faults, executor_points),
-            kill_when=_running(tmp_path / "checkpoint", 2),
-            timeout=420,
+        # Each executor step killed once; then the driver, while a batch runs.
+        assert (
+            driver.run(
+                *options,
+                points=",".join(f"{point}:1" for point in executor_points),
+                watch=_executor_killer(driver.faults, executor_points),
+                kill_when=_all_fired(driver.faults, executor_points, tmp_path / "checkpoint"),
+                timeout=600,
+            )
+            == "killed"
         )
-        == "killed"
-    )
-    assert all((driver.faults / point).exists() for point in executor_points)
-    assert driver.run(*OPTIONS, timeout=360) == "done"
+        assert driver.run(*options, kill_when=_settling_only(tmp_path), timeout=420) == "killed"
+        assert driver.run(*options, timeout=420) == "done"
 
-    assert exactly_once_errors(sink_ids(spark, tmp_path / "out"), published) == []
-    assert spark_server.backlog(subscription) == 0
+        assert exactly_once_errors(sink_ids(spark, tmp_path / "out"), published) == []
+        assert server.backlog(subscription) == 0
+    finally:
+        server.stop()
 
 
 @negative_control

@@ -1,10 +1,11 @@
 """eoclient.spark against the reference server (in a thread of the test process, whose
 broker the tests look into: ``_server.py``).
 
-One SparkSession for the module (start-up costs 7-15 s here, spark-notes §0). The crash tests
-run the driver as a subprocess (``_driver.py``) and ``kill -9`` its whole process group at a
-fault point, then restart it from the checkpoint; the sink's rows are read through the file
-sink's own metadata log (``_spark_metadata``) and compared with the published message ids.
+One SparkSession for the module (start-up costs 7-15 s here:
+docs/protocol.md#spark-startup-cost). The crash tests run the driver as a subprocess
+(``_driver.py``) and ``kill -9`` its whole process group at a fault point, then restart it
+from the checkpoint; the sink's rows are read through the file sink's own metadata log
+(``_spark_metadata``) and compared with the published message ids.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ._crash import (
     run_stream,
     sink_ids,
 )
-from ._server import ThreadedServer
+from ._server import DurableServer, ThreadedServer
 
 pytest.importorskip(
     "pyspark", reason="the spark extra is not installed (pip install -e '.[spark]')"
@@ -71,9 +72,9 @@ def test_round_trip_is_exactly_once(
     assert len(row) == 1
     assert row[0].attributes == {"key": "1"}
     assert row[0].ordering_key == ""
-    # Four batches of 500; everything acked (the last one early, at the final latestOffset)
-    # and the journal pruned.
-    assert len(list((tmp_path / "checkpoint" / "commits").glob("[0-9]*"))) == 4
+    # Four batches of 500, each acked by the next batch's task; the fifth batch only acks
+    # the fourth (no row). Everything acked and the journal pruned.
+    assert len(list((tmp_path / "checkpoint" / "commits").glob("[0-9]*"))) == 5
     assert list((tmp_path / "journal").glob("batch-*")) == []
     assert spark_server.backlog(subscription) == 0
 
@@ -193,8 +194,8 @@ def test_sink_publishes_batch_and_stream_rows(
     assert all(key.count(":") == 3 for key in keys)
 
 
-# Five Spark driver starts: ~2 min on an idle machine, 5 min when it is shared and busy.
-@pytest.mark.timeout(540)
+# Five Spark driver starts: ~2 min on an idle machine, 5-10 min when it is shared and busy.
+@pytest.mark.timeout(900)
 def test_driver_killed_at_four_points_restarts_exactly_once(
     spark: Any, spark_server: ThreadedServer, tmp_path: Path
 ) -> None:
@@ -226,10 +227,10 @@ def test_driver_killed_at_four_points_restarts_exactly_once(
     )
     assert stat.S_ISFIFO((commits / "1").stat().st_mode), "Spark wrote commits/1: not held"
     (commits / "1").unlink()
-    # Restarted, Spark re-runs batch 1 and the file sink skips it (spark-notes §3.3). Killed
-    # then once batch 1 is committed but not acked: its messages must not be emitted again
-    # when the lost acks let the server redeliver them.
-    assert driver.run(*options, crash_at="before_ack:1") == "killed"
+    # Restarted, Spark re-runs batch 1 and the file sink skips it. Killed then once batch 1
+    # is committed but not acked (batch 2's task about to ack it): its messages must not be
+    # emitted again when the lost acks let the server redeliver them.
+    assert driver.run(*options, crash_at="before_settle:1") == "killed"
     assert (commits / "1").exists()
     assert driver.run(*options) == "done"
 
@@ -250,7 +251,7 @@ def test_negative_control_catches_duplicates(
     driver = Driver(served, subscription, tmp_path)
     options = ("maxMessagesPerTrigger=100", "leaseSeconds=10")
 
-    assert driver.run(*options, crash_at="before_ack:1") == "killed"
+    assert driver.run(*options, crash_at="before_settle:1") == "killed"
     # Batch 0 is in the sink, unacked; its leases lapse and the server redelivers it.
     assert driver.run(*options, "dedupe=false", "restartGraceSeconds=12") == "done"
 
@@ -259,3 +260,31 @@ def test_negative_control_catches_duplicates(
     assert errors, "the negative control found no duplicates"
     assert "more than once" in errors[0]
     assert set(found) == set(published)
+
+
+# One Spark driver start and one server restart: ~1.5 min on an idle machine.
+@pytest.mark.timeout(600)
+def test_a_durable_server_restarted_between_two_batches(spark: Any, tmp_path: Path) -> None:
+    """``eoclient serve --data-dir`` killed (SIGKILL) and started again on its data between
+    two micro-batches: batch 0 committed, not yet acked; batch 1 planned, its probe's part
+    journaled with the old server's ack ids. The query goes on against the restarted
+    server: acks batch 0 with those ids, replays the probe, pulls the rest; every message
+    reaches the sink once and none is left unacknowledged."""
+    server = DurableServer(tmp_path / "data")
+    try:
+        topic, subscription = make_subscription(server.address)
+        published = publish(server.address, topic, 9000)
+        driver = Driver(server.address, subscription, tmp_path)
+        options = ("maxMessagesPerTrigger=3000", "numPartitions=2")
+
+        def restart() -> None:
+            server.kill()
+            server.start()
+
+        # after_journal:2: batch 1 is planned (batch 0 committed), before its tasks run.
+        assert driver.run(*options, pause_at="after_journal:2", on_pause=restart) == "done"
+
+        assert exactly_once_errors(sink_ids(spark, tmp_path / "out"), published) == []
+        assert server.backlog(subscription) == 0
+    finally:
+        server.stop()

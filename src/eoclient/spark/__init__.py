@@ -25,8 +25,9 @@ Source options (names are case-insensitive; values are strings; an unknown name 
   path is the driver's working directory's.
 * ``endpoint``: ``host:port`` of the server; default ``PUBSUB_EMULATOR_HOST``.
 * ``maxMessagesPerTrigger`` (default 10000): rows per micro-batch at most (``ReadMaxRows``).
-* ``numPartitions``: read tasks per micro-batch, each pulling its share on an executor;
-  default the session's parallelism (``eoclient.spark.register``), else 2.
+* ``numPartitions``: read tasks per micro-batch, each acking its share of the previous
+  (committed) batch and pulling its share of this one on an executor; default the
+  session's parallelism (``eoclient.spark.register``), else 2.
 * ``pullTimeoutSeconds`` (default 2): how long the driver's first round, and each read task,
   pull at most.
 * ``leaseSeconds`` (default 60, 10..600): the deadline journaled deliveries are extended to.
@@ -34,7 +35,8 @@ Source options (names are case-insensitive; values are strings; an unknown name 
   subscription before it concludes there is nothing left. By default 0, except after a run
   that died with a Pull call in flight: then until what that call may have leased comes
   back (its send + 10 s + the subscription's ack deadline + 2 s). What a dead run's pullers
-  held and recorded is given back at the restart at once.
+  held and recorded is given back at once: the driver's probe at the restart, a read task's
+  when its batch is acked.
 * ``allowAtLeastOnce`` (default false): accept a subscription WITHOUT exactly-once delivery.
   The result is then **at-least-once**: an acked message can still be redelivered after its
   batch was pruned from the journal, and it is emitted again.

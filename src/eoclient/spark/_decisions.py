@@ -1,7 +1,8 @@
 """The source's decisions, pure: what to emit, ack, release and extend, given ``now``.
 
-The shells (``_driver.py`` in Spark's source runner, ``_reader.py`` in read tasks) do the I/O
-and ask these classes what to do; nothing here reads a clock, a file or the network.
+The shells (``_runner.py`` in Spark's source runner; ``_reader.py``, ``_settle.py`` and
+``_keeper.py`` on the executors) do the I/O and ask these what to do; nothing here reads a
+clock, a file or the network.
 
 * :class:`Admission`: for each delivery a pull brings, whether it is a new row of the batch
   (EMIT), a redelivery of a message Spark has committed (ACK_NOW: ack it, don't emit it), a
@@ -9,24 +10,26 @@ and ask these classes what to do; nothing here reads a clock, a file or the netw
   (ACK_AFTER_COMMIT: keep its ack id with the batch, ack it after the commit), or published
   after an ``availableNow`` run began (RELEASE: modack 0, a later run takes it). A message
   delivered twice in one pull keeps its newest delivery (the older ack id is superseded).
-* :class:`Settlement`: acking a committed batch by ack id, in rounds: a message whose ack id
-  failed (expired, superseded) is retried with a newer delivery's ack id if one arrived
-  meanwhile; what stays unconfirmed is *pending* (its next redelivery is acked, not emitted).
+  The first two are decided once the pull is over, for all its messages at once (the shell
+  looks them up in Arrow: ``_journal.ids_among``).
+* :func:`unconfirmed`: which messages of a settled part stay *pending* (no ack id of theirs
+  succeeded: the next redelivery is acked, not emitted).
 * :class:`Leases`: journaled, unsettled deliveries are kept leased in groups (one group per
   journal part: its deliveries share their deadline), by the SDK's own lease rules
   (:class:`eoclient.subscriber.leases.LeaseTable`, keyed by group instead of by ack id).
-* :func:`may_claim_unverified`, :func:`leftovers`, :func:`plan_partitions`,
-  :func:`expire_pending`: when a read task may journal without re-checking its leases, what a
-  restart must give back or wait for, how a batch is split, when a pending id is forgotten.
+* :func:`may_claim_unverified`, :func:`give_back`, :func:`grace_until`,
+  :func:`plan_partitions`, :func:`assign_settles`: when a read task may journal without
+  re-checking its leases, what a dead puller held that must be given back, how long a
+  restarted availableNow run looks for what a dead puller may hold unrecorded, how a batch is
+  split, which task settles which committed part.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from eoclient.subscriber.ack_results import AcknowledgeStatus
 from eoclient.subscriber.leases import LeaseTable, renewal_margin
 from eoclient.subscriber.settings import MAX_ACK_DEADLINE
 
@@ -54,20 +57,21 @@ class Known:
     """What a pull knows before it starts.
 
     Attributes:
-        committed: message ids Spark has committed (their ack may not be confirmed yet):
-            the pending ids and those of committed batches not yet settled.
-        uncommitted: message ids journaled in the batch being read (other parts of it,
-            or earlier, unsettled batches' ids a restarted driver found).
         cutoff_ns: ``availableNow``: publish time (ns since the epoch) after which a message
             waits for a later run; ``None`` otherwise.
         dedupe: ``False`` only for the crash tests' negative control: every delivery is
             emitted, redeliveries too.
+        committed: which of a Pull response's message ids Spark has committed, asked per
+            response so that redeliveries do not count towards what the pull wants (the
+            driver's probe: a probe of redeliveries alone must not look like an empty
+            subscription). ``None``: decided once the pull is over (:meth:`Admission.
+            ack_committed`: a read task, for which one lookup costs less than one a
+            response).
     """
 
-    committed: Collection[str] = frozenset()
-    uncommitted: Collection[str] = frozenset()
     cutoff_ns: int | None = None
     dedupe: bool = True
+    committed: Callable[[Sequence[str]], Collection[str]] | None = None
 
 
 @dataclass(slots=True)
@@ -77,7 +81,7 @@ class Admission:
     ``emitted`` maps each new message id to where its (newest) delivery is: (chunk, row),
     a chunk being one Pull response. The three ack-id maps say what else to do; every ack id
     the pull received is in exactly one of ``emitted`` (through its position), ``ack_now``,
-    ``after_commit``, ``release`` or ``superseded``.
+    ``after_commit``, ``release`` or ``superseded``. ``delivered`` counts them all.
     """
 
     known: Known
@@ -88,6 +92,7 @@ class Admission:
     release: list[str] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)
     chunks: int = 0
+    delivered: int = 0
 
     def admit(
         self, message_ids: Sequence[str], ack_ids: Sequence[str], publish_ns: Sequence[int]
@@ -95,11 +100,14 @@ class Admission:
         """Decide for one Pull response's deliveries (a new chunk); their verdicts."""
         chunk = self.chunks
         self.chunks += 1
+        self.delivered += len(ack_ids)
+        lookup = self.known.committed
+        committed = lookup(message_ids) if lookup is not None and self.known.dedupe else ()
         verdicts = []
         for row, (message_id, ack_id, published) in enumerate(
             zip(message_ids, ack_ids, publish_ns, strict=True)
         ):
-            verdict = self._verdict(message_id, published)
+            verdict = self._verdict(message_id, published, committed)
             if verdict is Verdict.EMIT:
                 older = self.emitted_ack_ids.get(message_id)
                 if older is not None:
@@ -108,25 +116,31 @@ class Admission:
                 self.emitted_ack_ids[message_id] = ack_id
             elif verdict is Verdict.ACK_NOW:
                 self.ack_now[ack_id] = message_id
-            elif verdict is Verdict.ACK_AFTER_COMMIT:
-                self.after_commit[ack_id] = message_id
             else:
                 self.release.append(ack_id)
             verdicts.append(verdict)
         return verdicts
 
-    def _verdict(self, message_id: str, published_ns: int) -> Verdict:
-        known = self.known
-        if known.dedupe:
-            if message_id in known.committed:
-                return Verdict.ACK_NOW
-            if message_id in known.uncommitted:
-                return Verdict.ACK_AFTER_COMMIT
+    def _verdict(self, message_id: str, published_ns: int, committed: Collection[str]) -> Verdict:
+        if message_id in committed:
+            return Verdict.ACK_NOW
         if message_id in self.emitted:
             return Verdict.EMIT
-        if known.cutoff_ns is not None and published_ns > known.cutoff_ns:
+        cutoff = self.known.cutoff_ns
+        if cutoff is not None and published_ns > cutoff:
             return Verdict.RELEASE
         return Verdict.EMIT
+
+    def ack_committed(self, committed: Collection[str]) -> list[str]:
+        """Turn emitted messages that Spark has committed (in a batch being settled, or
+        pending) into ACK_NOW, whatever their publish time; their ids."""
+        if not self.known.dedupe:
+            return []
+        taken = [m for m in self.emitted if m in committed]
+        for message_id in taken:
+            del self.emitted[message_id]
+            self.ack_now[self.emitted_ack_ids.pop(message_id)] = message_id
+        return taken
 
     def withdraw(self, journaled_elsewhere: Collection[str]) -> list[str]:
         """Turn emitted messages that another part of the batch journaled meanwhile into
@@ -153,60 +167,16 @@ class Admission:
         return [*self.emitted_ack_ids.values(), *self.after_commit, *self.ack_now, *self.release]
 
 
-class Settlement:
-    """Acking the messages of committed batches by ack id, in rounds.
-
-    Each message may have several known ack ids (its journaled delivery, and redeliveries
-    seen later); on an exactly-once subscription at most one is current, so all are sent
-    and any SUCCESS confirms the message. A round sends only ids no round has sent: a
-    redelivery recorded while a round was under way (:meth:`redelivered`) joins the next.
-    """
-
-    def __init__(self, ack_ids_of: Mapping[str, Iterable[str]]) -> None:
-        self._ack_ids_of = {m: list(ids) for m, ids in ack_ids_of.items()}
-        self._sent: set[str] = set()
-        self.unconfirmed: set[str] = set(self._ack_ids_of)
-
-    @classmethod
-    def from_rows(cls, message_ids: Iterable[str], ack_ids: Iterable[str]) -> Settlement:
-        """From journal rows: a message may have several (emitted and ack-only rows)."""
-        ack_ids_of: dict[str, list[str]] = {}
-        for message_id, ack_id in zip(message_ids, ack_ids, strict=True):
-            ack_ids_of.setdefault(message_id, []).append(ack_id)
-        return cls(ack_ids_of)
-
-    def __len__(self) -> int:
-        return len(self._ack_ids_of)
-
-    def next_round(self) -> dict[str, str]:
-        """Ack ids to send now (ack id → message id); empty once the settlement is over."""
-        round_ = {
-            ack_id: message_id
-            for message_id in self.unconfirmed
-            for ack_id in self._ack_ids_of[message_id]
-            if ack_id not in self._sent
-        }
-        self._sent.update(round_)
-        return round_
-
-    def record(self, sent: Mapping[str, str], statuses: Mapping[str, AcknowledgeStatus]) -> None:
-        """The answer to a round (an id missing from ``statuses`` is unconfirmed)."""
-        for ack_id, message_id in sent.items():
-            if statuses.get(ack_id) is AcknowledgeStatus.SUCCESS:
-                self.unconfirmed.discard(message_id)
-
-    def redelivered(self, message_id: str, ack_id: str) -> bool:
-        """A newer delivery of a message being settled; whether it is one of them."""
-        ids = self._ack_ids_of.get(message_id)
-        if ids is None:
-            return False
-        if ack_id not in ids:
-            ids.append(ack_id)
-        return True
-
-    def confirmed(self, message_id: str) -> None:
-        """Acked elsewhere (a pull acked its redelivery with SUCCESS)."""
-        self.unconfirmed.discard(message_id)
+def unconfirmed(
+    message_ids: Sequence[str], ack_ids: Sequence[str], failed: Collection[str]
+) -> list[str]:
+    """The messages of a settled part none of whose ack ids was acked: a message may have
+    several rows (a redelivery kept as an ack-only row), and one success confirms it. On an
+    exactly-once subscription at most one of its ack ids is current, so all are sent."""
+    if not failed:
+        return []
+    confirmed = {m for m, a in zip(message_ids, ack_ids, strict=True) if a not in failed}
+    return sorted({m for m in message_ids if m not in confirmed})
 
 
 class Leases:
@@ -265,54 +235,44 @@ def may_claim_unverified(now: float, first_pull_sent: float, ack_deadline: float
     The server's deadline for a delivery runs from when it answered, so no earlier than
     when the Pull call was sent: until ``first_pull_sent + ack_deadline`` every lease this
     task holds is current, and no other puller can have been given those messages. The
-    journal must exist that long *before* that end that the driver can find it and extend
-    the leases: the SDK's renewal margin (at least 5 s: a lease tick, a round trip and a
-    stall; client-anchors §3.3). Later, the task extends its leases first (a lost one is
-    dropped: its redelivery belongs to whoever got it).
+    part must be journaled that long *before* that end that its lease keeper (``_keeper``,
+    which takes it over once it is journaled) can extend the leases in time: the SDK's
+    renewal margin (at least 5 s: a lease tick, a round trip and a stall;
+    docs/protocol.md#lease-extension-cadence). Later, the task
+    extends its leases first (a lost one is dropped: its redelivery belongs to whoever got
+    it).
     """
     return now + renewal_margin(ack_deadline) < first_pull_sent + ack_deadline
 
 
-@dataclass(frozen=True, slots=True)
-class Leftovers:
-    """What a restarted driver does about deliveries a dead run pulled but never journaled:
-    give ``release`` back (modack 0) now, and in ``availableNow`` keep looking for messages
-    until ``wait_until`` (a Pull call that was in flight may have leased messages nobody
-    recorded: they come back when their deadline passes)."""
-
-    release: list[str]
-    wait_until: float
+def give_back(answered: Iterable[str], journaled: Collection[str]) -> list[str]:
+    """From a dead puller's lease log: the ack ids its Pull calls returned that are not in
+    the journal (those are kept: their part is leased and acked), to release at once."""
+    return sorted({ack_id for ack_id in answered if ack_id not in journaled})
 
 
-def leftovers(
-    answered: Iterable[str],
-    unanswered_since: Iterable[float],
-    journaled: Collection[str],
-    ack_deadline: float,
-) -> Leftovers:
-    """From dead pullers' lease logs: the ack ids their Pull calls returned and the send
-    times of calls that never recorded an answer; ``journaled``: ack ids in journals (kept:
-    the restarted run leases and acks them)."""
-    release = sorted({ack_id for ack_id in answered if ack_id not in journaled})
-    # The server's deadline runs from its answer: up to the call's own timeout after the
-    # send (PULL_CALL_TIMEOUT bounds it in the shell) plus the deadline; 2 s margin.
-    wait_until = max((sent + ack_deadline + 2.0 for sent in unanswered_since), default=0.0)
-    return Leftovers(release, wait_until)
+def grace_until(
+    unanswered_since: Iterable[float], call_timeout: float, ack_deadline: float
+) -> float:
+    """Until when (wall clock) a restarted ``availableNow`` run keeps looking for messages:
+    a dead puller's Pull call sent at ``t`` and never answered in its log may have leased
+    messages nobody recorded, which come back when their deadline passes. The server's
+    deadline runs from its answer: up to the call's own timeout after the send, plus the
+    deadline; 2 s margin. 0 without such calls."""
+    return max((sent + call_timeout + ack_deadline + 2.0 for sent in unanswered_since), default=0.0)
 
 
-def plan_partitions(
-    probed: int, probe_asked: int, max_rows: int, partitions: int
-) -> tuple[int, ...]:
+def plan_partitions(probed: int, drained: bool, max_rows: int, partitions: int) -> tuple[int, ...]:
     """How many messages each read task of a batch pulls at most, after the driver's probe
-    pull asked for ``probe_asked`` and got ``probed``.
+    pull emitted ``probed`` rows.
 
-    A probe that got fewer than it asked for found the subscription (nearly) drained: the
-    batch is the probe alone (no read task pulls). Otherwise the rest of ``max_rows`` is
-    split over ``partitions`` tasks as evenly as whole numbers go: the batch never holds
-    more than ``max_rows``.
+    A probe that stopped before it had what it asked for (``drained``) found the
+    subscription (nearly) empty: the batch is the probe alone (no read task pulls).
+    Otherwise the rest of ``max_rows`` is split over ``partitions`` tasks as evenly as whole
+    numbers go: the batch never holds more than ``max_rows``.
     """
     rest = max_rows - probed
-    if probed < probe_asked or rest <= 0:
+    if drained or rest <= 0:
         return ()
     share, extra = divmod(rest, partitions)
     return tuple(
@@ -320,7 +280,9 @@ def plan_partitions(
     )
 
 
-def expire_pending(pending: Mapping[str, float], now: float) -> dict[str, float]:
-    """Pending ids (message id → when its ack went unconfirmed) still worth remembering."""
-    horizon = now - PENDING_TTL_SECONDS
-    return {message_id: since for message_id, since in pending.items() if since >= horizon}
+def assign_settles(
+    units: Sequence[tuple[int, int]], tasks: int
+) -> list[tuple[tuple[int, int], ...]]:
+    """Committed parts ``(batch, part)`` to settle, dealt round-robin to ``tasks`` tasks:
+    each acks about the same number of parts (parts are about the same size)."""
+    return [tuple(units[task::tasks]) for task in range(tasks)]

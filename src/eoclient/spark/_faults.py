@@ -1,17 +1,19 @@
 """Crash points for the connector's crash tests (like ``server_stub.faults`` for the server).
 
-The source options ``faultPoints="after_journal:2,before_ack:1"`` and ``faultDir=<dir>`` make
-the source stop at the 2nd batch planned / the 1st batch acked by the process (points:
-``after_journal`` and ``before_ack`` on the driver; on an executor ``read``, a read task
-starting, ``before_claim``, a read task about to journal what it pulled, and ``after_claim``,
-a read task about to return its journaled rows): it writes
-``<dir>/<point>`` (holding its pid) and then hangs, so the test can ``kill -9`` the driver
-or the executor at exactly that point. ``read:1:pause`` instead writes
+The source options ``faultPoints="after_journal:2,before_settle:1"`` and ``faultDir=<dir>``
+make the source stop at the 2nd batch planned / the 1st committed part settled by the
+process. Points: ``after_journal`` on the driver (a batch planned, latestOffset about to
+return); on an executor ``read`` (a read task starting), ``before_settle`` (a read task about
+to ack a committed part), ``after_settle`` (a read task that acked a committed part and
+wrote its pending ids, not yet marked it settled), ``before_claim`` (a read task about to
+journal what it pulled) and ``after_claim`` (a read task about to return its journaled
+rows). The process writes ``<dir>/<point>`` (holding its pid) and then hangs, so the test can
+``kill -9`` the driver or the executor at exactly that point. ``read:1:pause`` instead writes
 ``<dir>/<point>.paused`` and waits there until the test creates ``<dir>/<point>.resume``, then
 goes on: the test can change the world (the checkpoint) at a known moment. Each point fires
 once per fault dir and mode (its marker file exists after), so a restarted driver runs
-through. (Options, not environment variables: Spark's
-Python source runner does not see the driver's environment.)
+through. (Options, not environment variables: Spark's Python source runner does not see
+the driver's environment.)
 """
 
 from __future__ import annotations

@@ -3,20 +3,23 @@
 Layout (``journalPath``; it belongs to one checkpoint)::
 
     epoch.json                    the journal's id, in every offset (ties it to a checkpoint)
-    state.json                    {"settled": S, "pending": {message id: since}}: batches
-                                  < S are acked and pruned; pending = committed, ack
-                                  unconfirmed (a redelivery is acked, not emitted)
+    state.json                    {"settled": S}: batches < S are acked and pruned
     driver-<run>.log              the driver's lease log (``_lease_log``), per run
-    batch-<k>/plan.json           {"quotas": [...], "cutoff_ns", "ack_deadline", "pending",
-                                  "unsettled"}: written before latestOffset returns k + 1
+    pending/<batch>-<part>.arrow  message ids committed whose ack was not confirmed when
+                                  that part was settled: a redelivery is acked, not
+                                  emitted (kept ``PENDING_TTL_SECONDS`` by mtime)
+    batch-<k>/plan.json           {"quotas": [...], "probe", "settles", "cutoff_ns",
+                                  "ack_deadline"}: written before latestOffset returns k + 1
     batch-<k>/part-00000.arrow    the driver's probe pull
     batch-<k>/part-<i>.arrow      read task i's pull (i >= 1)
     batch-<k>/part-<i>.<attempt>.log   a read task attempt's lease log, until it journals
+    batch-<k>/part-<i>.settled    the part's acks are done (written by the task that
+                                  settled it, after its pending file)
 
 A part file holds ``WIRE_SCHEMA`` rows: first the ``emitted`` rows Spark gets (schema
 metadata ``emitted``), then ack-only rows: redeliveries of messages another part of the
 batch holds, whose ack ids are acked with the batch. Its metadata ``leased_until`` is when
-the leases of its deliveries end (the puller's wall clock), for the driver's lease task.
+the leases of its deliveries end (the puller's wall clock), for the lease keepers.
 
 Every file is written to a temporary name, fsync'd, and then put in place atomically: the
 plan and state with ``rename`` (a rewrite replaces them), a part with ``link``, which fails
@@ -26,6 +29,10 @@ winner's file. The journal must be a POSIX file system path that the driver and 
 executor see at the same path (local disk for ``local[*]``; a shared mount such as NFS on a
 cluster): Python read tasks cannot reach Spark's Hadoop file systems (``hdfs://``,
 ``s3a://``), which ``_options`` refuses with a clear error.
+
+Message ids are compared in Arrow (:func:`ids_among`): a read task checks what it pulled
+against the previous batch's ids and the pending ones, ~100,000 ids, which as a Python set
+would cost more than pulling them.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.ipc
 
 from eoclient.spark._schema import ROW_SCHEMA, WIRE_SCHEMA
@@ -48,9 +56,11 @@ from eoclient.spark._schema import ROW_SCHEMA, WIRE_SCHEMA
 EPOCH_FILE = "epoch.json"
 STATE_FILE = "state.json"
 PLAN_FILE = "plan.json"
+PENDING_DIR = "pending"
 _BATCH = re.compile(r"^batch-(\d{20})$")
 _PART = re.compile(r"^part-(\d{5})\.arrow$")
 _ATTEMPT_LOG = re.compile(r"^part-(\d{5})\.[0-9a-f]+\.log$")
+_PENDING = re.compile(r"^\d+-\d+\.arrow$")
 _DRIVER_LOG = re.compile(r"^driver-[0-9a-f]+\.log$")
 
 
@@ -97,22 +107,39 @@ def atomic_create(path: Path, data: bytes) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """How batch ``k`` is read: the probe part (0), then ``len(quotas)`` read tasks."""
+    """How batch ``k`` is read: the probe part (0) if ``probe``, then ``len(quotas)`` read
+    tasks; and which committed batches its tasks settle (ack) first.
+
+    Attributes:
+        quotas: how many messages each read task pulls at most.
+        probe: whether part 0 (the driver's probe) holds rows. A batch with neither probe
+            nor quotas only settles: its tasks ack ``settles`` and return no row.
+        settles: committed batches whose parts this batch's tasks ack (and whose dead
+            attempts' deliveries they give back) before they pull.
+        cutoff_ns: ``availableNow``: publish time after which a message waits for a later
+            run; ``None`` otherwise.
+        ack_deadline: the subscription's, in seconds.
+    """
 
     quotas: tuple[int, ...]
+    probe: bool
+    settles: tuple[int, ...]
     cutoff_ns: int | None
     ack_deadline: float
-    pending: tuple[str, ...]  # committed, ack unconfirmed, when the batch was planned
-    unsettled: tuple[int, ...]  # committed batches whose acks were under way then
+
+    @property
+    def reads(self) -> bool:
+        """Whether the batch has rows to emit (and so a later batch must settle it)."""
+        return self.probe or bool(self.quotas)
 
     def to_json(self) -> bytes:
         return json.dumps(
             {
                 "quotas": list(self.quotas),
+                "probe": self.probe,
+                "settles": list(self.settles),
                 "cutoff_ns": self.cutoff_ns,
                 "ack_deadline": self.ack_deadline,
-                "pending": list(self.pending),
-                "unsettled": list(self.unsettled),
             }
         ).encode()
 
@@ -121,10 +148,12 @@ class Plan:
         raw = json.loads(data)
         return cls(
             tuple(raw["quotas"]),
+            # A plan without these was written by the version whose driver acked every
+            # batch itself: it always had a probe part, and its tasks settled nothing.
+            bool(raw.get("probe", True)),
+            tuple(raw.get("settles", ())),
             raw["cutoff_ns"],
             float(raw["ack_deadline"]),
-            tuple(raw["pending"]),
-            tuple(raw["unsettled"]),
         )
 
 
@@ -154,6 +183,11 @@ def encode_part(rows: pa.Table, ack_only: pa.Table, leased_until: float) -> byte
             if table.num_rows:
                 writer.write_table(table.cast(WIRE_SCHEMA))
     return bytes(sink.getvalue())
+
+
+def _read_ipc(path: Path) -> pa.Table:
+    with pa.memory_map(str(path)) as source:
+        return pyarrow.ipc.open_file(source).read_all()
 
 
 def _read_part(path: Path, batch: int, index: int, columns: list[str] | None = None) -> Part:
@@ -193,12 +227,47 @@ class Journal:
     def load_state(self) -> dict[str, Any]:
         path = self.directory / STATE_FILE
         if not path.exists():
-            return {"settled": 0, "pending": {}}
+            return {"settled": 0}
         state: dict[str, Any] = json.loads(path.read_text())
         return state
 
     def save_state(self, state: dict[str, Any]) -> None:
         atomic_replace(self.directory / STATE_FILE, json.dumps(state, sort_keys=True).encode())
+
+    # ------------------------------------------------------------------ pending
+
+    def pending_dir(self) -> Path:
+        return self.directory / PENDING_DIR
+
+    def write_pending(self, batch: int, index: int, message_ids: list[str]) -> None:
+        """Committed messages of part ``index`` of ``batch`` whose ack was not confirmed."""
+        directory = self.pending_dir()
+        directory.mkdir(exist_ok=True)
+        table = pa.table({"message_id": pa.array(message_ids, pa.string())})
+        sink = pa.BufferOutputStream()
+        with pyarrow.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        atomic_replace(directory / f"{batch}-{index}.arrow", bytes(sink.getvalue()))
+
+    def pending_files(self) -> list[Path]:
+        with contextlib.suppress(FileNotFoundError):
+            return sorted(p for p in self.pending_dir().iterdir() if _PENDING.match(p.name))
+        return []
+
+    def pending_ids(self) -> list[pa.Array]:
+        """The pending message ids (one array per file)."""
+        columns = []
+        for path in self.pending_files():
+            with contextlib.suppress(FileNotFoundError):  # expired meanwhile
+                columns.append(_read_ipc(path).column("message_id").combine_chunks())
+        return columns
+
+    def expire_pending(self, older_than: float) -> None:
+        """Forget pending files last written before ``older_than`` (wall clock)."""
+        for path in self.pending_files():
+            with contextlib.suppress(FileNotFoundError):
+                if path.stat().st_mtime < older_than:
+                    path.unlink()
 
     def driver_logs(self) -> list[Path]:
         return sorted(p for p in self.directory.iterdir() if _DRIVER_LOG.match(p.name))
@@ -238,10 +307,25 @@ class Journal:
     def attempt_log(self, batch: int, index: int) -> Path:
         return self.batch_dir(batch) / f"part-{index:05d}.{uuid.uuid4().hex}.log"
 
-    def attempt_logs(self, batch: int) -> list[Path]:
+    def attempt_logs(self, batch: int, index: int | None = None) -> list[Path]:
+        """The lease logs of read task attempts of ``batch`` (of its part ``index``)."""
         with contextlib.suppress(FileNotFoundError):
-            return sorted(p for p in self.batch_dir(batch).iterdir() if _ATTEMPT_LOG.match(p.name))
+            return sorted(
+                p
+                for p in self.batch_dir(batch).iterdir()
+                if (match := _ATTEMPT_LOG.match(p.name))
+                and (index is None or int(match[1]) == index)
+            )
         return []
+
+    def settled_path(self, batch: int, index: int) -> Path:
+        return self.batch_dir(batch) / f"part-{index:05d}.settled"
+
+    def mark_settled(self, batch: int, index: int) -> None:
+        """The part's acks are done. Not fsync'd: after a machine crash without it the part
+        is settled again, which sends its acks again (their ids then fail: pending)."""
+        with contextlib.suppress(FileNotFoundError):  # pruned meanwhile
+            self.settled_path(batch, index).touch()
 
     def part_indexes(self, batch: int) -> list[int]:
         with contextlib.suppress(FileNotFoundError):
@@ -259,15 +343,32 @@ class Journal:
     def read_part(self, batch: int, index: int, columns: list[str] | None = None) -> Part:
         return _read_part(self.part_path(batch, index), batch, index, columns)
 
-    def message_ids(self, batch: int, *, except_part: int | None = None) -> set[str]:
-        """The message ids journaled in ``batch`` (emitted or ack-only rows)."""
-        ids: set[str] = set()
+    def message_ids(self, batch: int, *, except_part: int | None = None) -> list[pa.Array]:
+        """The message ids journaled in ``batch`` (emitted or ack-only rows), one array per
+        part (a part pruned meanwhile has none)."""
+        columns = []
         for index in self.part_indexes(batch):
             if index != except_part:
                 with contextlib.suppress(FileNotFoundError):  # pruned meanwhile
                     part = self.read_part(batch, index, ["message_id"])
-                    ids.update(part.table.column("message_id").to_pylist())
-        return ids
+                    columns.append(part.table.column("message_id").combine_chunks())
+        return columns
+
+
+def ids_among(columns: list[pa.Array], candidates: list[str]) -> set[str]:
+    """The ``candidates`` found in any of ``columns``.
+
+    The hash table is built over the candidates (a pull's few thousand ids) and the
+    columns (~100,000 ids) only scanned: the other way round costs ten times more.
+    """
+    if not candidates or not columns:
+        return set()
+    wanted = pa.array(candidates, pa.string())
+    found: set[str] = set()
+    for column in columns:
+        if len(column):
+            found.update(column.filter(pc.is_in(column, value_set=wanted)).to_pylist())
+    return found
 
 
 def emitted_rows(part: Part) -> pa.Table:

@@ -21,8 +21,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -70,7 +71,10 @@ class LeaseRecord:
     newest_write: float = 0.0
 
 
-def read_logs(paths: Iterable[Path]) -> LeaseRecord:
+def read_logs(paths: Iterable[Path], *, ack_ids: bool = True) -> LeaseRecord:
+    """What the logs at ``paths`` say (a missing one says nothing). ``ack_ids=False`` reads
+    only which calls were answered, not their ack ids: a read task's log holds up to a
+    Pull's worth of ids per line, and the driver wants only the calls in flight."""
     record = LeaseRecord()
     for path in paths:
         try:
@@ -80,7 +84,14 @@ def read_logs(paths: Iterable[Path]) -> LeaseRecord:
             continue
         record.paths.append(path)
         sent: dict[int, float] = {}
-        for event in _events(text):
+        for line in text.splitlines():
+            if not ack_ids and (answered := _ANSWERED.match(line)) is not None:
+                if line.endswith("]]"):  # not torn by a kill mid-write
+                    sent.pop(int(answered[1]), None)
+                continue
+            event = _event(line)
+            if event is None:
+                continue
             if event[0] == "sent":
                 sent[int(event[1])] = float(event[2])
             elif event[0] == "answered":
@@ -90,11 +101,15 @@ def read_logs(paths: Iterable[Path]) -> LeaseRecord:
     return record
 
 
-def _events(text: str) -> Iterator[list[Any]]:
-    for line in text.splitlines():
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # torn by a kill mid-write
-        if isinstance(event, list) and len(event) == 3:
-            yield event
+# The start of an "answered" line: ["answered",<call>,[...
+_ANSWERED = re.compile(r'^\["answered",(\d+),')
+
+
+def _event(line: str) -> list[Any] | None:
+    try:
+        event = json.loads(line)
+    except json.JSONDecodeError:
+        return None  # torn by a kill mid-write
+    if isinstance(event, list) and len(event) == 3:
+        return event
+    return None

@@ -32,5 +32,8 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
 
     def close(self) -> None:
+        """Stop the loop and close it (its self-pipe sockets), once its thread is done."""
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(5.0)
+        if not self._thread.is_alive():
+            self.loop.close()

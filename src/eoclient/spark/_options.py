@@ -1,8 +1,8 @@
 """The source's options: parsed and checked once, every mistake named in one line.
 
-Spark hands a data source its options as a case-insensitive dict of strings (keys come back
-lower-cased, spark-notes §3.1), so a misspelt option would otherwise be silently ignored:
-an unknown name is an error that suggests the closest known one.
+Spark hands a data source its options as a case-insensitive dict of strings, keys lower-cased
+(docs/protocol.md#spark-data-source-options), so a misspelt option would otherwise be
+silently ignored: an unknown name is an error that suggests the closest known one.
 """
 
 from __future__ import annotations

@@ -1,5 +1,13 @@
-"""The driver side of the source, in Spark's source-runner process: plans batches, acks
-them after Spark's commit, keeps journaled deliveries leased, cleans up after dead pullers.
+"""The driver side of the source, in Spark's source-runner process: plans batches and keeps
+the journal's books; the work per message is the executors' (``_reader``, ``_settle``).
+
+Per batch the driver reads a few small files (plans, the previous batch's message ids as
+Arrow columns, which it only scans), pulls one probe round (at most ``PROBE_ROWS``
+messages, whatever the batch size) and writes the probe's part and the plan. It acks
+nothing of a committed batch: the next batch's read tasks ack it (``plan.settles``). It
+keeps only its probe's parts leased (a lease keeper of its own, ``_keeper``), since a
+batch's first task may start long after the probe (a cold Python worker); the executors'
+keepers extend what their tasks journaled.
 
 Every coroutine runs on one loop (``LoopThread``); the runner's state is touched only there.
 Spark's calls (``source.py``) hand their work to the loop and wait for it.
@@ -8,28 +16,23 @@ Spark's calls (``source.py``) hand their work to the loop and wait for it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
-from pathlib import Path
 
-from eoclient._tasks import cancel_and_wait
 from eoclient._transport import PubSubTransport
 from eoclient.admin import AdminClient
 from eoclient.errors import NotFound, RpcError, SparkConnectorError
+from eoclient.spark import _acks
 from eoclient.spark._decisions import (
+    PENDING_TTL_SECONDS,
     Admission,
     Known,
-    Leases,
-    Settlement,
-    expire_pending,
-    leftovers,
+    assign_settles,
+    grace_until,
     plan_partitions,
 )
-from eoclient.spark._faults import fault_point
-from eoclient.spark._journal import Journal, Plan, encode_part, local_path
+from eoclient.spark._journal import Journal, Plan, encode_part, ids_among, local_path
+from eoclient.spark._keeper import LeaseKeeper
 from eoclient.spark._lease_log import LeaseLog, read_logs
 from eoclient.spark._loop import LoopThread
 from eoclient.spark._options import SourceSettings
@@ -41,33 +44,23 @@ from eoclient.spark._pull import (
     open_transport,
     pull_part,
 )
+from eoclient.spark._reader import ReadTask
 from eoclient.spark._schema import WIRE_SCHEMA
-from eoclient.subscriber import AcknowledgeStatus, AckRetrySettings, SubscriberClient
+from eoclient.subscriber import AcknowledgeStatus, AckRetrySettings
 
 # The driver's probe pull asks for this many messages at most: what its Pull calls in
 # flight bring in one round. A batch whose probe gets fewer is the probe alone; otherwise
 # read tasks on the executors pull the rest of maxMessagesPerTrigger.
 PROBE_ROWS = PULL_MAX * PULLS_IN_FLIGHT
-# How often the lease task looks for new journal parts and leases to extend (seconds).
-LEASE_TICK = 1.0
-# Transient ack failures are retried this long before the ids count as unconfirmed
-# (pending: acked on redelivery). Nothing is lost by giving up.
-ACK_RETRY = AckRetrySettings(deadline=30.0)
-# A lease extension is retried for at most this long: the next tick sends it again anyway.
-LEASE_RETRY = AckRetrySettings(deadline=LEASE_TICK * 2)
-# A restarted driver gives back what dead pullers held only once their logs have been still
-# this long: a read task whose executor died finishes its pull within pullTimeoutSeconds
-# (and checks for its executor before journaling), so none is still about to journal them.
+# The probe's acks (redeliveries of committed messages) and releases: retried this long;
+# what fails comes back and is handled again.
+PROBE_ACK_RETRY = AckRetrySettings(deadline=10.0)
+# A restarted driver reads what dead pullers' logs say only once they have been still this
+# long: a read task whose executor died finishes its pull within pullTimeoutSeconds (and
+# checks for its executor before journaling), so none is still writing then.
 DEAD_PULLER_QUIET = 5.0
 
 logger = logging.getLogger("eoclient.spark")
-
-
-@dataclass(frozen=True, slots=True)
-class _PartIds:
-    batch: int
-    message_ids: list[str]
-    ack_ids: list[str]
 
 
 class Runner:
@@ -78,21 +71,13 @@ class Runner:
         self.journal = Journal(local_path(settings.journal_path))
         self.journal.create()
         self.epoch = self.journal.epoch()
-        state = self.journal.load_state()
-        self.settled: int = int(state.get("settled", 0))  # batches below are acked
-        self.pending: dict[str, float] = dict(state.get("pending", {}))
+        self.settled: int = int(self.journal.load_state().get("settled", 0))  # batches below
         self.ack_deadline = 10.0
         self.available_now = False
         self.cutoff_ns: int | None = None
         self.grace_until = 0.0  # monotonic
-        self.leases = Leases(settings.lease_seconds)
-        self.parts: dict[str, _PartIds] = {}  # discovered journal parts, by lease group
-        self._settle_target = self.settled
-        self._settling: asyncio.Task[None] | None = None
-        self._acked_by_probe: set[str] = set()
-        self._lease_task: asyncio.Task[None] | None = None
-        self.client: SubscriberClient | None = None
         self.transport: PubSubTransport | None = None
+        self.keeper: LeaseKeeper | None = None
         self.loop = LoopThread("eoclient-spark-source")
         self.log: LeaseLog | None = None
         self.loop.run(self._start())
@@ -101,16 +86,14 @@ class Runner:
 
     async def _start(self) -> None:
         # On the loop: a grpc.aio channel belongs to the loop it is made on.
-        self.client = SubscriberClient(self.settings.endpoint)
         self.transport = open_transport(self.settings.endpoint)
+        self.keeper = LeaseKeeper(
+            self.transport, self.settings.subscription, self.settings.lease_seconds
+        )
         await self._check_subscription()
-        dead_logs = self.journal.driver_logs()
-        for batch in self._unsettled_on_disk():
-            dead_logs += self.journal.attempt_logs(batch)
-        self._discover(time.time())
-        await self._give_back(dead_logs)
+        self._migrate_pending()
+        await self._give_back()
         self.log = LeaseLog(self.journal.new_driver_log())
-        self._lease_task = asyncio.get_running_loop().create_task(self._lease_forever())
 
     async def _check_subscription(self) -> None:
         name = self.settings.subscription
@@ -134,62 +117,109 @@ class Runner:
             )
         self.ack_deadline = float(subscription.ack_deadline_seconds or 10)
 
-    async def _give_back(self, logs: list[Path]) -> None:
-        """Release what dead pullers (an earlier run's driver and read tasks) held and never
-        journaled; decide how long an ``availableNow`` run waits for what they may hold."""
-        record = read_logs(logs)
-        quiet_for = time.time() - record.newest_write
-        if record.paths and quiet_for < DEAD_PULLER_QUIET:
+    def _migrate_pending(self) -> None:
+        """A journal written by the version whose driver acked every batch kept its pending
+        ids in state.json: they move to a pending file of their own."""
+        state = self.journal.load_state()
+        pending = state.pop("pending", None)
+        if pending is None:
+            return
+        if pending:
+            self.journal.write_pending(self.settled, 0, sorted(pending))
+        self.journal.save_state(state)
+
+    async def _give_back(self) -> None:
+        """Release what the dead driver's probe held and never journaled; decide how long an
+        ``availableNow`` run waits for what dead pullers may hold unrecorded.
+
+        Read tasks' attempt logs are the settle's (``_settle``): it gives their deliveries
+        back once their batch is committed. Here only their unanswered calls count."""
+        driver_logs = self.journal.driver_logs()
+        attempt_logs = [
+            path
+            for batch in self.journal.batches()
+            if batch >= self.settled
+            for path in self.journal.attempt_logs(batch)
+        ]
+        record = read_logs(driver_logs)
+        calls = read_logs(attempt_logs, ack_ids=False)
+        quiet_for = time.time() - max(record.newest_write, calls.newest_write)
+        if (record.paths or calls.paths) and quiet_for < DEAD_PULLER_QUIET:
             await asyncio.sleep(DEAD_PULLER_QUIET - quiet_for)
-        journaled = {ack_id for part in self.parts.values() for ack_id in part.ack_ids}
-        plan = leftovers(
-            record.answered,
-            [sent + PULL_CALL_TIMEOUT for sent in record.unanswered_since],
-            journaled,
-            self.ack_deadline,
-        )
-        await self._release(plan.release)
+            calls = read_logs(attempt_logs, ack_ids=False)
+        journaled = self._probe_ack_ids()
+        await self._release([ack_id for ack_id in record.answered if ack_id not in journaled])
         for path in record.paths:
             path.unlink(missing_ok=True)
         if self.settings.restart_grace is not None:
             grace = self.settings.restart_grace
         else:
-            grace = max(0.0, plan.wait_until - time.time())
+            sent = [*record.unanswered_since, *calls.unanswered_since]
+            grace = max(0.0, grace_until(sent, PULL_CALL_TIMEOUT, self.ack_deadline) - time.time())
         self.grace_until = time.monotonic() + grace
+
+    def _probe_ack_ids(self) -> set[str]:
+        """The ack ids of probe parts of unsettled batches, leased again (a dead driver's
+        log lists those it journaled: they are the batch's, not to be given back)."""
+        ids: set[str] = set()
+        for batch in self.journal.batches():
+            if batch >= self.settled and self.journal.part_path(batch, 0).exists():
+                part = self.journal.read_part(batch, 0, ["ack_id"])
+                ack_ids = part.table.column("ack_id").to_pylist()
+                self._hold(batch, ack_ids, part.leased_until)
+                ids.update(ack_ids)
+        return ids
+
+    def _hold(self, batch: int, ack_ids: list[str], leased_until: float) -> None:
+        assert self.keeper is not None
+        path = self.journal.part_path(batch, 0)
+        settled = self.journal.settled_path(batch, 0)
+        self.keeper.hold(path, settled, ack_ids, leased_until, time.time())
 
     # -------------------------------------------------------------- Spark's calls
 
     async def latest(self, start: int, max_rows: int) -> int:
         """``latestOffset``: batches below ``start`` are committed; plan batch ``start``
-        (probe, journal, plan) and return ``start + 1``, or ``start`` if there is nothing."""
-        now = time.time()
-        self._discover(now)
-        self.request_settle(start)
+        (probe, journal, plan) and return ``start + 1``, or ``start`` if there is nothing to
+        read and nothing to settle."""
+        self.advance(start)
         if self.journal.plan(start) is not None:
             return start + 1  # planned before a crash, before Spark's offset log
+        settles = self._unsettled(start)
         if self.journal.part_path(start, 0).exists():
             # The probe was journaled, the plan not: the batch is the probe alone.
-            self._write_plan(start, ())
+            self._write_plan(start, (), probe=True, settles=settles)
             return start + 1
-        pulled, asked = await self._probe(start, max_rows)
+        pulled, drained = await self._probe(start, max_rows)
+        while not pulled.admission.emitted and pulled.admission.ack_now:
+            # Only redeliveries of committed messages (acked now), until the pull's
+            # deadline: the subscription is not known to be empty. Look again: each round
+            # acks some for good, and a run must not end with them left unacked.
+            self._renew_log()
+            pulled, drained = await self._probe(start, max_rows)
         if not pulled.admission.emitted:
-            # Nothing (more) to read: what is committed is acked before this returns, since
-            # Spark may end the query (availableNow) and kill this process.
-            await self.settled_upto(start)
-            return start
+            self._renew_log()
+            if not settles:
+                return start
+            # Nothing new, but a committed batch waits for its acks: a batch of settle tasks
+            # (no row). Its commit then ends an availableNow run with everything acked.
+            self._write_plan(start, (), probe=False, settles=settles)
+            return start + 1
         rows = pulled.rows()
-        quotas = plan_partitions(rows.num_rows, asked, max_rows, self.settings.num_partitions)
-        leased_until = (pulled.first_sent or now) + self.ack_deadline
+        quotas = plan_partitions(rows.num_rows, drained, max_rows, self.settings.num_partitions)
+        leased_until = (pulled.first_sent or time.time()) + self.ack_deadline
         self.journal.batch_dir(start).mkdir(exist_ok=True)
         self.journal.claim(start, 0, encode_part(rows, WIRE_SCHEMA.empty_table(), leased_until))
-        self._write_plan(start, quotas)
+        self._hold(start, rows.column("ack_id").to_pylist(), leased_until)
+        self._write_plan(start, quotas, probe=True, settles=settles)
         self._renew_log()
-        self._discover(time.time())
         return start + 1
 
-    def partitions(self, start: int, end: int) -> list[tuple[int, int, int]]:
-        """``(batch, part, quota)`` of each part of the batches in ``[start, end)``."""
-        parts = []
+    def partitions(self, start: int, end: int) -> list[ReadTask]:
+        """The read tasks of the batches in ``[start, end)``: the probe's part, one per quota,
+        and the parts of ``plan.settles`` spread over them (only settle tasks if the batch
+        reads nothing)."""
+        tasks: list[ReadTask] = []
         for batch in range(start, end):
             plan = self.journal.plan(batch)
             if plan is None:
@@ -197,46 +227,83 @@ class Runner:
                     f"the journal in {self.journal.directory} has no plan of batch {batch}: "
                     "was it deleted, or does journalPath belong to another checkpoint?"
                 )
-            parts.append((batch, 0, 0))
-            parts += [(batch, index, quota) for index, quota in enumerate(plan.quotas, 1)]
-        return parts
+            reads: list[tuple[int | None, int]] = [(0, 0)] if plan.probe else []
+            reads += [(index, quota) for index, quota in enumerate(plan.quotas, 1)]
+            units = [
+                (settled, index)
+                for settled in plan.settles
+                for index in self.journal.part_indexes(settled)
+            ]
+            if not reads:
+                reads = [(None, 0)] * min(len(units), self.settings.num_partitions)
+            for (part, quota), settle in zip(reads, assign_settles(units, len(reads)), strict=True):
+                tasks.append(ReadTask(batch, part, quota, settle))
+        return tasks
 
-    def request_settle(self, upto: int) -> None:
-        """Batches below ``upto`` are committed: ack them (in the background, in order)."""
-        self._settle_target = max(self._settle_target, upto)
-        if self._settle_target > self.settled and (self._settling is None or self._settling.done()):
-            self._settling = asyncio.get_running_loop().create_task(self._settle_all())
+    def advance(self, start: int) -> None:
+        """Batches below ``start`` are in Spark's commit log, so the settles their tasks ran
+        are done: forget and prune every batch that is settled or had nothing to settle."""
+        settled_by_tasks: set[int] = set()
+        plans: dict[int, Plan] = {}
+        for batch in self.journal.batches():
+            if self.settled <= batch < start:
+                plan = self.journal.plan(batch)
+                if plan is not None:
+                    plans[batch] = plan
+                    settled_by_tasks.update(plan.settles)
+        # The lowest committed batch still waiting for its acks bounds what is settled.
+        waiting = [
+            batch for batch, plan in plans.items() if plan.reads and batch not in settled_by_tasks
+        ]
+        settled = min(waiting, default=max(start, self.settled))
+        if settled > self.settled:
+            self.settled = settled
+            # Saved before pruning: a crash in between prunes the rest at the restart.
+            self.journal.save_state({"settled": self.settled})
+            for batch in self.journal.batches():
+                if batch < self.settled:
+                    self.journal.prune(batch)
+        self.journal.expire_pending(time.time() - PENDING_TTL_SECONDS)
 
-    async def settled_upto(self, upto: int) -> None:
-        self.request_settle(upto)
-        while self.settled < upto:
-            assert self._settling is not None
-            await asyncio.shield(self._settling)
+    def _unsettled(self, start: int) -> tuple[int, ...]:
+        """Committed batches (below ``start``) whose rows no batch's tasks have acked."""
+        return tuple(
+            batch
+            for batch in self.journal.batches()
+            if self.settled <= batch < start
+            and (plan := self.journal.plan(batch)) is not None
+            and plan.reads
+        )
 
     # --------------------------------------------------------------- probing
 
-    def _write_plan(self, batch: int, quotas: tuple[int, ...]) -> None:
+    def _write_plan(
+        self, batch: int, quotas: tuple[int, ...], *, probe: bool, settles: tuple[int, ...]
+    ) -> None:
         plan = Plan(
             quotas=quotas,
+            probe=probe,
+            settles=settles,
             cutoff_ns=self.cutoff_ns,
             ack_deadline=self.ack_deadline,
-            pending=tuple(self.pending),
-            unsettled=tuple(range(self.settled, batch)),
         )
         self.journal.write_plan(batch, plan)
 
-    def _committed(self, below: int) -> set[str]:
-        ids = set(self.pending)
-        for part in self.parts.values():
-            if part.batch < below:
-                ids.update(part.message_ids)
-        return ids
-
-    async def _probe(self, start: int, max_rows: int) -> tuple[Pulled, int]:
+    async def _probe(self, start: int, max_rows: int) -> tuple[Pulled, bool]:
+        """Pull one round for batch ``start``; and whether it found the subscription drained
+        (fewer new messages than it asked for)."""
         assert self.log is not None
         assert self.transport is not None
+        # Redeliveries of committed messages (the batches being settled, the pending ids):
+        # acked, not emitted; looked up per response, so they do not fill the probe.
+        committed = [
+            *(c for batch in self._unsettled(start) for c in self.journal.message_ids(batch)),
+            *self.journal.pending_ids(),
+        ]
         known = Known(
-            committed=self._committed(start), cutoff_ns=self.cutoff_ns, dedupe=self.settings.dedupe
+            cutoff_ns=self.cutoff_ns,
+            dedupe=self.settings.dedupe,
+            committed=lambda message_ids: ids_among(committed, list(message_ids)),
         )
         pulled = Pulled(Admission(known))
         asked = min(max_rows, PROBE_ROWS)
@@ -250,145 +317,48 @@ class Runner:
             keep_waiting=lambda now: self.available_now and now < self.grace_until,
         )
         admission = pulled.admission
+        drained = len(admission.emitted) < asked
         if admission.ack_now:
-            # Redeliveries of committed messages: acked, not emitted.
-            statuses = await self._acknowledge(admission.ack_now)
-            for ack_id, message_id in admission.ack_now.items():
-                if statuses.get(ack_id) is AcknowledgeStatus.SUCCESS:
-                    self.pending.pop(message_id, None)
-                    self._acked_by_probe.add(message_id)
+            failed = await self._acknowledge(list(admission.ack_now))
+            if failed:
+                logger.info("%d redeliveries of committed messages not acked yet", len(failed))
         # Published after this availableNow run began: back to the subscription now.
         await self._release(admission.release)
-        if not admission.emitted:
-            self._renew_log()
-        return pulled, asked
+        return pulled, drained
 
     def _renew_log(self) -> None:
-        """What the driver's log listed is journaled or settled: start a fresh one."""
+        """What the driver's log listed is journaled, acked or given back: a fresh one."""
         assert self.log is not None
         self.log.close(delete=True)
         self.log = LeaseLog(self.journal.new_driver_log())
 
-    # -------------------------------------------------------------- settling
-
-    async def _settle_all(self) -> None:
-        while self.settled < self._settle_target:
-            await self._settle(self.settled)
-
-    async def _settle(self, batch: int) -> None:
-        """Ack batch ``batch`` (committed), give back what dead attempts held, prune it."""
-        self._discover(time.time())
-        groups = [group for group, part in self.parts.items() if part.batch == batch]
-        message_ids: list[str] = []
-        ack_ids: list[str] = []
-        for group in groups:
-            message_ids += self.parts[group].message_ids
-            ack_ids += self.parts[group].ack_ids
-        if ack_ids:
-            fault_point("before_ack", self.settings.fault_points, self.settings.fault_dir)
-            settlement = Settlement.from_rows(message_ids, ack_ids)
-            while sent := settlement.next_round():
-                settlement.record(sent, await self._acknowledge(sent))
-            now = time.time()
-            for message_id in settlement.unconfirmed - self._acked_by_probe:
-                # Unconfirmed: a redelivery is acked, not emitted.
-                self.pending[message_id] = now
-        # Read tasks that died (or lost a race and died before giving back): their
-        # deliveries were never journaled; release them now rather than at their deadline.
-        record = read_logs(self.journal.attempt_logs(batch))
-        await self._release(leftovers(record.answered, (), set(ack_ids), 0).release)
-        for group in groups:
-            self.leases.remove(group)
-            del self.parts[group]
-        self._acked_by_probe.clear()
-        self.settled = batch + 1
-        self.pending = expire_pending(self.pending, time.time())
-        # Saved before the batch is pruned: a read task that finds it gone reads the
-        # pending ids here instead.
-        self.journal.save_state({"settled": self.settled, "pending": self.pending})
-        self.journal.prune(batch)
-
-    async def _acknowledge(self, ack_ids: Iterable[str]) -> dict[str, AcknowledgeStatus]:
-        """Ack by id; an id not confirmed SUCCESS is missing from or not SUCCESS in the
-        answer (a broken channel: nothing is confirmed)."""
+    async def _acknowledge(self, ack_ids: list[str]) -> dict[str, AcknowledgeStatus]:
+        assert self.transport is not None
         try:
-            results = await self._client().acknowledge(
-                self.settings.subscription, ack_ids, ack_retry=ACK_RETRY
+            return await _acks.acknowledge(
+                self.transport, self.settings.subscription, ack_ids, PROBE_ACK_RETRY
             )
-        except Exception as error:
-            logger.warning("acknowledging failed, the ids stay pending: %s", error)
-            return {}
-        return {ack_id: result.status for ack_id, result in results.items()}
+        except Exception as error:  # they come back, and are acked then
+            logger.warning("acknowledging %d redeliveries failed: %s", len(ack_ids), error)
+            return dict.fromkeys(ack_ids, AcknowledgeStatus.OTHER)
 
     async def _release(self, ack_ids: list[str]) -> None:
         """Give deliveries back for redelivery now (modack 0). Best effort: one that is not
         released comes back when its deadline passes."""
-        if ack_ids:
-            with contextlib.suppress(Exception):
-                await self._client().modify_ack_deadline(self.settings.subscription, ack_ids, 0)
-
-    def _client(self) -> SubscriberClient:
-        assert self.client is not None, "used before _start"
-        return self.client
-
-    # ------------------------------------------------------------------ leases
-
-    def _unsettled_on_disk(self) -> list[int]:
-        return [batch for batch in self.journal.batches() if batch >= self.settled]
-
-    def _discover(self, now: float) -> None:
-        """Lease (and remember for the settle) every journal part not seen yet."""
-        for batch in self._unsettled_on_disk():
-            for index in self.journal.part_indexes(batch):
-                group = f"{batch}/{index}"
-                if group in self.parts:
-                    continue
-                part = self.journal.read_part(batch, index, ["message_id", "ack_id"])
-                ids = _PartIds(
-                    batch,
-                    part.table.column("message_id").to_pylist(),
-                    part.table.column("ack_id").to_pylist(),
-                )
-                self.parts[group] = ids
-                self.leases.add(group, ids.ack_ids, part.leased_until, now)
-
-    async def _lease_forever(self) -> None:
-        while True:
-            # Every tick (new parts to find), or sooner when a lease is due sooner.
-            now = time.time()
-            wakeup = self.leases.next_wakeup(now)
-            await asyncio.sleep(LEASE_TICK if wakeup is None else min(LEASE_TICK, wakeup - now))
+        if ack_ids and self.transport is not None:
             try:
-                self._discover(time.time())
-            except OSError as error:  # a part being pruned: the next tick sees the rest
-                logger.debug("journal scan: %s", error)
-            for group, ack_ids in self.leases.due(time.time()).items():
-                try:
-                    results = await self._client().modify_ack_deadline(
-                        self.settings.subscription,
-                        ack_ids,
-                        self.settings.lease_seconds,
-                        ack_retry=LEASE_RETRY,
-                    )
-                except Exception as error:  # the next round tries again
-                    logger.warning("extending %d leases failed: %s", len(ack_ids), error)
-                    continue
-                lost = [
-                    ack_id
-                    for ack_id, result in results.items()
-                    if result.status is AcknowledgeStatus.INVALID_ACK_ID
-                ]
-                # Lost: the message comes back as a redelivery; it is in a journal, so
-                # admission acks it (committed) or keeps it with the batch.
-                self.leases.lost(group, lost)
+                await _acks.modify_ack_deadline(
+                    self.transport, self.settings.subscription, ack_ids, 0, PROBE_ACK_RETRY
+                )
+            except Exception as error:
+                logger.debug("giving back %d deliveries failed: %s", len(ack_ids), error)
 
     # ----------------------------------------------------------------- closing
 
     async def close(self) -> None:
-        await cancel_and_wait(self._lease_task)
+        if self.keeper is not None:
+            await self.keeper.close()
         if self.log is not None:
             self.log.close(delete=False)
-        if self.client is not None:
-            await self.client.aclose()
         if self.transport is not None:
             await self.transport.close()

@@ -53,16 +53,18 @@ def decode(response: pubsub_pb2.PullResponse) -> Received:
     times = [message.publish_time for message in messages]
     publish_ns = [time.seconds * 1_000_000_000 + time.nanos for time in times]
     # map<string,string> from flat keys and values with offsets: building it from a dict
-    # per row costs twice as much (most of this function's time is the attributes).
+    # per row costs twice as much (most of this function's time is the attributes). A key
+    # then a lookup, not items(): the protobuf map's items() is the generic Mapping mixin,
+    # which walks it in Python (2.5x slower here).
     offsets = [0]
     keys: list[str] = []
     values: list[str] = []
     for message in messages:
         attributes = message.attributes
         if attributes:
-            for key, value in attributes.items():
+            for key in attributes:
                 keys.append(key)
-                values.append(value)
+                values.append(attributes[key])
         offsets.append(len(keys))
     attributes_array = pa.MapArray.from_arrays(
         pa.array(offsets, pa.int32()),

@@ -1,4 +1,7 @@
-"""A SparkSession with this machine's pitfalls handled (spark-notes §2, §5)."""
+"""A SparkSession with Spark's known pitfalls handled.
+
+See docs/protocol.md#spark-session-environment.
+"""
 
 from __future__ import annotations
 

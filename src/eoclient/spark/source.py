@@ -1,39 +1,49 @@
 """The streaming source: subscription → DataFrame, exactly once into a batch-idempotent sink,
-read by the executors.
+read by the executors; the driver's work per batch does not grow with its messages.
 
 Where things run. Spark calls every method but ``read`` in one long-lived *source runner*
 process next to the driver, on one reader object: there a :class:`~eoclient.spark._runner.Runner`
-owns an event loop thread, the SDK clients and the driver-side state. ``read`` runs in
-Python workers on the executors, one task per partition, on pickled copies of the reader
+owns an event loop thread, a channel and the driver-side state. ``read`` runs in Python
+workers on the executors, one task per partition, on pickled copies of the reader
 (``eoclient.spark._reader``). Offsets are ``{"journal": <epoch>, "batch": k}``: batch ``k``
 is what the journal's ``batch-<k>/`` holds (layout: ``eoclient.spark._journal``).
 
 A micro-batch:
 
 1. ``latestOffset(start = k)``: Spark calls it only once batches below ``k`` are in its
-   commit log, so their acks start now, in the background (``commit`` lags one batch and
-   never comes for the last batch of an ``availableNow`` run). Then the driver *probes*: it
-   pulls one round (up to 2,000 messages), journals them as part 0 and writes the batch's
+   commit log (docs/protocol.md#spark-micro-batch-commit-order). The driver forgets
+   (prunes) the batches the committed batches' tasks have settled; batch ``k - 1`` is
+   committed but not acked yet: batch ``k`` will settle it. Then it *probes*: pulls one
+   round (up to 2,000 messages, whatever the batch size), acks the redeliveries of
+   committed messages among them (a round of nothing else pulls again: the subscription
+   is not known to be empty), journals the rest as part 0 and writes the batch's
    *plan*: how many read tasks pull how many messages each (the rest of
    ``maxMessagesPerTrigger`` over ``numPartitions``; none if the probe found the
-   subscription nearly drained), the ``availableNow`` cutoff and the ids committed but not
-   yet confirmed acked. Returns ``k + 1``, or ``k`` if the probe found nothing (then only
-   after the acks are done: Spark may end the query). A plan that exists (a crash after it,
-   before Spark's offset log) is returned as is.
-2. ``partitions(k, k + 1)``: part 0, and one partition per read task of the plan.
-3. ``read``: a journaled part is replayed; otherwise the task pulls its share, drops
-   redeliveries of committed messages (acking them), journals what it pulled *before*
-   returning a row, atomically and only if no other attempt did (the loser gives its
-   messages back with modack 0 and replays the winner). See ``_reader``.
-4. The sink commits, Spark writes ``commits/k``; the next ``latestOffset(k + 1)`` (or
-   ``commit``) acks batch ``k``: every journaled ack id, in bulk, from the driver. An ack
-   that is not confirmed leaves the message *pending*: its next redelivery is acked, not
-   emitted. Then the batch's directory is deleted.
+   subscription nearly drained), which committed batches its tasks settle, the
+   ``availableNow`` cutoff. Returns ``k + 1``. If the probe found nothing: ``k + 1`` all the
+   same while a committed batch waits for its acks (a batch of settle tasks, no row), else
+   ``k`` (Spark may then end the query: everything is acked). A plan that exists (a crash
+   after it, before Spark's offset log) is returned as is.
+2. ``partitions(k, k + 1)``: part 0, one partition per read task of the plan, and the parts
+   of the batches it settles dealt round-robin over them (settle tasks alone if the batch
+   reads nothing).
+3. ``read``: first settle the parts dealt to the task (``_settle``: ack every journaled ack
+   id; give back what their dead attempts pulled and never journaled; record the messages
+   whose ack is not confirmed as *pending*: a redelivery of one is acked, not emitted; mark
+   the part settled). Then a journaled part is replayed; otherwise the task pulls its share,
+   acks redeliveries of committed messages, journals what it pulled *before* returning a
+   row, atomically and only if no other attempt did (the loser gives its messages back with
+   modack 0 and replays the winner). The part's ack ids go to the worker's lease keeper
+   (``_keeper``), which extends their leases until the part is settled. See ``_reader``.
+4. The sink commits, Spark writes ``commits/k``; the next ``latestOffset(k + 1)`` plans
+   batch ``k + 1``, whose tasks settle batch ``k``.
 
-Meanwhile the driver's lease task finds new journal parts (every second) and extends their
-deliveries' leases (by the SDK's lease rules) until the batch is acked. Every puller logs
+So the driver reads plans, lists directories, scans the previous batch's message ids (Arrow
+columns, for its probe's redeliveries) and pulls one round: its work per batch is bounded
+by the number of partitions and the probe, not by the batch's messages. Every puller logs
 the ack ids it holds before they are journaled (``_lease_log``), so deliveries a dead
-puller held come back at once (modack 0) rather than after their deadline.
+puller held come back at once (modack 0) rather than after their deadline: the driver's own
+probe at its restart, a read task's when its batch is settled.
 
 What happens when a process dies (kill -9) at each step, and the query is restarted from
 its checkpoint (or Spark retries a task):
@@ -47,20 +57,32 @@ driver, probing (before part 0 exists)         the restart gives the probe's del
                                                deadline; nothing was emitted
 driver, after part 0, before the plan          the restart plans the batch as part 0 alone
 driver, after the plan, before offsets/k       the restart returns the same ``k + 1``
+                                               (a settle-only batch too)
 driver, batch k running (offsets/k written)    Spark re-runs batch k: journaled parts are
-                                               replayed, others pulled anew; what dead read
-                                               tasks held is given back at the restart
-driver, after the sink's commit, before        Spark re-runs k, the sink skips it; its acks
-commits/k                                      go out at the next latestOffset
-driver, acking batch k                         batch k is still in the journal (state.json
-                                               says what is settled): the restart acks it
-                                               again; expired ack ids go pending, their
-                                               redeliveries are acked, not emitted
-executor (or its Python worker), pulling       Spark retries the task elsewhere: it pulls
+                                               replayed, others pulled anew; settled parts
+                                               are skipped, the rest settled; what dead read
+                                               tasks held is given back when k is settled
+driver, after the sink's commit, before        Spark re-runs k, the sink skips it (its
+commits/k                                      tasks, settles included, had all finished);
+                                               batch k + 1 settles k
+driver, after commits/k, before batch k + 1    the restart plans k + 1 to settle k; leases
+settles it                                     that ran out meanwhile: the settle's acks of
+                                               them fail (pending), their redeliveries are
+                                               acked, not emitted
+executor (or its Python worker), settling a    Spark retries the task: it settles the part
+part, before its acks                          (not marked settled) again
+executor, after a part's acks, before it is    the retry acks again; ids acked the first
+marked settled                                 time fail and go pending (harmless: never
+                                               redelivered, only remembered)
+executor, pulling                              Spark retries the task elsewhere: it pulls
                                                anew; the dead attempt's deliveries are
-                                               given back when the batch is acked (or come
+                                               given back when the batch is settled (or come
                                                back at their deadline); never emitted
 executor, after its part is journaled          the retry replays the journaled part
+executor holding a lease keeper (between its   the leases of the parts it kept run out:
+tasks, or Spark stopping an idle worker)       their redeliveries are acked (committed) or
+                                               kept with their batch, never emitted twice;
+                                               the settle's acks of the dead ids go pending
 two attempts of one part (retry + straggler,   one journal wins (``link``); the other
 speculation)                                   gives its messages back and replays it
 a lease lost (a batch slower than the          the redelivery's message id is journaled:
@@ -74,7 +96,7 @@ across driver and executor crashes and restarts from the checkpoint. Needs a jou
 executor and the driver reach at the same POSIX path (a shared mount on a cluster), and host
 clocks within a second (``_decisions.CLOCK_SKEW_SECONDS``). Not supported: async progress
 tracking (``asyncProgressTrackingEnabled``), which breaks the "latestOffset(k) follows the
-commit of k - 1" ordering the acks rely on.
+commit of k - 1" ordering the settles rely on.
 """
 
 from __future__ import annotations
@@ -96,7 +118,7 @@ from eoclient.errors import SparkConnectorError
 from eoclient.spark._errors import one_line_errors
 from eoclient.spark._faults import fault_point
 from eoclient.spark._options import SourceSettings
-from eoclient.spark._reader import read_part
+from eoclient.spark._reader import ReadTask, read_part
 from eoclient.spark._runner import Runner
 
 
@@ -176,23 +198,18 @@ class EoclientStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         runner = self._get_runner()
         first, last = self._batch(start, runner), self._batch(end, runner)
 
-        async def plan() -> list[tuple[int, int, int]]:
+        async def plan() -> list[ReadTask]:
             return runner.partitions(first, last)
 
-        return [InputPartition(part) for part in runner.loop.run(plan())]
+        return [InputPartition(task) for task in runner.loop.run(plan())]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        batch, index, quota = partition.value
-        yield from read_part(self.settings, batch, index, quota)
+        yield from read_part(self.settings, partition.value)
 
     def commit(self, end: dict[str, Any]) -> None:
-        runner = self._get_runner()
-        upto = self._batch(end, runner)
-
-        async def settle() -> None:
-            runner.request_settle(upto)
-
-        runner.loop.run(settle())
+        # Spark calls it for batch k - 1 once it has asked for batch k: latestOffset(k)
+        # has already learnt that k - 1 is committed (and batch k's tasks settle it).
+        return None
 
     def stop(self) -> None:
         # Rarely called (the JVM usually kills this process): nothing relies on it.

@@ -33,12 +33,11 @@ since — the ack was committed, its answer lost with the process — answers SU
 when retried (``AckTarget.acked``). Within one run a repeated ack is INVALID_ACK_ID, as
 Google's emulator answers (docs/protocol.md#ack-ids-across-a-restart).
 
-Ordering keys (when the subscription enables ordering): the unacknowledged messages of a
-key the core holds form a sequence (``KeySequence``) whose delivered part is a prefix.
-Only the first undelivered message of a key is ever in ``_ready``/``_delayed``;
-delivering it schedules the next. When a delivered message goes back to waiting (nack,
-expiry), every later delivered message of its key goes back too, so they are delivered
-again after it, in order (docs/protocol.md#ordering-keys).
+Ordering keys (when the subscription enables ordering): ``key_order.KeyOrder`` says which
+message of each key may go next; only that one is ever in ``_ready``/``_delayed``. When a
+delivered message goes back to waiting (nack, expiry), every later delivered message of
+its key goes back too, so they are delivered again after it, in order
+(docs/protocol.md#ordering-keys).
 
 Policies applied here (the broker sets them from the subscription's config):
 
@@ -74,8 +73,9 @@ from collections.abc import Callable
 
 from eoclient.server_stub.core import delivery_policies
 from eoclient.server_stub.core.ack_ids import AckIdParts
-from eoclient.server_stub.core.backlog_entry import Counters, Entry, KeySequence, Returned
+from eoclient.server_stub.core.backlog_entry import Counters, Entry, Returned
 from eoclient.server_stub.core.delivery_window import Backlog, Loaded
+from eoclient.server_stub.core.key_order import KeyOrder
 from eoclient.server_stub.core.lease_table import Lease, LeaseTable
 from eoclient.server_stub.core.model import Delivery, RetryPolicy, StoredMessage
 from eoclient.server_stub.core.store import (
@@ -158,9 +158,7 @@ class SubscriptionDelivery:
         self._durable = storage.window is not None
         self._ready: list[int] = []
         self._delayed: list[tuple[float, int]] = []
-        self._keys: dict[str, KeySequence] = {}
-        # Ordering key of each ordered message held outside the window (leased, returned).
-        self._key_of: dict[int, str] = {}
+        self.keys = KeyOrder(self)  # ordering keys (unused when ordering is off)
         self._streams: dict[int, StreamFlow] = {}
         self._former_uids: set[str] = set()  # before each seek: ids still well formed
         # Leases whose messages left the backlog before a restart (acked, its answer
@@ -203,16 +201,8 @@ class SubscriptionDelivery:
         if not key:
             self._schedule(entry)
             return
-        sequence = self._keys.get(key)
-        if returned and sequence is not None:
-            self._key_of.pop(entry.seq, None)
-            entry.key_position = sequence.position_of(entry.seq)
-        else:
-            if sequence is None:
-                sequence = self._keys[key] = KeySequence()
-            entry.key_position = sequence.end()
-            sequence.seqs.append(entry.seq)
-        if sequence.next_position == entry.key_position:
+        entry.key_position, head = self.keys.admit(entry.seq, key, returned=returned)
+        if head:
             self._schedule(entry)
 
     def _schedule(self, entry: Entry) -> None:
@@ -305,6 +295,10 @@ class SubscriptionDelivery:
         retained = self.storage.oldest_retained() if self.retain_acked else None
         if retained is not None and self.retention != math.inf:
             candidates.append(retained + self.retention)
+        if self._stored_until > -math.inf:
+            # Stored leases to forget once their deadlines pass, on a subscription nobody
+            # pulls or acks any more too (advance forgets at most every interval).
+            candidates.append(self._next_forget)
         return min(candidates) if candidates else None
 
     def _backoff(self, failed_attempts: int) -> float:
@@ -343,26 +337,19 @@ class SubscriptionDelivery:
         if self._durable:
             self.storage.end_lease(seq, lease.generation, lease.deadline, failed_attempts)
         ready_at = now + self._backoff(failed_attempts)
-        key = self._key_of.get(seq, "") if self.ordered else ""
         followers: list[Lease] = []
-        if key:
-            sequence = self._keys[key]
-            position = sequence.position_of(seq)
-            if position < sequence.next_position:
-                for later in range(position + 1, sequence.next_position):
-                    follower = self.leases.remove(sequence.seq_at(later))
-                    if follower is not None:
-                        self._release_stream(follower)
-                        if self._durable:
-                            self.storage.end_lease(
-                                follower.seq,
-                                follower.generation,
-                                follower.deadline,
-                                follower.failed_attempts,
-                            )
-                        followers.append(follower)
-                sequence.next_position = position
-            # else: already waiting behind an earlier rewind of its key
+        for later in self.keys.rewind(seq) if self.ordered else ():
+            follower = self.leases.remove(later)
+            if follower is not None:
+                self._release_stream(follower)
+                if self._durable:
+                    self.storage.end_lease(
+                        follower.seq,
+                        follower.generation,
+                        follower.deadline,
+                        follower.failed_attempts,
+                    )
+                followers.append(follower)
         self._wait_again(lease, ready_at, failed_attempts)
         for follower in followers:
             self._wait_again(follower, ready_at, follower.failed_attempts)
@@ -492,8 +479,7 @@ class SubscriptionDelivery:
         self.counters.delivered += 1
         key = message.ordering_key if self.ordered else ""
         if key:
-            self._key_of[seq] = key
-            self._advance_key(self._keys[key])
+            self._schedule_seq(self.keys.delivered(seq, key))
         attempt = entry.failed_attempts + 1 if self.count_attempts else 0
         return Delivery(f"{self.uid}-{seq}-{generation}", message, attempt)
 
@@ -532,28 +518,23 @@ class SubscriptionDelivery:
         if entry is None or entry.ready_at > now:
             return None
         key = entry.message.ordering_key if self.ordered else ""
-        sequence = self._keys.get(key) if key else None
-        if sequence is not None and sequence.next_position != entry.key_position:
+        if key and not self.keys.is_head(key, entry.key_position):
             return None  # not the head of its key (a stale entry from before a rewind)
         return entry
 
-    def _advance_key(self, sequence: KeySequence) -> None:
-        """After delivering (or settling) a key's head: schedule the next undelivered
-        message of the key; one back from a lease and not loaded yet is scheduled when
-        the window loads it."""
-        sequence.next_position += 1
-        entries = self.waiting.entries
-        while sequence.next_position < sequence.end():
-            follower_seq = sequence.seq_at(sequence.next_position)
-            follower = entries.get(follower_seq)
-            if follower is not None:
-                self._schedule(follower)
-                return
-            if self.waiting.is_returned(follower_seq):
-                return
-            sequence.next_position += 1  # acked out of order (no exactly-once): skip
+    def _schedule_seq(self, seq: int | None) -> None:
+        if seq is not None:
+            self._schedule(self.waiting.entries[seq])
 
-    def _held(self, seq: int) -> bool:
+    # Where a message is (key_order.Whereabouts).
+
+    def in_window(self, seq: int) -> bool:
+        return seq in self.waiting.entries
+
+    def is_returned(self, seq: int) -> bool:
+        return self.waiting.is_returned(seq)
+
+    def held(self, seq: int) -> bool:
         """Is message ``seq`` still unacknowledged here (waiting in memory or leased)?"""
         return seq in self.waiting.entries or seq in self.leases or self.waiting.is_returned(seq)
 
@@ -603,12 +584,7 @@ class SubscriptionDelivery:
 
     def first_unacked_before(self, target: AckTarget) -> bool:
         """Ordering + exactly-once: is an earlier message of the target's key unacked?"""
-        key = self._key_of.get(target.seq, "") if self.ordered and not target.acked else ""
-        if not key:
-            return False
-        sequence = self._keys[key]
-        self._prune_key(key, sequence)
-        return sequence.base < sequence.position_of(target.seq)
+        return self.ordered and not target.acked and self.keys.unacked_before(target.seq)
 
     def ack(self, target: AckTarget) -> None:
         if target.acked:
@@ -659,7 +635,7 @@ class SubscriptionDelivery:
             waited = False
             if self._bodies is not None:
                 message = self._bodies.pop(seq)
-            key = self._key_of.pop(seq, "") if self.ordered else ""
+            key = self.keys.key_of(seq) if self.ordered else ""
         else:
             entry = self.waiting.take(seq)
             if entry is not None:
@@ -672,30 +648,14 @@ class SubscriptionDelivery:
                 if returned is None:
                     return False
                 published, waited = returned.publish_time, True
-                key = self._key_of.pop(seq, "") if self.ordered else ""
+                key = self.keys.key_of(seq) if self.ordered else ""
         if acked and self.retain_acked and not self._past_retention(published):
             self.storage.settle((seq,), (Acked(seq, published, message),))
         elif self._durable:
             self.storage.settle((seq,))
         if key:
-            sequence = self._keys[key]
-            if position < 0:
-                position = sequence.position_of(seq)
-            # A waiting message may leave while it is its key's head (the only one of
-            # the key scheduled): a stale ack without exactly-once, a dead letter,
-            # retention. The next one must be scheduled in its place or the key would
-            # never be delivered again.
-            if waited and sequence.next_position == position:
-                self._advance_key(sequence)
-            self._prune_key(key, sequence)
+            self._schedule_seq(self.keys.removed(seq, key, position, waited=waited))
         return True
-
-    def _prune_key(self, key: str, sequence: KeySequence) -> None:
-        while (first := sequence.first()) is not None and not self._held(first):
-            sequence.pop_first()
-        sequence.next_position = max(sequence.next_position, sequence.base)
-        if not len(sequence):
-            del self._keys[key]
 
     # The policies' interface (delivery_policies.py).
 
@@ -855,12 +815,7 @@ class SubscriptionDelivery:
             )
             leased_bytes += kept.size
             if self.ordered and kept.ordering_key:
-                sequence = self._keys.get(kept.ordering_key)
-                if sequence is None:
-                    sequence = self._keys[kept.ordering_key] = KeySequence()
-                sequence.seqs.append(kept.seq)
-                sequence.next_position = sequence.end()  # all delivered: the key's prefix
-                self._key_of[kept.seq] = kept.ordering_key
+                self.keys.restore_lease(kept.seq, kept.ordering_key)
         self.waiting.restore(
             stored.backlog - len(stored.leases), stored.backlog_bytes - leased_bytes
         )
@@ -892,8 +847,7 @@ class SubscriptionDelivery:
             self._bodies.clear()
         self._ready.clear()
         self._delayed.clear()
-        self._keys.clear()
-        self._key_of.clear()
+        self.keys.clear()
         self._acked_before.clear()
         for stream in self._streams.values():
             stream.outstanding_messages = 0

@@ -35,6 +35,10 @@ from eoclient.server_stub.services.table import Services
 # (the rest of the 4 MiB covers per-message framing: ack id, message id, publish time).
 MAX_MESSAGES_PER_RESPONSE = 1000
 MAX_BYTES_PER_RESPONSE = 3 * 2**20
+# Groups of responses a stream holds waiting for commits before it leases more: enough
+# to lease into the next commit while one is being made (the fsync takes milliseconds),
+# few enough that a slow disk does not pile leases up beyond what flow control meant.
+MAX_GROUPS_WAITING = 4
 
 logger = logging.getLogger("eoclient.server_stub.grpc")
 
@@ -129,10 +133,11 @@ class _StreamSession:
         self.protocol_version = protocol_version
         self.handle = handle
         self.outbox: deque[pubsub_pb2.StreamingPullResponse] = deque()
-        # Responses taken from the outbox, each group waiting for the commit holding the
-        # acks it confirms (None: nothing to wait for), in order.
+        # Responses waiting for a commit, in groups, in order: confirmations (the commit
+        # holding the acks they confirm) and exactly-once deliveries (the commit holding
+        # their leases); None: nothing to wait for. A delivery is encoded already.
         self.confirming: deque[
-            tuple[asyncio.Future[None] | None, list[pubsub_pb2.StreamingPullResponse]]
+            tuple[asyncio.Future[None] | None, list[pubsub_pb2.StreamingPullResponse | bytes]]
         ] = deque()
         self.failure: RpcError | None = None
         self.client_done = False
@@ -289,7 +294,8 @@ class _StreamSession:
     async def _write_confirmations(
         self, context: grpc.aio.ServicerContext[Any, Any], *, wait: bool = False
     ) -> None:
-        """Confirmations report acks done: each goes once the store has committed them.
+        """Confirmations report acks done: each goes once the store has committed them
+        (and an exactly-once delivery once its leases are: ``_send_deliveries``).
 
         The outbox's responses are taken as a group with the commit that will hold their
         acks; deliveries go on meanwhile, and a group is written once its commit is done
@@ -300,7 +306,7 @@ class _StreamSession:
             waiter = self.services.group_commit.pending()
             if waiter is not None:
                 waiter.add_done_callback(lambda _: self.handle.wake.set())
-            self.confirming.append((waiter, list(self.outbox)))
+            self.confirming.append((waiter, [*self.outbox]))
             self.outbox.clear()
         while self.confirming:
             waiter, responses = self.confirming[0]
@@ -323,18 +329,19 @@ class _StreamSession:
         Everything leased here is sent: the byte budget only decides where one response
         ends and the next begins (a message larger than the budget goes alone).
         """
+        if len(self.confirming) >= MAX_GROUPS_WAITING:
+            return False  # a commit behind: the loop writes what it holds first
         deliveries = self.broker.leasing.stream_pull(self.stream_id, MAX_MESSAGES_PER_RESPONSE)
         if not deliveries:
             return False
         exactly_once, ordering = self.broker.subscriptions.properties(self.handle.subscription)
-        if exactly_once:  # the leases first, so their ack ids resolve after a crash
-            await self.services.group_commit.durable()
         properties = wire_encoding.encode_properties(exactly_once, ordering)
+        responses: list[pubsub_pb2.StreamingPullResponse | bytes] = []
         batch: list[bytes] = []
         size = 0
         for delivery in deliveries:
             if batch and size + delivery.message.size > MAX_BYTES_PER_RESPONSE:
-                await context.write(wire_encoding.encode_streaming_response(batch, properties))
+                responses.append(wire_encoding.encode_streaming_response(batch, properties))
                 batch, size = [], 0
             batch.append(
                 wire_encoding.encode_received_message(
@@ -342,7 +349,19 @@ class _StreamSession:
                 )
             )
             size += delivery.message.size
-        await context.write(wire_encoding.encode_streaming_response(batch, properties))
+        responses.append(wire_encoding.encode_streaming_response(batch, properties))
+        # Exactly-once: the leases first, so their ack ids resolve after a crash. The
+        # responses wait for the commit holding them, like confirmations, while the loop
+        # goes on leasing what flow control allows into the next commit.
+        waiter = self.services.group_commit.pending() if exactly_once else None
+        if waiter is not None or self.confirming:
+            if waiter is not None:
+                waiter.add_done_callback(lambda _: self.handle.wake.set())
+            self.confirming.append((waiter, responses))
+            await asyncio.sleep(0)  # the commit, and the other streams, get their turn
+            return True
+        for response in responses:
+            await context.write(response)
         return True
 
 

@@ -1,0 +1,83 @@
+"""Settling a committed part, on an executor: ack it, give back what its dead attempts held.
+
+Batch ``k``'s plan lists the committed batches it settles (``plan.settles``: the previous
+batch, Spark having committed it before it asked for batch ``k``); ``partitions`` deals
+their parts out to batch ``k``'s read tasks, and each task settles its share before it
+pulls. For one part:
+
+1. if ``part-<i>.settled`` exists, it is done (a retried task, a re-run batch);
+2. ack every ack id of the part (emitted and ack-only rows: ``_acks``, one call per 2,500
+   ids, nothing per id when a call succeeds);
+3. give back (modack 0) what the part's dead attempts pulled and never journaled: their
+   lease logs (``part-<i>.<attempt>.log``) list it;
+4. write the messages none of whose ack ids succeeded to ``pending/<k>-<i>.arrow``: a
+   redelivery of one of them is acked, not emitted (until ``PENDING_TTL_SECONDS``);
+5. mark the part settled, delete the logs.
+
+A task that dies before 5 leaves it to its retry, which acks again: ids acked the first time
+then fail and go pending too (harmless: such a message is never redelivered; its id is only
+remembered). Spark commits batch ``k`` only once every task succeeded, so when the driver
+learns of that commit (``latestOffset(k + 1)``) every part of ``plan.settles`` is settled
+and it prunes those batches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from eoclient._transport import PubSubTransport
+from eoclient.spark import _acks
+from eoclient.spark._decisions import give_back, unconfirmed
+from eoclient.spark._journal import Journal, Part
+from eoclient.spark._lease_log import read_logs
+from eoclient.subscriber import AcknowledgeStatus, AckRetrySettings
+
+# Transient ack failures are retried this long before the ids count as unconfirmed
+# (pending: acked on redelivery). Nothing is lost by giving up.
+SETTLE_RETRY = AckRetrySettings(deadline=30.0)
+
+logger = logging.getLogger("eoclient.spark")
+
+
+def unsettled_part(journal: Journal, batch: int, index: int) -> Part | None:
+    """Part ``index`` of ``batch`` with its ids, or ``None`` if it is settled (or pruned)."""
+    if journal.settled_path(batch, index).exists():
+        return None
+    try:
+        return journal.read_part(batch, index, ["message_id", "ack_id"])
+    except FileNotFoundError:
+        return None
+
+
+async def acknowledge_part(
+    transport: PubSubTransport, subscription: str, journal: Journal, part: Part
+) -> None:
+    """Steps 2-4: ack the part, give back its dead attempts' deliveries, record what stays
+    pending."""
+    ack_ids = part.table.column("ack_id").to_pylist()
+    try:
+        failed: dict[str, AcknowledgeStatus] = await _acks.acknowledge(
+            transport, subscription, ack_ids, SETTLE_RETRY
+        )
+    except Exception as error:  # a broken channel: nothing is confirmed
+        logger.warning(
+            "acknowledging %d messages failed, they stay pending: %s", len(ack_ids), error
+        )
+        failed = dict.fromkeys(ack_ids, AcknowledgeStatus.OTHER)
+    record = read_logs(journal.attempt_logs(part.batch, part.index))
+    if released := give_back(record.answered, set(ack_ids) if record.answered else ()):
+        with contextlib.suppress(Exception):  # best effort: else they come back at their deadline
+            await _acks.modify_ack_deadline(transport, subscription, released, 0, SETTLE_RETRY)
+    if failed:
+        message_ids = part.table.column("message_id").to_pylist()
+        pending = unconfirmed(message_ids, ack_ids, failed)
+        if pending:
+            journal.write_pending(part.batch, part.index, pending)
+
+
+def finish(journal: Journal, part: Part) -> None:
+    """Step 5."""
+    journal.mark_settled(part.batch, part.index)
+    for path in journal.attempt_logs(part.batch, part.index):
+        path.unlink(missing_ok=True)
