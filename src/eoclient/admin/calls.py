@@ -1,10 +1,11 @@
 """What one admin RPC is, how it is made and retried, and how a paged list is read.
 
-Every part of the admin API (topics and subscriptions in :mod:`~eoclient.admin.client`,
-schemas, IAM policies, the broker-policy extension) builds a :class:`Request` and hands it
-to :meth:`AdminCalls._call`; list calls hand a request builder to
-:meth:`AdminCalls._pager`. Those parts import this module and nothing of each other, so
-the admin package has no import cycle.
+Every part of the admin API (topics, subscriptions, snapshots, schemas, IAM policies, the
+broker-policy extension: one module each) builds a :class:`Request` and hands it to
+:meth:`AdminCalls._call`; list calls hand a request builder to :meth:`AdminCalls._pager`.
+Those parts import this module and nothing of each other, so the admin package has no
+import cycle; :class:`~eoclient.admin.AdminClient` is their union plus the channel's
+lifecycle.
 
 Retries
 -------
@@ -195,19 +196,32 @@ class AsyncPager(Generic[T]):
 
 
 class AdminCalls:
-    """The call machinery every part of ``AdminClient`` uses (its base class).
+    """The base class of every part of ``AdminClient``: a call (:meth:`_call`) and a paged
+    list (:meth:`_pager`), which are all a part uses.
 
-    The client supplies the transport (:meth:`_get_transport`), its default timeout, and
-    the clock and random source the retries wait on.
+    The parts keep no state and read none of the client's: what a call needs is handed to
+    ``__init__`` once, by the client — ``transport`` (a function returning the channel's
+    transport: it opens the channel on the first call and raises ``ClosedError`` after
+    ``aclose``), the client's default ``timeout`` and ``retry``, and the ``clock`` and
+    ``rng`` the retries' backoffs use. They are kept in name-mangled attributes
+    (``self.__timeout`` is ``_AdminCalls__timeout``), which neither a part nor the client
+    can read or overwrite by accident.
     """
 
-    _timeout: float | None
-    _retry: Retry  # the client's: DEFAULT, None or settings
-    _clock: AsyncClock
-    _rng: random.Random
-
-    def _get_transport(self) -> PubSubTransport:  # pragma: no cover - AdminClient's
-        raise NotImplementedError
+    def __init__(
+        self,
+        transport: Callable[[], PubSubTransport],
+        *,
+        timeout: float | None,
+        retry: Retry,
+        clock: AsyncClock,
+        rng: random.Random,
+    ) -> None:
+        self.__transport = transport
+        self.__timeout = check_timeout(timeout)
+        self.__retry = check_retry(retry)  # the client's: DEFAULT, None or settings
+        self.__clock = clock
+        self.__rng = rng
 
     async def _call(
         self, request: Request[ResponseT], retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
@@ -216,13 +230,13 @@ class AdminCalls:
         method_default = default_retry(request.service, request.method)
         retry = check_retry(retry)
         if retry is DEFAULT:
-            retry = self._retry
+            retry = self.__retry
         if retry is DEFAULT:
             retry = method_default
-        budget = self._timeout if timeout is DEFAULT else check_timeout(timeout)
+        budget = self.__timeout if timeout is DEFAULT else check_timeout(timeout)
         codes = method_default.codes if retry is None or retry.codes is None else retry.codes
         assert codes is not None
-        transport = self._get_transport()
+        transport = self.__transport()
 
         def attempt(seconds: float | None) -> Awaitable[ResponseT]:
             return transport.call(
@@ -254,9 +268,9 @@ class AdminCalls:
                 backoff=retry,
                 codes=frozenset(codes),
                 timeout=budget,
-                now=self._clock.now,
-                sleep=self._clock.sleep,
-                rng=self._rng,
+                now=self.__clock.now,
+                sleep=self.__clock.sleep,
+                rng=self.__rng,
                 on_retry=on_retry,
             )
         except RpcError as error:

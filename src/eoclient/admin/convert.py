@@ -1,4 +1,5 @@
-"""Admin dataclasses <-> google.pubsub.v1 protobuf: the admin API's only contact with the wire.
+"""Topics, subscriptions and snapshots <-> google.pubsub.v1 protobuf: their only contact
+with the wire (schemas, IAM policies and broker policies convert in their own modules).
 
 Two kinds of function:
 
@@ -9,11 +10,13 @@ Two kinds of function:
   expires), a ``push_config`` without an endpoint is a pull subscription (``None``);
 * request builders, one per RPC, returning a :class:`Request` that carries everything
   :meth:`PubSubTransport.call` needs (service, method, message, response class, routing
-  header), so that :mod:`eoclient.admin.client` never builds or reads a protobuf.
+  header), so that the topic, subscription and snapshot methods never build or read a
+  protobuf.
 
 Update requests carry a field mask of top-level, snake_case paths (gRPC ``FieldMask``;
-only the REST/JSON mapping uses camelCase: docs/protocol.md#update-masks). A path in the mask whose
-field is unset in the message clears the field: that is how ``None`` is sent.
+only the REST/JSON mapping uses camelCase: docs/protocol.md#update-masks): the fields
+the caller passed, those not ``UNSET``. A path in the mask whose field is unset in the
+message clears the field: that is how ``None`` is sent.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from eoclient._proto import pubsub_pb2 as pb
 from eoclient.admin.calls import Request
 from eoclient.admin.schemas import settings_from_pb, settings_to_pb
 from eoclient.admin.types import (
+    UNSET,
     DeadLetterPolicy,
     ExpirationPolicy,
     PushConfig,
@@ -239,6 +243,10 @@ def snapshot_from_pb(message: pb.Snapshot) -> Snapshot:
 # ================================================================ field masks
 
 
+def _passed(changes: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in changes.items() if value is not UNSET}
+
+
 def _mask_paths(changes: Mapping[str, Any], known: Collection[str], what: str) -> list[str]:
     if not changes:
         raise ValueError(f"{what}: nothing to update; pass at least one field to change")
@@ -278,6 +286,7 @@ def get_topic(name: str) -> Request[pb.Topic]:
 
 
 def update_topic(name: str, changes: Mapping[str, Any]) -> Request[pb.Topic]:
+    changes = _passed(changes)
     paths = _mask_paths(changes, TOPIC_UPDATABLE, "update_topic")
     topic = dataclasses.replace(Topic(name), **changes)
     request = pb.UpdateTopicRequest(topic=topic_to_pb(topic))
@@ -368,6 +377,7 @@ def get_subscription(name: str) -> Request[pb.Subscription]:
 
 
 def update_subscription(name: str, changes: Mapping[str, Any]) -> Request[pb.Subscription]:
+    changes = _passed(changes)
     paths = _mask_paths(changes, SUBSCRIPTION_UPDATABLE, "update_subscription")
     subscription = dataclasses.replace(Subscription(name, ""), **changes)
     request = pb.UpdateSubscriptionRequest(subscription=subscription_to_pb(subscription))
@@ -422,6 +432,7 @@ def get_snapshot(name: str) -> Request[pb.Snapshot]:
 
 
 def update_snapshot(name: str, changes: Mapping[str, Any]) -> Request[pb.Snapshot]:
+    changes = _passed(changes)
     paths = _mask_paths(changes, SNAPSHOT_UPDATABLE, "update_snapshot")
     snapshot = pb.Snapshot(name=name)
     if "labels" in changes:

@@ -15,14 +15,17 @@ import enum
 import math
 from dataclasses import dataclass
 
+from eoclient._retrying import DEFAULT, check_timeout
 from eoclient.publisher.validation import MAX_PUBLISH_REQUEST_BYTES, MAX_PUBLISH_REQUEST_MESSAGES
 
 __all__ = [
     "RETRYABLE_PUBLISH_CODES",
     "BatchSettings",
+    "CallOptions",
     "LimitExceededBehavior",
     "PublishFlowControl",
     "PublishRetrySettings",
+    "call_options",
 ]
 
 # The status codes the official GAPIC publish retry retries
@@ -226,3 +229,34 @@ class PublishRetrySettings:
                 "PublishRetrySettings.attempt_timeout must be > 0 seconds "
                 f"(math.inf = no limit), got {self.attempt_timeout!r}"
             )
+
+
+@dataclass(frozen=True, slots=True)
+class CallOptions:
+    """What a batch's ``Publish`` is sent with: the ``retry`` and ``timeout`` its messages
+    were published with (``retry=None``: one attempt; ``timeout=None``: no budget but the
+    retry deadline). Messages with different options never share a batch (``batcher.py``).
+    """
+
+    retry: PublishRetrySettings | None
+    timeout: float | None
+
+
+def call_options(retry: object, timeout: object, default: CallOptions) -> CallOptions:
+    """The options of one ``publish(retry=..., timeout=...)``; ``default`` is the client's.
+
+    Raises:
+        TypeError / ValueError: ``retry`` is not a ``PublishRetrySettings``, ``DEFAULT`` or
+            ``None``, or ``timeout`` is not a number of seconds > 0 or ``None``.
+    """
+    if retry is DEFAULT and timeout is None:
+        return default  # the common case: one shared object
+    if retry is DEFAULT:
+        retry = default.retry
+    elif retry is not None and not isinstance(retry, PublishRetrySettings):
+        raise TypeError(
+            f"retry must be a PublishRetrySettings or None (one attempt), got {retry!r} "
+            "(publish's ordering_key, retry and timeout are parameters, not message "
+            "attributes)"
+        )
+    return CallOptions(retry, check_timeout(timeout))

@@ -11,9 +11,9 @@ compared:
   message is numbered with one): heap work grows like log n (≈ 1.3x from 10k to 200k),
   while a sort, ``heapify``, ``min`` or ``max`` over the backlog would grow 20x without
   executing one more Python line;
-* calls into ``heapq`` (a counting wrapper around the module ``delivery``, the window
-  and the lease table use): catches stale heap entries piling up and being skipped one
-  by one.
+* calls into ``heapq`` (a counting wrapper around the module the schedule, the window,
+  the lease table and its deadline records use): catches stale heap entries piling up
+  and being skipped one by one.
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ from eoclient.server_stub.core import (
     NewMessage,
     SubscriptionConfig,
     TopicConfig,
+    delivery_schedule,
     delivery_window,
+    lease_deadlines,
     lease_table,
 )
-from eoclient.server_stub.core import delivery as delivery_module
 
 from .support import DLT, PROJECT, TOPIC
 
@@ -189,7 +190,7 @@ def _core_lines_while(action: Callable[[], object]) -> int:
 def measure(backlog: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     clock, broker = build(backlog)
     counting = CountingHeapq()
-    for module in (delivery_module, delivery_window, lease_table):
+    for module in (delivery_schedule, delivery_window, lease_deadlines, lease_table):
         monkeypatch.setattr(module, "heapq", counting)
     CountingInt.comparisons = 0
     delivered = 0
@@ -209,8 +210,9 @@ def measure(backlog: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         state = broker._resources.subscriptions[name].delivery
         broker.leasing.pull(name, 1)  # processes expiries, consumes one message
         assert state.leases.records() <= 1
-        assert len(state._delayed) == 0
-        assert len(state._ready) <= state.backlog()
+        ready, delayed = state.schedule.entries()
+        assert delayed == 0
+        assert ready <= state.backlog()
     return {
         "delivered": delivered,
         "lines": lines,
@@ -296,7 +298,7 @@ def test_one_ack_id_extended_many_times_in_one_request_leaves_one_lease_record(
     state = broker._resources.subscriptions[PLAIN].delivery
     repeats = 3 * state.leases.SLACK
     counting = CountingHeapq()
-    monkeypatch.setattr(lease_table, "heapq", counting)
+    monkeypatch.setattr(lease_deadlines, "heapq", counting)
     assert broker.acks.modify_ack_deadline(PLAIN, [delivery.ack_id] * repeats, 60).ok
     monkeypatch.undo()
     assert state.leases.records() <= state.leases.SLACK + 1

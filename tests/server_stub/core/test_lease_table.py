@@ -143,10 +143,10 @@ def test_leases_of_one_request_share_one_record() -> None:
     table = LeaseTable()
     for seq in range(1, 1001):
         table.add(*lease(seq, deadline=60.0))
-    assert len(table._records) == 1
+    assert len(table._due) == 1
     for seq in range(1, 1001):
         table.set_deadline(seq, 120.0)  # one ModifyAckDeadline of all of them
-    assert len(table._records) == 2
+    assert len(table._due) == 2
 
 
 def test_stale_records_and_dead_slots_stay_within_a_constant_of_the_live_leases() -> None:

@@ -2,7 +2,7 @@
 
 Exactly-once rules (docs/protocol.md#exactly-once-semantics, docs/protocol.md#ack-id-state-machine),
 all enforced in ``acknowledge`` and
-``modify_ack_deadline`` through ``SubscriptionDelivery.resolve``: a new ack id per
+``modify_ack_deadline`` through ``SubscriptionDelivery.resolve_parts``: a new ack id per
 delivery; only the latest delivery's id is valid; an id is invalid once its deadline
 passed (even before any redelivery), once the message was acked, nacked or redelivered;
 no redelivery while a lease is live; invalid ids fail one by one while valid ones in the

@@ -2,9 +2,10 @@
 
 Functions over ``PolicyTarget``, the small interface a subscription's delivery state
 (``delivery.SubscriptionDelivery``) offers them: they decide which messages go and count
-them; the delivery state removes a message wherever it waits or is leased, so that its
-ack ids stop resolving (INVALID_ACK_ID under exactly-once), flow control is released,
-its ordering key's next message is scheduled and the store forgets the row.
+them; the delivery state removes a message wherever it waits or is leased
+(``delivery_settle.py``), so that its ack ids stop resolving (INVALID_ACK_ID under
+exactly-once), flow control is released, its ordering key's next message is scheduled
+and the store forgets the row.
 
 * skip by id (PIP-423): one message, acknowledged as a subscriber would;
 * backlog-quota eviction: the oldest messages, acknowledged, until the backlog is within
@@ -24,7 +25,11 @@ class PolicyTarget(Protocol):
     """What a policy may read and do to one subscription's backlog."""
 
     counters: Counters
-    retain_acked: bool
+
+    @property
+    def retain_acked(self) -> bool:
+        """Are acknowledged messages retained (an eviction keeps them as acked)?"""
+        ...
 
     def backlog_bytes(self) -> int:
         """Sizes of every unacknowledged message (waiting and leased)."""

@@ -5,7 +5,7 @@ its body), and again after a nack or an expiry. Three places, each with its coun
 bytes:
 
 * the **window**: messages whose bodies are in memory (``entries``), each scheduled by
-  ``delivery.py``. A store that bounds it (``Store.window``) keeps it near that many
+  ``delivery_schedule.py``. A store that bounds it (``Store.window``) keeps it near that many
   messages; ``MemoryStore`` does not (every waiting message is here);
 * the **cold rows**: messages past the *cursor* (every seq above the largest loaded),
   only in the store;
@@ -22,7 +22,8 @@ holds cannot be delivered yet — ordering keys waiting behind leased heads — 
 keys get a chance; beyond that it waits for acks.
 
 Pure: the store is read (``SubscriptionStorage``), never written; what a loaded message
-becomes (delivered, dropped by the retention, acked by the TTL) is ``delivery.py``'s call.
+becomes (delivered, dropped by the retention, acked by the TTL) is decided by
+``delivery_retention.py`` and ``lease_lifecycle.py``.
 """
 
 from __future__ import annotations
@@ -123,6 +124,9 @@ class Backlog:
         while seqs and seqs[0] not in returned:
             heapq.heappop(seqs)
         return seqs[0] if seqs else None
+
+    def in_window(self, seq: int) -> bool:
+        return seq in self.entries
 
     def is_returned(self, seq: int) -> bool:
         return seq in self._returned

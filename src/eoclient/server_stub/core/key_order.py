@@ -12,31 +12,30 @@ order.
 Messages enter a sequence in seq order (the window loads in seq order, so a key's loaded
 messages are always a prefix of its messages): a new message is appended; one coming back
 from a lease keeps its place. The delivery state tells this object what happens and asks
-it what to schedule; it asks the delivery state where a message is (``Whereabouts``).
+it what to schedule; it asks the window (``delivery_window.Backlog``) and the lease table
+where a message is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import Protocol
 
 from eoclient.server_stub.core.backlog_entry import KeySequence
 
 
-class Whereabouts(Protocol):
-    """Where the delivery state holds a message (its window, its leases, the returned)."""
+class Waiting(Protocol):
+    """Where a waiting message is (``delivery_window.Backlog``)."""
 
     def in_window(self, seq: int) -> bool: ...
 
     def is_returned(self, seq: int) -> bool: ...
 
-    def held(self, seq: int) -> bool:
-        """Unacknowledged and held anywhere here (window, lease, returned)."""
-        ...
-
 
 class KeyOrder:
-    def __init__(self, where: Whereabouts) -> None:
-        self._where = where
+    def __init__(self, waiting: Waiting, leased: Container[int]) -> None:
+        self._waiting = waiting
+        self._leased = leased
         self._keys: dict[str, KeySequence] = {}
         # The key of each message held outside the window (leased, or returned): the
         # window's entries carry theirs in their message.
@@ -133,18 +132,23 @@ class KeyOrder:
     def _advance(self, sequence: KeySequence) -> int | None:
         """Past the head: the next undelivered message that waits in the window, if any."""
         sequence.next_position += 1
-        where = self._where
+        waiting = self._waiting
         while sequence.next_position < sequence.end():
             follower = sequence.seq_at(sequence.next_position)
-            if where.in_window(follower):
+            if waiting.in_window(follower):
                 return follower
-            if where.is_returned(follower):
+            if waiting.is_returned(follower):
                 return None  # scheduled when the window loads it
             sequence.next_position += 1  # acked out of order (no exactly-once): skip
         return None
 
+    def _held(self, seq: int) -> bool:
+        """Unacknowledged and held here: in the window, leased, or returned."""
+        waiting = self._waiting
+        return waiting.in_window(seq) or seq in self._leased or waiting.is_returned(seq)
+
     def _prune(self, key: str, sequence: KeySequence) -> None:
-        held = self._where.held
+        held = self._held
         while (first := sequence.first()) is not None and not held(first):
             sequence.pop_first()
         sequence.next_position = max(sequence.next_position, sequence.base)

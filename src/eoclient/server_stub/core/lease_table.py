@@ -19,15 +19,15 @@ Why not a dict of objects: a slots object, its dict slot and a heap record cost 
 * **Dead slots.** An ended lease leaves its slot dead (generation 0; generations start
   at 1); the run is rebuilt without them once they outnumber the live leases (plus
   ``SLACK``): amortised O(1) an end.
-* **Expiry.** Leases given the same deadline at once (one Pull, one ModifyAckDeadline
-  request) share one *record* ``(deadline, seqs)`` in a heap. A record's seq whose lease
-  ended, or moved to another deadline, since is skipped when the record comes due (its
-  deadline no longer matches); the records are rebuilt from the live leases once their
-  slots outnumber them twice (plus ``SLACK``), so stale records cost memory in
-  proportion to the live leases, not to the ack rate times the deadline.
+* **Expiry.** Each lease is recorded as due at its deadline (``lease_deadlines.py``: the
+  leases of one request share one record). A record's seq whose lease ended, or moved to
+  another deadline, since is skipped when the record comes due (its deadline no longer
+  matches the table's); the records are rebuilt from the live leases once they hold
+  twice as many seqs (plus ``SLACK``), so stale ones cost memory in proportion to the
+  live leases, not to the ack rate times the deadline.
 
-Pure and synchronous: no clock, no store; ``delivery.py`` decides what a lease's end
-means.
+Pure and synchronous: no clock, no store; ``lease_lifecycle.py`` decides what a lease's
+end means.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from itertools import compress
 from typing import NamedTuple
+
+from eoclient.server_stub.core.lease_deadlines import DeadlineRecords
 
 
 class Lease(NamedTuple):
@@ -88,10 +90,7 @@ class LeaseTable:
         self._overflow_min: int | None = None  # cached; None: recompute
         self._live = 0
         self._bytes = 0
-        self._records: list[tuple[float, int, array[int]]] = []
-        self._record_slots = 0
-        self._tail: tuple[float, array[int]] | None = None  # the newest record
-        self._order = itertools.count()  # ties between records of one deadline
+        self._due = DeadlineRecords()
 
     def __len__(self) -> int:
         return self._live
@@ -102,7 +101,7 @@ class LeaseTable:
     def __repr__(self) -> str:
         return (
             f"<LeaseTable [{self._live} leases, {len(self._seqs)} slots, "
-            f"{len(self._overflow)} overflow, {len(self._records)} records]>"
+            f"{len(self._overflow)} overflow, {len(self._due)} records]>"
         )
 
     @property
@@ -113,7 +112,7 @@ class LeaseTable:
     def records(self) -> int:
         """Seqs held by the expiry records, stale ones included (inspection: bounded by
         twice the live leases plus ``SLACK``)."""
-        return self._record_slots
+        return self._due.slots
 
     # ---------------------------------------------------------------- lookups
 
@@ -189,7 +188,7 @@ class LeaseTable:
 
     def next_deadline(self) -> float | None:
         """The earliest deadline of a record (stale-early: its leases may have ended)."""
-        return self._records[0][0] if self._records else None
+        return self._due.next_deadline()
 
     # ---------------------------------------------------------------- changes
 
@@ -238,7 +237,8 @@ class LeaseTable:
                     self._rebuild_run()
         self._live += 1
         self._bytes += size
-        self._schedule(seq, deadline)
+        if self._due.add(seq, deadline) > 2 * self._live + self.SLACK:
+            self._rebuild_records()
 
     def _fill(self, i: int, lease: Lease) -> None:
         self._generations[i] = lease.generation
@@ -297,7 +297,7 @@ class LeaseTable:
         live = self._live
         if self._dead > live + self.SLACK:
             self._rebuild_run()
-        if self._record_slots > 2 * live + self.SLACK:
+        if self._due.slots > 2 * live + self.SLACK:
             self._rebuild_records()
 
     def set_deadline(self, seq: int, deadline: float) -> bool:
@@ -310,7 +310,8 @@ class LeaseTable:
             if row is None:
                 return False
             row[1] = deadline
-        self._schedule(seq, deadline)
+        if self._due.add(seq, deadline) > 2 * self._live + self.SLACK:
+            self._rebuild_records()
         return True
 
     def expire(self, now: float) -> Iterator[Lease]:
@@ -321,11 +322,8 @@ class LeaseTable:
         rewind ends its later leases): one ended meanwhile is not yielded. Consume it
         whole.
         """
-        while self._records and self._records[0][0] <= now:
-            deadline, _, seqs = heapq.heappop(self._records)
-            self._record_slots -= len(seqs)
-            if self._tail is not None and self._tail[1] is seqs:
-                self._tail = None
+        while (record := self._due.pop_due(now)) is not None:
+            deadline, seqs = record
             for seq in seqs:
                 lease = self.get(seq)
                 # Stale: ended, or moved to another deadline, since the record was made.
@@ -336,37 +334,15 @@ class LeaseTable:
 
     # ---------------------------------------------------------------- upkeep
 
-    def _schedule(self, seq: int, deadline: float) -> None:
-        """Record ``seq`` as due at ``deadline``, in the newest record if it has that
-        deadline (the leases of one request share one), else in a new one."""
-        tail = self._tail
-        if tail is not None and tail[0] == deadline:
-            tail[1].append(seq)
-        else:
-            seqs = array("q", (seq,))
-            heapq.heappush(self._records, (deadline, next(self._order), seqs))
-            self._tail = (deadline, seqs)
-        self._record_slots += 1
-        if self._record_slots > 2 * self._live + self.SLACK:
-            self._rebuild_records()
-
     def _live_slots(self) -> list[bool]:
         return [generation != _DEAD for generation in self._generations]
 
     def _rebuild_records(self) -> None:
-        by_deadline: dict[float, array[int]] = {}
+        """The deadline records again, of the live leases only: O(n)."""
         live = self._live_slots()
         pairs = zip(compress(self._seqs, live), compress(self._deadlines, live), strict=True)
         extra = ((seq, row[1]) for seq, row in self._overflow.items())
-        for seq, deadline in itertools.chain(pairs, extra):
-            seqs = by_deadline.get(deadline)
-            if seqs is None:
-                by_deadline[deadline] = seqs = array("q")
-            seqs.append(seq)
-        self._records = [(d, next(self._order), s) for d, s in by_deadline.items()]
-        heapq.heapify(self._records)
-        self._record_slots = self._live
-        self._tail = None
+        self._due.rebuild(itertools.chain(pairs, extra))
 
     def _rebuild_run(self) -> None:
         """The run again, without dead slots and with the overflow merged in: O(n)."""

@@ -167,9 +167,6 @@ class Resources:
             uid=new_uid(self._rng),
             storage=SubscriptionStorage(self._store, config.name),
             ordered=config.enable_message_ordering,
-            exactly_once=config.enable_exactly_once_delivery,
-            retry_policy=config.retry_policy,
-            count_attempts=config.dead_letter_policy is not None,
             forward=self._forwarder(config.name),
         )
         subscription = SubscriptionState(
@@ -183,26 +180,26 @@ class Resources:
         """Hand the subscription's current policies to its delivery state."""
         config = subscription.config
         delivery = subscription.delivery
-        delivery.exactly_once = config.enable_exactly_once_delivery
-        delivery.retry_policy = config.retry_policy
-        delivery.count_attempts = config.dead_letter_policy is not None
-        delivery.max_delivery_attempts = (
+        rules = delivery.rules
+        rules.retry_policy = config.retry_policy
+        rules.count_attempts = config.dead_letter_policy is not None
+        rules.max_delivery_attempts = (
             config.dead_letter_policy.max_delivery_attempts if config.dead_letter_policy else None
         )
         topic = self.topics.get(config.topic)
         topic_policies = topic.config.policies if topic is not None else None
         if config.internal:  # a retention cursor: the topic's retentions (union), no TTL
-            delivery.retention = self.cursor_retention(topic.config) if topic else 0.0
-            delivery.ttl = None
+            rules.retention = self.cursor_retention(topic.config) if topic else 0.0
+            rules.ttl = None
             delivery.set_retain_acked(False)
             return
-        delivery.retention = self._retention(config)
+        rules.retention = self._retention(config)
         delivery.set_retain_acked(config.retain_acked_messages)
         # The subscription's TTL wins over its topic's (policies.py).
         ttl = config.policies.message_ttl
         if ttl is None and topic_policies is not None:
             ttl = topic_policies.message_ttl
-        delivery.ttl = ttl
+        rules.ttl = ttl
 
     @staticmethod
     def cursor_retention(topic: TopicConfig) -> float:

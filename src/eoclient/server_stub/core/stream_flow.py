@@ -1,4 +1,4 @@
-"""Server-side flow control of one StreamingPull stream."""
+"""Server-side flow control of the StreamingPull streams open on a subscription."""
 
 from __future__ import annotations
 
@@ -25,3 +25,45 @@ class StreamFlow:
         if 0 < self.max_messages <= self.outstanding_messages:
             return False
         return not 0 < self.max_bytes <= self.outstanding_bytes
+
+
+class OpenStreams:
+    """The StreamingPull streams open on one subscription, each with its flow control.
+
+    A lease counts against the flow control of the stream it was delivered on from its
+    delivery to its end (ack, nack, expiry). A stream that closes leaves its leases valid
+    until their deadlines — acks may still come on other streams or by unary calls — and
+    they stop counting against any stream. O(1) an operation.
+    """
+
+    def __init__(self) -> None:
+        self._flows: dict[int, StreamFlow] = {}
+
+    def __len__(self) -> int:
+        return len(self._flows)
+
+    def open(self, flow: StreamFlow) -> None:
+        self._flows[flow.stream_id] = flow
+
+    def close(self, stream_id: int) -> None:
+        self._flows.pop(stream_id, None)
+
+    def get(self, stream_id: int) -> StreamFlow | None:
+        return self._flows.get(stream_id)
+
+    def all(self) -> list[StreamFlow]:
+        return list(self._flows.values())
+
+    def release(self, stream_id: int, size: int) -> None:
+        """A lease of ``size`` bytes delivered on ``stream_id`` (0: none) ended."""
+        if stream_id:
+            flow = self._flows.get(stream_id)
+            if flow is not None:
+                flow.outstanding_messages -= 1
+                flow.outstanding_bytes -= size
+
+    def release_all(self) -> None:
+        """Every lease ended at once (a seek): the streams stay open, with nothing out."""
+        for flow in self._flows.values():
+            flow.outstanding_messages = 0
+            flow.outstanding_bytes = 0

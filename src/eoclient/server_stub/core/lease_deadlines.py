@@ -1,0 +1,80 @@
+"""When the leases of one subscription fall due: records of (deadline, seqs) in a heap.
+
+Leases given the same deadline at once (one Pull, one ModifyAckDeadline request) share
+one *record* ``(deadline, seqs)``: a lease joins the newest record when it has the same
+deadline, else starts a new one, so a request of a thousand leases costs one heap push,
+not a thousand. Records come due by deadline, ties in the order they were made.
+
+A record is never changed in place: a seq whose lease ended, or moved to another
+deadline, since the record was made is *stale*, and the lease table (``lease_table.py``,
+which knows each lease's deadline) skips it when the record comes due. The table rebuilds
+the records from its live leases (``rebuild``) once they hold more than twice as many
+seqs (plus its ``SLACK``), so stale seqs cost memory in proportion to the live leases,
+not to the ack rate times the deadline.
+
+Costs, with r records: O(1) to join the newest record, O(log r) to start one or to take
+a due one; a rebuild is O(n) for the n leases it is given.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from array import array
+from collections.abc import Iterable
+
+
+class DeadlineRecords:
+    def __init__(self) -> None:
+        self._records: list[tuple[float, int, array[int]]] = []
+        # Seqs held by the records, stale ones included (read only: a plain attribute,
+        # not a property, since the table reads it at every lease's end).
+        self.slots = 0
+        self._tail: tuple[float, array[int]] | None = None  # the newest record
+        self._order = itertools.count()  # ties between records of one deadline
+
+    def __len__(self) -> int:
+        """Records (not seqs)."""
+        return len(self._records)
+
+    def next_deadline(self) -> float | None:
+        """The earliest deadline of a record (stale-early: its leases may have ended)."""
+        return self._records[0][0] if self._records else None
+
+    def add(self, seq: int, deadline: float) -> int:
+        """Record ``seq`` as due at ``deadline``; the seqs held now."""
+        tail = self._tail
+        if tail is not None and tail[0] == deadline:
+            tail[1].append(seq)
+        else:
+            seqs = array("q", (seq,))
+            heapq.heappush(self._records, (deadline, next(self._order), seqs))
+            self._tail = (deadline, seqs)
+        self.slots += 1
+        return self.slots
+
+    def pop_due(self, now: float) -> tuple[float, array[int]] | None:
+        """The earliest record, out of the heap, if due at ``now``; else None."""
+        records = self._records
+        if not records or records[0][0] > now:
+            return None
+        deadline, _, seqs = heapq.heappop(records)
+        self.slots -= len(seqs)
+        if self._tail is not None and self._tail[1] is seqs:
+            self._tail = None
+        return deadline, seqs
+
+    def rebuild(self, due: Iterable[tuple[int, float]]) -> None:
+        """Records of just these (seq, deadline) pairs, one a deadline."""
+        by_deadline: dict[float, array[int]] = {}
+        slots = 0
+        for seq, deadline in due:
+            seqs = by_deadline.get(deadline)
+            if seqs is None:
+                by_deadline[deadline] = seqs = array("q")
+            seqs.append(seq)
+            slots += 1
+        self._records = [(d, next(self._order), s) for d, s in by_deadline.items()]
+        heapq.heapify(self._records)
+        self.slots = slots
+        self._tail = None
