@@ -1,17 +1,22 @@
-"""Tracing benchmark: what OpenTelemetry tracing costs a publisher, eoclient's and the
-official client's, measured in the same run against one reference server.
+"""Tracing benchmark: what OpenTelemetry tracing costs a publisher or a subscriber,
+eoclient's and the official client's, measured in the same run against one reference server.
 
-    .venv/bin/python benchmarks/tracing.py [--messages 50000] [--repeat 3]
-        [--baseline GIT_REF] [--write]
+    .venv/bin/python benchmarks/tracing.py [--side publish|subscribe] [--messages 50000]
+        [--repeat 3] [--baseline GIT_REF] [--write]
 
-Starts ``eoclient serve`` in its own process; every run publishes ``--messages`` 100-byte
-messages to a fresh topic (no subscription: the server only assigns ids) from a publisher
-process of its own, fire-and-collect as ``benchmarks/publisher.py`` does, with default
-batch settings. Scenarios:
+Starts ``eoclient serve`` in its own process; every run uses a process of its own for the
+client measured. ``--side publish`` (the default) publishes ``--messages`` 100-byte
+messages to a fresh topic (no subscription: the server only assigns ids),
+fire-and-collect as ``benchmarks/publisher.py`` does, with default batch settings.
+``--side subscribe`` pre-publishes ``--messages`` 100-byte messages, each carrying a
+sampled ``googclient_traceparent`` (as a traced publisher leaves them), to a fresh
+subscription and receives them, acking each without waiting (``message.ack()``;
+FlowControl(max_messages=1000)), as ``benchmarks/subscriber.py``'s plain scenario does.
+Scenarios:
 
 * ``eoclient, before tracing``: the SDK's source at ``--baseline`` (default: the commit
-  before tracing was added), extracted from git and put first on the child's path — the
-  reference for "tracing off costs nothing";
+  before that side's tracing was added), extracted from git and put first on the child's
+  path — the reference for "tracing off costs nothing";
 * ``eoclient, tracing off`` and ``tracing on``;
 * ``official, tracing off`` and ``tracing on`` (google-cloud-pubsub, the peer).
 
@@ -21,9 +26,9 @@ of shipping them anywhere); the count is reported, so a run that traced nothing 
 
 Runs are interleaved (every scenario once, then again, ``--repeat`` times), so the load of
 the shared machine falls on all of them alike; the median run of each is reported, with
-its ratios against ``tracing off`` of the same client. Client CPU is the publisher
-process's user + system time (imports and set-up excluded). Appended to
-docs/benchmarks.md only with ``--write``.
+its ratios against ``tracing off`` of the same client. Client CPU is the client process's
+user + system time (imports and set-up excluded). Appended to docs/benchmarks.md only with
+``--write``.
 """
 
 from __future__ import annotations
@@ -41,15 +46,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _server import start_server  # benchmarks/ is on sys.path when run as a script
+# benchmarks/ is on sys.path when run as a script
+from _server import fill_subscription, start_server
 
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD = b"x" * 100
 YIELD_EVERY = 100  # eoclient: messages between two yields to the event loop
 # This benchmark's section of docs/benchmarks.md (--write adds each run at its end).
 SECTION = "## Tracing (`benchmarks/tracing.py`)"
-# The last commit before eoclient.tracing existed (the publisher then had no tracing hooks).
-BEFORE_TRACING = "d4aa24e"
+# The last commit before eoclient.tracing existed (the publisher then had no tracing hooks),
+# and the last before the subscriber's (its session then had no tracing hooks).
+BEFORE_TRACING = {"publish": "d4aa24e", "subscribe": "cc6849f"}
+# What a traced publisher leaves in each message (a sampled W3C trace context).
+TRACEPARENT = {"googclient_traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+FLOW_CONTROL_MESSAGES = 1000
 
 SCENARIOS = (
     ("eoclient", "before tracing"),
@@ -133,14 +143,94 @@ def publish_main(options: argparse.Namespace) -> None:
         source = str(Path(eoclient.__file__).parent)
         before = _cpu()
         seconds = asyncio.run(
-            _publish_eoclient(options.address, options.topic, options.count, traced)
+            _publish_eoclient(options.address, options.target, options.count, traced)
         )
     else:
         import google.cloud.pubsub_v1  # noqa: F401  (imports are not part of the measurement)
 
         source = "google-cloud-pubsub"
         before = _cpu()
-        seconds = _publish_official(options.address, options.topic, options.count, traced)
+        seconds = _publish_official(options.address, options.target, options.count, traced)
+    if provider is not None:
+        provider.force_flush()
+    cpu = _cpu() - before
+    spans = exporter.spans if exporter is not None else 0
+    report = {"seconds": seconds, "cpu_seconds": cpu, "spans": spans, "source": source}
+    print(json.dumps(report), flush=True)
+
+
+async def _consume_eoclient(address: str, subscription: str, count: int, traced: bool) -> float:
+    from eoclient import FlowControl, SubscriberClient
+
+    options = {"enable_open_telemetry_tracing": True} if traced else {}
+    flow = FlowControl(max_messages=FLOW_CONTROL_MESSAGES)
+    started = time.perf_counter()
+    received = 0
+    async with (
+        SubscriberClient(address, **options) as client,
+        client.subscribe(subscription, flow_control=flow) as stream,
+    ):
+        async for message in stream:
+            message.ack()
+            received += 1
+            if received >= count:
+                break
+    return time.perf_counter() - started
+
+
+def _consume_official(address: str, subscription: str, count: int, traced: bool) -> float:
+    import threading
+
+    os.environ["PUBSUB_EMULATOR_HOST"] = address
+    from google.cloud import pubsub_v1
+
+    lock = threading.Lock()
+    received = 0
+    finished = threading.Event()
+
+    def callback(message: Any) -> None:
+        nonlocal received
+        message.ack()
+        with lock:
+            received += 1
+            if received >= count:
+                finished.set()
+
+    options = pubsub_v1.types.SubscriberOptions(enable_open_telemetry_tracing=traced)
+    subscriber = pubsub_v1.SubscriberClient(subscriber_options=options)
+    started = time.perf_counter()
+    future = subscriber.subscribe(
+        subscription,
+        callback,
+        flow_control=pubsub_v1.types.FlowControl(max_messages=FLOW_CONTROL_MESSAGES),
+    )
+    finished.wait()
+    future.cancel()
+    future.result()
+    subscriber.close()
+    return time.perf_counter() - started
+
+
+def consume_main(options: argparse.Namespace) -> None:
+    traced = options.mode == "tracing on"
+    provider = exporter = None
+    if traced:
+        provider, exporter = _install_tracing()
+    if options.client == "eoclient":
+        import eoclient
+
+        source = str(Path(eoclient.__file__).parent)
+        before = _cpu()
+        seconds = asyncio.run(
+            _consume_eoclient(options.address, options.target, options.count, traced)
+        )
+    else:
+        os.environ["PUBSUB_EMULATOR_HOST"] = options.address
+        import google.cloud.pubsub_v1  # noqa: F401  (imports are not part of the measurement)
+
+        source = "google-cloud-pubsub"
+        before = _cpu()
+        seconds = _consume_official(options.address, options.target, options.count, traced)
     if provider is not None:
         provider.force_flush()
     cpu = _cpu() - before
@@ -169,15 +259,22 @@ async def _create_topic(address: str, topic: str) -> None:
 
 
 def run_once(
-    address: str, client: str, mode: str, count: int, number: int, baseline: Path
+    side: str, address: str, client: str, mode: str, count: int, number: int, baseline: Path
 ) -> dict[str, Any]:
-    topic = f"projects/bench/topics/tracing-{number}"
-    asyncio.run(_create_topic(address, topic))
+    topic = f"projects/bench/topics/tracing-{side}-{number}"
+    if side == "publish":
+        target = topic
+        asyncio.run(_create_topic(address, topic))
+    else:
+        target = f"projects/bench/subscriptions/tracing-{number}"
+        asyncio.run(
+            fill_subscription(address, topic, target, count, attributes=lambda _: TRACEPARENT)
+        )
     env = dict(os.environ)
     if mode == "before tracing":
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(baseline), env.get("PYTHONPATH")]))
-    command = [sys.executable, __file__, "publish", "--client", client, "--mode", mode]
-    command += ["--address", address, "--topic", topic, "--count", str(count)]
+    command = [sys.executable, __file__, side, "--client", client, "--mode", mode]
+    command += ["--address", address, "--target", target, "--count", str(count)]
     output = subprocess.run(
         command, check=True, capture_output=True, text=True, timeout=1800, env=env
     ).stdout
@@ -194,20 +291,28 @@ def _uptime() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     sub = parser.add_subparsers(dest="command")
-    child = sub.add_parser("publish")
-    child.add_argument("--client", choices=["eoclient", "official"], required=True)
-    child.add_argument("--mode", choices=[mode for _, mode in SCENARIOS], required=True)
-    child.add_argument("--address", required=True)
-    child.add_argument("--topic", required=True)
-    child.add_argument("--count", type=int, required=True)
+    for side in ("publish", "subscribe"):
+        child = sub.add_parser(side)
+        child.add_argument("--client", choices=["eoclient", "official"], required=True)
+        child.add_argument("--mode", choices=[mode for _, mode in SCENARIOS], required=True)
+        child.add_argument("--address", required=True)
+        child.add_argument("--target", required=True, help="the topic or subscription")
+        child.add_argument("--count", type=int, required=True)
+    parser.add_argument("--side", choices=["publish", "subscribe"], default="publish")
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--repeat", type=int, default=3, help="runs per scenario (median)")
-    parser.add_argument("--baseline", default=BEFORE_TRACING, help="git ref without tracing")
+    parser.add_argument(
+        "--baseline", help="git ref without tracing (default: the side's last before it)"
+    )
     parser.add_argument("--write", action="store_true", help="append to docs/benchmarks.md")
     options = parser.parse_args()
     if options.command == "publish":
         publish_main(options)
         return 0
+    if options.command == "subscribe":
+        consume_main(options)
+        return 0
+    options.baseline = options.baseline or BEFORE_TRACING[options.side]
 
     load_before = _uptime()
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {s: [] for s in SCENARIOS}
@@ -219,7 +324,9 @@ def main() -> int:
             for _ in range(options.repeat):
                 for scenario in SCENARIOS:
                     number += 1
-                    result = run_once(address, *scenario, options.messages, number, baseline)
+                    result = run_once(
+                        options.side, address, *scenario, options.messages, number, baseline
+                    )
                     if scenario[1] == "before tracing":
                         assert result["source"].startswith(work), result["source"]
                     runs[scenario].append(result)
@@ -254,11 +361,12 @@ def main() -> int:
     if options.write:
         today = datetime.date.today().isoformat()
         command = (
-            f"benchmarks/tracing.py --messages {options.messages} --repeat {options.repeat} "
-            f"--baseline {options.baseline}"
+            f"benchmarks/tracing.py --side {options.side} --messages {options.messages} "
+            f"--repeat {options.repeat} --baseline {options.baseline}"
         )
+        what = "publisher" if options.side == "publish" else "subscriber"
         run = (
-            f"### Tracing, {today} (`{command}`; `uptime` before: {load_before}; "
+            f"### Tracing, {what}, {today} (`{command}`; `uptime` before: {load_before}; "
             f"after: {load_after})\n\n{table}\n\n"
         )
         docs = ROOT / "docs" / "benchmarks.md"

@@ -34,14 +34,27 @@ message body size is ``len(data)`` (the official publisher reports ``sys.getsize
 Receiving
 ---------
 
-The subscriber's half, as functions over plain values (the subscriber's session calls them;
-nothing here knows its classes): :func:`start_receive` opens ``<subscription id>
-subscribe`` (CONSUMER) per message as a child of the context the message carries, and
-``<subscription id> process`` for the handler, linked to the publisher's create span;
-:func:`start_settle_span` opens one ``<subscription id> ack`` / ``nack`` / ``modack``
-(CLIENT) span per request, linked to the messages' subscribe spans (which link back); and
-:meth:`ReceiveTrace.settled` records each message's result — ``acked`` / ``nacked``, or
-its exactly-once failure — and ends its subscribe span.
+The subscriber's half, as functions over plain values (``eoclient.subscriber.spans`` calls
+them for a session; nothing here knows the subscriber's classes): :func:`start_receive`
+opens ``<subscription id> subscribe`` (CONSUMER) per message as a child of the context
+the message carries, and ``<subscription id> process`` for the handler, linked to the
+publisher's create span; :func:`start_settle_span` opens one ``<subscription id> ack`` /
+``nack`` / ``modack`` (CLIENT) span per request, linked to the messages' subscribe spans
+(which link back); and :meth:`ReceiveTrace.settled` records each message's result —
+``acked`` / ``nacked``, or its exactly-once failure — and ends its subscribe span
+(:meth:`ReceiveTrace.let_go`: ``expired`` or ``dropped`` for a message let go unsettled).
+
+=================================  ========  ============================================
+span                               kind      from - to
+=================================  ========  ============================================
+``<subscription id> subscribe``    CONSUMER  the message arrives - its ack / nack result
+                                             (a child of the context it carries)
+``<subscription id> process``      INTERNAL  child of subscribe: the handler runs (current
+                                             while it does) - it returns or settles
+``<subscription id> ack``          CLIENT    one request's acks (written on the stream,
+``... nack``, ``... modack``                 or one unary attempt); a root span linked to
+                                             its messages' subscribe spans
+=================================  ========  ============================================
 """
 
 from __future__ import annotations
@@ -295,6 +308,11 @@ class ReceiveTrace:
             self.process.add_event(f"{operation} called", {"timestamp": _now()})
             self.process.end()
 
+    def end_process(self) -> None:
+        """The handler returned (or raised) without settling: its process span ends."""
+        if self.process is not None and self.process.is_recording():
+            self.process.end()
+
     def event(self, name: str) -> None:
         """An event on the subscribe span, e.g. ``"ack start"`` when the request leaves."""
         self.subscribe.add_event(name, {"timestamp": _now()})
@@ -313,6 +331,25 @@ class ReceiveTrace:
             self.subscribe.set_status(
                 trace.Status(trace.StatusCode.ERROR, f"{operation} failed: {result}")
             )
+        if self.process is not None and self.process.is_recording():
+            self.process.end()
+        self.subscribe.end()
+
+    def let_go(self, result: str) -> None:
+        """The subscriber let the message go unsettled: ``"expired"`` (held past its
+        lease's limit, the official clients' result) or ``"dropped"`` (an eoclient result:
+        a copy given up because the server redelivers it, e.g. the later messages of an
+        ordering key after a nack). Both spans record it and end."""
+        if self.process is not None and self.process.is_recording():
+            self.process.add_event(result, {"timestamp": _now()})
+            self.process.end()
+        self.subscribe.set_attribute("messaging.gcp_pubsub.result", result)
+        self.subscribe.end()
+
+    def closed(self) -> None:
+        """The subscriber closed before the message's result was known: its spans end
+        with the event ``"subscriber closed"`` and no result."""
+        self.event("subscriber closed")
         if self.process is not None and self.process.is_recording():
             self.process.end()
         self.subscribe.end()

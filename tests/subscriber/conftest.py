@@ -13,10 +13,12 @@ import uvloop
 
 # The modules whose every test also runs on uvloop: the session end to end against the
 # reference server (whose gRPC server then runs on uvloop too) and against the fake
-# transport, with its cancellation at every await.
+# transport, with its cancellation at every await; and the clocks' sleep (uvloop's timers
+# fire up to 1 ms early).
 BOTH_LOOPS = frozenset(
     {
         "test_batches.py",
+        "test_clock.py",
         "test_session_eod.py",
         "test_session_fake_transport.py",
         "test_session_flow.py",

@@ -109,3 +109,13 @@ def test_modify_ack_deadline_checks_its_range() -> None:
         message.modify_ack_deadline(601)
     message.modify_ack_deadline(0)  # a nack
     assert message.settled == "nack"
+
+
+def test_delivery_attempt_is_none_unless_the_server_counts_it() -> None:
+    # The server sends 0 without a dead-letter policy: "not counted", as the official
+    # client reports it, not a count of zero.
+    received = _received()
+    received.delivery_attempt = 0
+    message = message_from_wire(received, None, 0.0)
+    assert message.delivery_attempt is None
+    assert "delivery_attempt=None" in repr(message)

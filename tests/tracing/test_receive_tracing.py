@@ -1,25 +1,18 @@
 """The receiving half of eoclient.tracing (the functions the subscriber calls): subscribe
 spans continue the publisher's trace, process spans link to it, ack / nack / modack spans
 link both ways, and each message's result — exactly-once failures included — ends its
-subscribe span. Also: a message the real google-cloud-pubsub publisher traced is continued
-by these functions."""
+subscribe span. (The subscriber calling them end to end, and the real google-cloud-pubsub
+on either side: test_subscriber_tracing.py, test_interop_official.py.)"""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-from google.cloud import pubsub_v1
 from opentelemetry import trace
 
-from eoclient.server_stub.core.model import SubscriptionConfig, TopicConfig
-from eoclient.server_stub.server import ReferenceServer
-from eoclient.subscriber import SubscriberClient
 from eoclient.tracing import (
     PublisherTracing,
     ReceiveTrace,
     end_settle_span,
-    extract_context,
     start_receive,
     start_settle_span,
 )
@@ -137,42 +130,3 @@ def test_nack_and_modack_spans(spans: Spans) -> None:
     ]
     with pytest.raises(ValueError, match="at least one message"):
         start_settle_span("ack", [])
-
-
-async def test_a_message_the_official_publisher_traced_is_continued(
-    server: ReferenceServer, spans: Spans, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", server.address)
-    server.broker.topics.create(TopicConfig(name=TOPIC))
-    server.broker.subscriptions.create(SubscriptionConfig(name=SUBSCRIPTION, topic=TOPIC))
-    publisher = pubsub_v1.PublisherClient(
-        publisher_options=pubsub_v1.types.PublisherOptions(enable_open_telemetry_tracing=True)
-    )
-    try:
-        message_id = await asyncio.to_thread(
-            lambda: publisher.publish(TOPIC, b"from the official client").result(10)
-        )
-    finally:
-        await asyncio.to_thread(publisher.stop)
-        publisher.transport.close()
-    official_create = spans.one("orders create")
-    async with SubscriberClient(server.address) as subscriber:
-        [pulled] = await subscriber.pull(SUBSCRIPTION, 1)
-        await pulled.ack_with_response()
-    assert pulled.message_id == message_id
-    assert trace.get_current_span(extract_context(pulled.attributes)).get_span_context().is_valid
-    message = start_receive(
-        SUBSCRIPTION,
-        attributes=pulled.attributes,
-        message_id=pulled.message_id,
-        body_size=len(pulled.data),
-        ack_id="a",
-        ordering_key="",
-        exactly_once=False,
-        delivery_attempt=0,
-    )
-    message.settled("ack")
-    subscribe = spans.one("orders-service subscribe")
-    assert subscribe.parent is not None
-    assert subscribe.parent.span_id == official_create.context.span_id  # type: ignore[union-attr]
-    assert subscribe.context.trace_id == official_create.context.trace_id  # type: ignore[union-attr]

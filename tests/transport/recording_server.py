@@ -1,8 +1,8 @@
-"""A small gRPC server that answers ``Publisher/GetTopic`` and records what each call
-carried: its metadata (``authorization``, ``x-goog-user-project``), the client
-certificate's name (mutual TLS) and the deadline it came with. The instrument for what a
-client *sends*, which the reference server does not expose. ``hold`` makes it answer
-late (a server slower than the caller's timeout)."""
+"""A small gRPC server that answers ``Publisher/GetTopic`` and ``Subscriber/Pull`` (no
+messages) and records what each call carried: its metadata (``authorization``,
+``x-goog-user-project``), the client certificate's name (mutual TLS) and the deadline it
+came with. The instrument for what a client *sends*, which the reference server does not
+expose. ``hold`` makes it answer late (a server slower than the caller's timeout)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ async def recording_server(
     server = grpc.aio.server()
     recorder = RecordingServer("")
 
-    async def get_topic(request: pubsub_pb2.GetTopicRequest, context: Any) -> pubsub_pb2.Topic:
+    async def record(context: Any) -> None:
         metadata = {
             key: value for key, value in context.invocation_metadata() if isinstance(value, str)
         }
@@ -49,7 +49,14 @@ async def recording_server(
         recorder.calls.append(Seen(metadata, names, context.time_remaining()))
         if recorder.hold:
             await asyncio.sleep(recorder.hold)
+
+    async def get_topic(request: pubsub_pb2.GetTopicRequest, context: Any) -> pubsub_pb2.Topic:
+        await record(context)
         return pubsub_pb2.Topic(name=request.topic)
+
+    async def pull(request: pubsub_pb2.PullRequest, context: Any) -> pubsub_pb2.PullResponse:
+        await record(context)
+        return pubsub_pb2.PullResponse()
 
     handler = grpc.method_handlers_generic_handler(
         "google.pubsub.v1.Publisher",
@@ -61,7 +68,17 @@ async def recording_server(
             )
         },
     )
-    server.add_generic_rpc_handlers((handler,))
+    subscriber = grpc.method_handlers_generic_handler(
+        "google.pubsub.v1.Subscriber",
+        {
+            "Pull": grpc.unary_unary_rpc_method_handler(
+                pull,
+                request_deserializer=pubsub_pb2.PullRequest.FromString,
+                response_serializer=pubsub_pb2.PullResponse.SerializeToString,
+            )
+        },
+    )
+    server.add_generic_rpc_handlers((handler, subscriber))
     if certificates is None:
         port = server.add_insecure_port("127.0.0.1:0")
     else:

@@ -8,8 +8,12 @@
   requires (mutual TLS).
 * Failures that used to be obscure are clear at connect time (no credentials found, a
   universe domain that is not the credentials').
-* A ``grpc.aio.Channel`` handed to the publisher and the admin client is used, and left
-  open for its owner.
+* A ``grpc.aio.Channel`` handed to any of the three clients is used, and left open for its
+  owner.
+
+The subscriber gets its endpoint through the same ``Endpoint.resolve`` as the publisher
+and the admin client: its cases here check that it does (a TLS string, the token and
+quota project on its calls, the refusal without credentials, an injected channel).
 """
 
 from __future__ import annotations
@@ -21,11 +25,12 @@ import pytest
 from google.auth.credentials import AnonymousCredentials
 from google.oauth2.credentials import Credentials
 
-from eoclient import Endpoint
+from eoclient import AcknowledgeStatus, Endpoint
 from eoclient.admin import AdminClient, topic_path
 from eoclient.errors import CredentialsError, RpcError
 from eoclient.publisher import PublisherClient
 from eoclient.server_stub.server import ReferenceServer, run_server
+from eoclient.subscriber import SubscriberClient
 
 from .certificates import CLIENT_NAME, Certificates, make_certificates
 from .recording_server import recording_server
@@ -158,6 +163,12 @@ async def test_no_default_credentials_says_how_to_connect(
     with pytest.raises(CredentialsError, match=r"Endpoint\.insecure"):
         await admin.get_topic(topic_path("p", "t"))
     await admin.aclose()
+    subscriber = SubscriberClient("pubsub-emulator:8085")
+    with pytest.raises(CredentialsError, match=r"Endpoint\.insecure"):
+        subscriber.subscribe("projects/p/subscriptions/s")
+    with pytest.raises(CredentialsError, match=r"Endpoint\.insecure"):
+        await subscriber.pull("projects/p/subscriptions/s")
+    await subscriber.aclose()
 
 
 def test_a_universe_the_credentials_do_not_belong_to_is_refused() -> None:
@@ -173,6 +184,40 @@ def test_credentials_without_a_quota_project_are_refused() -> None:
 
 
 # ====================================================================== what a client sends
+
+
+async def test_the_subscriber_resolves_its_endpoint_like_the_others(
+    monkeypatch: pytest.MonkeyPatch, certificates: Certificates
+) -> None:
+    # Nothing connects until the client is used: the repr shows the resolved target.
+    assert repr(SubscriberClient("pubsub.example.com:443")) == (
+        "<SubscriberClient pubsub.example.com:443>"
+    )
+    async with recording_server(certificates) as server:
+        # A string endpoint is TLS: against a TLS server with the CA trusted and a token.
+        endpoint = Endpoint.tls(
+            server.address,
+            root_certificates=certificates.ca,
+            credentials=Credentials("team-token"),
+            quota_project="billing-project",
+        )
+        async with SubscriberClient(endpoint) as client:
+            assert await client.pull("projects/p/subscriptions/s") == []
+            await client.pull("projects/p/subscriptions/s", timeout=5)
+    first, second = server.calls
+    assert first.metadata["authorization"] == "Bearer team-token"
+    assert first.metadata["x-goog-user-project"] == "billing-project"
+    # The call's budget reaches the server as its deadline: 60 s by default, as GAPIC's
+    # (the grpc-timeout header rounds to its unit: a little above the value is allowed).
+    assert first.time_remaining is not None
+    assert 30 < first.time_remaining < 60.5
+    assert second.time_remaining is not None
+    assert 2 < second.time_remaining < 5.5
+    async with recording_server(None) as plain:
+        monkeypatch.setenv("PUBSUB_EMULATOR_HOST", plain.address)
+        async with SubscriberClient() as client:  # the emulator variable: plain text
+            assert await client.pull("projects/p/subscriptions/s") == []
+    assert len(plain.calls) == 1
 
 
 async def test_the_token_and_the_quota_project_are_sent(certificates: Certificates) -> None:
@@ -238,7 +283,23 @@ async def test_an_injected_channel_is_used_and_left_open(
     async with PublisherClient(channel=channel) as publisher:
         message_id = await publisher.publish(topic, b"over the shared channel")
         assert "shared channel" in repr(publisher)
-    async with AdminClient(channel=channel) as admin:  # still open after both closed
+    subscription = "projects/p/subscriptions/shared-channel"
+    async with AdminClient(channel=channel) as admin:
+        await admin.create_subscription(subscription, topic)
+    async with PublisherClient(channel=channel) as publisher:
+        await publisher.publish(topic, b"streamed")
+        await publisher.publish(topic, b"pulled")
+    async with SubscriberClient(channel=channel) as client:
+        assert repr(client) == "<SubscriberClient shared channel>"
+        async with client.subscribe(subscription) as stream:
+            async for message in stream:
+                received = message.data
+                assert await message.ack_with_response() is AcknowledgeStatus.SUCCESS
+                break
+        [pulled] = await client.pull(subscription, max_messages=5)
+        assert {received, pulled.data} == {b"streamed", b"pulled"}
+        pulled.ack()
+    async with AdminClient(channel=channel) as admin:  # still open after all three closed
         assert (await admin.get_topic(topic)).name == topic
     assert message_id
 
@@ -248,6 +309,8 @@ async def test_a_channel_and_an_endpoint_together_are_refused(channel: grpc.aio.
         PublisherClient("localhost:1", channel=channel)
     with pytest.raises(ValueError, match="only one of"):
         AdminClient("localhost:1", channel=channel)
+    with pytest.raises(ValueError, match="endpoint= or channel="):
+        SubscriberClient("localhost:1", channel=channel)
 
 
 async def test_tls_to_a_plain_text_server_says_so(reference: ReferenceServer) -> None:

@@ -7,11 +7,12 @@ import logging
 import random
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eoclient._clock import AsyncClock, MonotonicClock
-from eoclient._transport import Endpoint, PubSubTransport, create_channel
-from eoclient.errors import ClosedError
+from eoclient._retrying import DEFAULT, Default, RetrySettings, call_with_retry, check_timeout
+from eoclient._transport import Endpoint, PubSubTransport
+from eoclient.errors import ClosedError, RpcError
 from eoclient.subscriber.ack_results import AckResult
 from eoclient.subscriber.handler import run_handler
 from eoclient.subscriber.ledger import AckLedger, Operation, Position
@@ -27,15 +28,37 @@ from eoclient.subscriber.settings import (
     StreamSettings,
 )
 
+if TYPE_CHECKING:
+    import grpc
+    from opentelemetry.trace import TracerProvider
+
+    from eoclient._proto import pubsub_pb2
+    from eoclient.subscriber.spans import SessionSpans
+
 logger = logging.getLogger("eoclient.subscriber")
 
 # aclose() gives settlements of pulled messages still in flight this long to finish
 # (as a streaming session's default ShutdownOptions.flush_timeout).
 SETTLE_TIMEOUT = 10.0
 
+# Unary Pull as the official GAPIC configuration makes it (google-cloud-pubsub 2.44,
+# pubsub_v1/services/subscriber/transports/base.py): retried after 0.1 s, x1.3 per attempt,
+# at most 60 s apart, for 60 s, on ABORTED, INTERNAL, UNAVAILABLE and UNKNOWN; 60 s a call.
+# Repeating a Pull is safe: messages a lost response carried come again once their ack
+# deadline passes. DEADLINE_EXCEEDED is not retried (nor by GAPIC): the caller's budget
+# is what ran out.
+PULL_RETRY = RetrySettings(
+    initial_backoff=0.1,
+    max_backoff=60.0,
+    multiplier=1.3,
+    deadline=60.0,
+    codes=frozenset({"ABORTED", "INTERNAL", "UNAVAILABLE", "UNKNOWN"}),
+)
+PULL_TIMEOUT = 60.0
+
 
 class SubscriberClient:
-    """Connects to ``endpoint``, or ``PUBSUB_EMULATOR_HOST``, or the real service.
+    """Receives from ``endpoint``, or ``PUBSUB_EMULATOR_HOST``, or the real service.
 
     ::
 
@@ -43,18 +66,53 @@ class SubscriberClient:
             async with client.subscribe(subscription) as stream:
                 async for message in stream:
                     status = await message.ack_with_response()
+
+    Args:
+        endpoint: where to connect (:class:`~eoclient.Endpoint`): a string is TLS with
+            Application Default Credentials unless it is a loopback address or
+            ``PUBSUB_EMULATOR_HOST``'s value (plain text); ``None`` =
+            ``PUBSUB_EMULATOR_HOST`` if set, else the service.
+        channel: a ``grpc.aio.Channel`` to use instead of opening one (e.g. one
+            ``Endpoint.create_channel()`` made for several clients); the client never
+            closes it. Not together with ``endpoint``.
+        enable_open_telemetry_tracing: trace every message a ``subscribe`` session
+            receives with OpenTelemetry, as google-cloud-pubsub does
+            (:mod:`eoclient.tracing`; needs the extra ``eoclient[otel]``): a ``<subscription
+            id> subscribe`` span per message, continuing the trace its publisher started,
+            ``process`` around a ``run`` handler, and a span per ack / nack / modack
+            request. Messages of :meth:`pull` are not traced (nor are the official
+            client's). Spans go to the global tracer provider.
+        tracer_provider: an OpenTelemetry ``TracerProvider`` for this client's spans
+            instead of the global one (with ``enable_open_telemetry_tracing=True``).
+        clock: monotonic seconds for leases, retries and backoffs (tests pass a
+            ``FakeClock``).
     """
 
     def __init__(
-        self, endpoint: str | Endpoint | None = None, *, clock: AsyncClock | None = None
+        self,
+        endpoint: str | Endpoint | None = None,
+        *,
+        channel: grpc.aio.Channel | None = None,
+        enable_open_telemetry_tracing: bool = False,
+        tracer_provider: TracerProvider | None = None,
+        clock: AsyncClock | None = None,
     ) -> None:
-        self._endpoint = Endpoint.resolve(endpoint)
+        if endpoint is not None and channel is not None:
+            raise ValueError("pass endpoint= or channel=, not both")
+        self._tracing: Callable[[str], SessionSpans] | None = None
+        if enable_open_telemetry_tracing:
+            self._tracing = _load_tracing(tracer_provider)
+        elif tracer_provider is not None:
+            raise ValueError("tracer_provider= needs enable_open_telemetry_tracing=True")
+        self._endpoint = Endpoint.resolve(endpoint) if channel is None else None
+        self._channel = channel
         self._transport: PubSubTransport | None = None
         self._closed = False
         self._clock = clock
         # Stable across reconnects so the server can keep affinity
         # (docs/protocol.md#initial-streamingpull-request).
         self.client_id = new_client_id()
+        self._rng = random.Random()  # the jitter of pull()'s retries
         # Sessions not yet garbage: aclose() closes the ones still open before the channel.
         self._sessions: weakref.WeakSet[StreamingSession] = weakref.WeakSet()
         # pull(): one unary sink per subscription and retry settings, and the unary
@@ -64,7 +122,10 @@ class SubscriberClient:
         self._settling: set[asyncio.Task[None]] = set()
 
     def __repr__(self) -> str:
-        return f"<SubscriberClient {self._endpoint.target}{' closed' if self._closed else ''}>"
+        return f"<SubscriberClient {self._where()}{' closed' if self._closed else ''}>"
+
+    def _where(self) -> str:
+        return self._endpoint.target if self._endpoint is not None else "shared channel"
 
     async def __aenter__(self) -> SubscriberClient:
         self._get_transport()
@@ -98,7 +159,11 @@ class SubscriberClient:
         if self._closed:
             raise ClosedError("the SubscriberClient is closed")
         if self._transport is None:
-            self._transport = PubSubTransport(create_channel(self._endpoint))
+            if self._endpoint is not None:
+                self._transport = PubSubTransport(self._endpoint.create_channel())
+            else:
+                assert self._channel is not None
+                self._transport = PubSubTransport(self._channel, owns_channel=False)
         return self._transport
 
     def subscribe(
@@ -124,6 +189,7 @@ class SubscriberClient:
             client_id=self.client_id,
             clock=self._clock,
             rng=rng,
+            spans=None if self._tracing is None else self._tracing(subscription),
         )
         self._sessions.add(session)
         return session
@@ -137,10 +203,11 @@ class SubscriberClient:
         """Run ``handler`` for every message until cancelled (or a permanent error).
 
         One coroutine per message, as many at once as flow control allows. A
-        handler that raises has its message nacked.
+        handler that raises has its message nacked. With tracing on, each handler runs
+        under its message's ``<subscription id> process`` span.
         """
         async with self.subscribe(subscription, **settings) as session:
-            await run_handler(session, handler)
+            await run_handler(session, handler, session.spans)
 
     async def pull(
         self,
@@ -148,17 +215,57 @@ class SubscriberClient:
         max_messages: int = 100,
         *,
         ack_retry: AckRetrySettings | None = None,
+        retry: RetrySettings | Default | None = DEFAULT,
+        timeout: float | Default | None = DEFAULT,
     ) -> list[Message]:
         """One unary Pull. The messages are not leased: settle them before the deadline.
 
         Their acks, nacks and modacks go by unary call; all those made in one turn of the
         event loop (a loop over the messages, or a ``gather`` of ``ack_with_response()``)
         share one call per operation (2,500 ids a call), not one call each.
+
+        Args:
+            ack_retry: how those settlements are retried.
+            retry: how the Pull itself is retried: by default as the official client's
+                GAPIC configuration (:data:`PULL_RETRY`: ABORTED, INTERNAL, UNAVAILABLE
+                and UNKNOWN, for 60 s); a :class:`~eoclient.admin.RetrySettings` of your
+                own (its ``codes``, or those when it names none); ``None``: one attempt.
+            timeout: the call's whole budget in seconds, retries included (60 by
+                default); ``None``: only the retry deadline bounds it.
         """
+        if not (retry is DEFAULT or retry is None or isinstance(retry, RetrySettings)):
+            raise TypeError(f"retry must be a RetrySettings or None (one attempt), got {retry!r}")
+        backoff = PULL_RETRY if retry is DEFAULT else retry
+        budget = PULL_TIMEOUT if timeout is DEFAULT else check_timeout(timeout)
+        codes = PULL_RETRY.codes if backoff is None or backoff.codes is None else backoff.codes
+        assert codes is not None
         transport = self._get_transport()
-        response = await transport.pull(subscription, max_messages)
+        clock = self._clock or MonotonicClock()
+
+        def attempt(seconds: float | None) -> Awaitable[pubsub_pb2.PullResponse]:
+            return transport.pull(subscription, max_messages, timeout=seconds)
+
+        def on_retry(number: int, error: RpcError, delay: float) -> None:
+            logger.debug(
+                "Pull %s failed (attempt %d): %s; retrying in %.3f s",
+                subscription,
+                number,
+                error,
+                delay,
+            )
+
+        response = await call_with_retry(
+            attempt,
+            backoff=backoff,
+            codes=frozenset(codes),
+            timeout=budget,
+            now=clock.now,
+            sleep=clock.sleep,
+            rng=self._rng,
+            on_retry=on_retry,
+        )
         sink = self._unary_sink(subscription, ack_retry or AckRetrySettings())
-        now = (self._clock or MonotonicClock()).now()
+        now = clock.now()
         return [message_from_wire(received, sink, now) for received in response.received_messages]
 
     async def acknowledge(
@@ -232,6 +339,22 @@ class SubscriberClient:
                 subscription, self._get_transport(), ack_retry, self._clock, self._settling
             )
         return sink
+
+
+def _load_tracing(provider: TracerProvider | None) -> Callable[[str], SessionSpans]:
+    """What makes a session's spans, for a client with ``enable_open_telemetry_tracing``."""
+    try:
+        from eoclient.subscriber.spans import SessionSpans
+    except ImportError as error:
+        raise ImportError(
+            "enable_open_telemetry_tracing=True needs OpenTelemetry: pip install "
+            f"'eoclient[otel]' (or opentelemetry-api) ({error})"
+        ) from error
+
+    def session_spans(subscription: str) -> SessionSpans:
+        return SessionSpans(subscription, provider)
+
+    return session_spans
 
 
 class _PulledSettler:

@@ -26,6 +26,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from eoclient._proto import pubsub_pb2
 from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
@@ -41,7 +42,21 @@ logger = logging.getLogger("eoclient.subscriber")
 
 SUCCESS = AcknowledgeStatus.SUCCESS
 
-__all__ = ["DispatchStatistics", "Dispatcher"]
+__all__ = ["DispatchStatistics", "Dispatcher", "MessageObserver"]
+
+
+class MessageObserver(Protocol):
+    """What the core tells beyond settlements (the session's tracing, ``spans.py``):
+    messages as they arrive, and a message let go without being settled."""
+
+    def received(self, messages: Sequence[Message], exactly_once: bool) -> None:
+        """``messages`` arrived and are leased (before their receipt modack is entered)."""
+        ...
+
+    def released(self, message: Message, result: str) -> None:
+        """``message`` is let go unsettled: ``"expired"`` (held past ``max_lease``) or
+        ``"dropped"`` (a parked copy the server redelivers after its key's nack)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +81,11 @@ class Dispatcher:
         lease: LeaseSettings,
         stream: StreamSettings,
         notify_ready: Callable[[], None] = lambda: None,
+        observer: MessageObserver | None = None,
     ) -> None:
         self.ledger = ledger
         self.sink = sink  # what received messages settle through (the session)
+        self.observer = observer  # None unless tracing: tested once per response
         self.lease_settings = lease
         self.stream_settings = stream
         self.notify_ready = notify_ready
@@ -146,6 +163,8 @@ class Dispatcher:
         if not arrived:
             return
         self.received += len(arrived)
+        if self.observer is not None:
+            self.observer.received(arrived, ledger.exactly_once)
         receipts = ledger.submit_many([m.ack_id for m in arrived], Operation.MODACK, deadline)
         self._lease_check_soon(now, min(deadline, self.stream_ack_deadline()))
         if not ledger.exactly_once:
@@ -203,6 +222,13 @@ class Dispatcher:
         elif result.status is AcknowledgeStatus.SUCCESS:
             self._admit(message)
         else:
+            logger.debug(
+                "receipt of message %s refused (%s%s): its lease is lost, it is not handed "
+                "out and comes again",
+                message.message_id,
+                result.status.name,
+                f": {result.info}" if result.info else "",
+            )
             self.leases.remove(message.ack_id)
 
     def _admit(self, message: Message) -> None:
@@ -220,14 +246,33 @@ class Dispatcher:
         if admitted:
             self.ready.extend(messages[:admitted] if admitted < len(messages) else messages)
             self.notify_ready()
-        for message in messages[admitted:]:
-            self.held[message.ack_id] = message
+        if admitted < len(messages):
+            self._log_hold(len(messages) - admitted)
+            for message in messages[admitted:]:
+                self.held[message.ack_id] = message
 
     def _offer_flow(self, message: Message) -> None:
         if self.flow.offer(message.ack_id, message.size):
             self._hand_out(message)
         else:
+            if not self.held:
+                self._log_hold(1)  # once as holding starts, not for every message held
             self.held[message.ack_id] = message
+
+    def _log_hold(self, count: int) -> None:
+        if logger.isEnabledFor(logging.DEBUG):
+            flow = self.flow.statistics()
+            limits = self.flow.limits
+            logger.debug(
+                "flow control holds %d more messages (%d held): %d messages / %d bytes "
+                "outstanding of at most %s / %s; they wait for settlements",
+                count,
+                len(self.held) + count,
+                flow.outstanding_messages,
+                flow.outstanding_bytes,
+                limits.max_messages or "unlimited",
+                limits.max_bytes or "unlimited",
+            )
 
     def _hand_out(self, message: Message) -> None:
         self.ready.append(message)
@@ -327,8 +372,7 @@ class Dispatcher:
         if key:
             if operation is Operation.NACK:
                 # The server redelivers the rest of the key in order: drop our copies.
-                for stale in self.ordering.discard_key(key):
-                    self._forget(stale)
+                self._drop_parked(key)
             if was_out:
                 # Only the key's message out moves its key on: one released past max_lease
                 # and settled late must not release the key's next message a second time.
@@ -340,6 +384,14 @@ class Dispatcher:
         self.leases.extended([message.ack_id], seconds, now)
         self._lease_check_soon(now, seconds)
         return self.ledger.submit(message.ack_id, Operation.MODACK, seconds)
+
+    def _drop_parked(self, key: str) -> None:
+        """Forget the messages of ``key`` parked behind its message out: the server
+        redelivers them, in order, after the one out is nacked or expires."""
+        for stale in self.ordering.discard_key(key):
+            self._forget(stale)
+            if self.observer is not None:
+                self.observer.released(stale, "dropped")
 
     def _forget(self, message: Message) -> None:
         """Stop leasing and counting a message (acked, nacked, dropped)."""
@@ -373,6 +425,7 @@ class Dispatcher:
         actions = self.leases.due(now, self.lease_deadline())
         wakeup = self.leases.next_wakeup(now)
         self.lease_check_at = math.inf if wakeup is None else wakeup
+        expired: list[str] = []  # message ids of the messages released below
         for released in actions.released:
             message = (
                 self.out.pop(released.ack_id, None)
@@ -383,13 +436,26 @@ class Dispatcher:
             if released.ordering_key:
                 # The server redelivers it and the rest of its key, in order, once the
                 # lease runs out: the parked copies are stale, as after a nack.
-                for stale in self.ordering.discard_key(released.ordering_key):
-                    self._forget(stale)
+                self._drop_parked(released.ordering_key)
                 if message is not None:  # it was the key's message out (or about to be)
                     self.ordering.done(released.ordering_key)
             if message is not None:
-                logger.info("message %s held past max_lease; released", message.message_id)
+                expired.append(message.message_id)
+                if self.observer is not None:
+                    self.observer.released(message, "expired")
+        if expired:
+            # One record for all of them (never a line per message at INFO): the
+            # application held them past max_lease, so each comes again.
+            logger.info(
+                "%d messages held past max_lease (%g s) were released for redelivery",
+                len(expired),
+                self.lease_settings.max_lease,
+            )
+            logger.debug("released past max_lease: message ids %s", ", ".join(expired))
         if actions.extend:
+            logger.debug(
+                "extending %d leases by %d s", len(actions.extend), actions.deadline_seconds
+            )
             self.ledger.submit_many(actions.extend, Operation.MODACK, actions.deadline_seconds)
 
     # -------------------------------------------------------------- shutdown

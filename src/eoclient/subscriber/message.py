@@ -121,10 +121,16 @@ class Message:
         ) + datetime.timedelta(microseconds=publish_time.nanos // 1000)
 
     @property
-    def delivery_attempt(self) -> int:
-        """``ReceivedMessage.delivery_attempt``: 0 unless the subscription has a dead-letter
-        policy."""
-        return self._received.delivery_attempt
+    def delivery_attempt(self) -> int | None:
+        """How many times the message has been delivered, this delivery included (1, 2, ...)
+        when the subscription has a dead-letter policy; ``None`` without one.
+
+        The server counts attempts only for a dead-letter policy and otherwise sends 0;
+        ``None`` says "not counted", as google-cloud-pubsub's ``Message.delivery_attempt``
+        does.
+        """
+        attempt = self._received.delivery_attempt
+        return attempt if attempt > 0 else None
 
     # Settlement ----------------------------------------------------------------------
 

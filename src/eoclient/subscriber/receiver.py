@@ -81,8 +81,17 @@ class StreamReceiver:
                 error: RpcError | None = None
                 try:
                     with contextlib.suppress(StreamClosedError):  # receive() says how
-                        await call.send(self.initial_request())
+                        request = self.initial_request()
+                        await call.send(request)
                         sender.attach(call)
+                        logger.debug(
+                            "stream of %s open (stream ack deadline %d s, at most %d "
+                            "messages / %d bytes outstanding)",
+                            self.subscription,
+                            request.stream_ack_deadline_seconds,
+                            request.max_outstanding_messages,
+                            request.max_outstanding_bytes,
+                        )
                     while (response := await call.receive()) is not None:
                         backoff = self.stream_settings.reconnect_initial_backoff
                         if response.HasField("acknowledge_confirmation") or response.HasField(
@@ -91,6 +100,7 @@ class StreamReceiver:
                             sender.confirmed(response)
                         dispatch.on_response(response, clock.now())
                     if not self._receiving():
+                        logger.debug("stream of %s closed", self.subscription)
                         return
                     # The server ended the stream with OK: reconnect at once.
                 except RpcError as failure:
@@ -98,6 +108,7 @@ class StreamReceiver:
                 finally:
                     sender.detach(call)
                 if not self._receiving():
+                    logger.debug("stream of %s closed (%s)", self.subscription, error or "OK")
                     return
                 if error is not None:
                     # Reconnect on a retryable status (the official clients' recover set,
@@ -107,8 +118,17 @@ class StreamReceiver:
                         self._fail(error)
                         return
                     logger.info("stream of %s ended (%s); reconnecting", self.subscription, error)
+                else:
+                    logger.debug("stream of %s ended by the server (OK)", self.subscription)
                 self.reconnects += 1
-                await clock.sleep(self.rng.uniform(0, backoff))
+                delay = self.rng.uniform(0, backoff)
+                logger.debug(
+                    "stream of %s: reconnecting in %.3f s (reconnect %d)",
+                    self.subscription,
+                    delay,
+                    self.reconnects,
+                )
+                await clock.sleep(delay)
                 backoff = min(backoff * 2, self.stream_settings.reconnect_max_backoff)
         except asyncio.CancelledError:
             raise

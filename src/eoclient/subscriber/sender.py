@@ -19,17 +19,25 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from typing import Any, Protocol
 
 from eoclient._clock import AsyncClock
 from eoclient._proto import pubsub_pb2
 from eoclient.errors import EoclientError, RpcError
-from eoclient.subscriber.ledger import AckLedger, Operation, Outgoing, Position, UnaryCall
+from eoclient.subscriber.ledger import (
+    AckLedger,
+    AckMode,
+    AckRecord,
+    Operation,
+    Outgoing,
+    Position,
+    UnaryCall,
+)
 from eoclient.subscriber.transport import PullStream, SubscriberTransport
 from eoclient.subscriber.waiters import deliver
 
-__all__ = ["ACK_BATCH_LATENCY", "OVERDUE_CHECK_INTERVAL", "AckSender"]
+__all__ = ["ACK_BATCH_LATENCY", "OVERDUE_CHECK_INTERVAL", "AckSender", "RequestSpans"]
 
 logger = logging.getLogger("eoclient.subscriber")
 
@@ -46,6 +54,27 @@ OVERDUE_CHECK_INTERVAL = 0.5
 Spawn = Callable[[Coroutine[Any, Any, None], str], object]
 
 
+class RequestSpans(Protocol):
+    """The tracing of what the sender sends (``spans.py``): a span per operation of each
+    request it writes or calls, and each message's result as its record gets it."""
+
+    def writing(self, requests: Sequence[pubsub_pb2.StreamingPullRequest]) -> Any:
+        """Stream requests about to be written; returns what :meth:`written` ends."""
+        ...
+
+    def written(self, spans: Any, error: EoclientError | None) -> None: ...
+
+    def calling(self, kind: Operation, seconds: int, ack_ids: Sequence[str]) -> Any:
+        """A unary attempt about to be made; returns what :meth:`called` ends."""
+        ...
+
+    def called(self, spans: Any, attempted: Sequence[Position], error: RpcError | None) -> None: ...
+
+    def resolved(self, records: Iterable[AckRecord]) -> None:
+        """``records`` got results (some positions, or all)."""
+        ...
+
+
 def _never(now: float) -> None:
     return None
 
@@ -58,6 +87,8 @@ class AckSender:
             lease renewals due).
         next_due: when ``before_send`` next has something to do (the sender wakes then).
         keepalive_interval: seconds between writes on an idle stream.
+        spans: the session's tracing; ``None`` (tracing off) costs one test per request
+            written, unary attempt and batch of results.
     """
 
     def __init__(
@@ -73,8 +104,10 @@ class AckSender:
         before_send: Callable[[float], None] = _never,
         next_due: Callable[[], float] = lambda: float("inf"),
         keepalive_interval: float = 30.0,
+        spans: RequestSpans | None = None,
     ) -> None:
         self.ledger = ledger
+        self.spans = spans
         self.transport = transport
         self.subscription = subscription
         self.clock = clock
@@ -106,12 +139,21 @@ class AckSender:
         if self.call is call:
             self.call = None
             self.ready.clear()
-        self.resend(self.ledger.stream_lost(), ambiguous=True)
+        lost = self.ledger.stream_lost()
+        if lost:
+            logger.debug(
+                "stream of %s ended with %d ack ids unconfirmed: resent by unary call",
+                self.subscription,
+                len(lost),
+            )
+        self.resend(lost, ambiguous=True)
 
     def confirmed(self, response: pubsub_pb2.StreamingPullResponse) -> None:
         """A response's confirmations: resolve what they settle, retry what they refuse."""
         resolved, retry = self.ledger.on_confirmation(response)
-        deliver(resolved)
+        self._deliver(resolved)
+        if logger.isEnabledFor(logging.DEBUG) and (retry or _refused(response)):
+            _log_refusals(self.subscription, response, len(retry))
         self.resend(retry, ambiguous=False)
 
     def begin_shutdown(self) -> None:
@@ -127,7 +169,13 @@ class AckSender:
 
     def fail_all(self, info: str) -> None:
         """Resolve everything unresolved as OTHER with ``info`` (nothing will send it)."""
-        deliver(self.ledger.fail_all(info))
+        self._deliver(self.ledger.fail_all(info))
+
+    def _deliver(self, records: list[AckRecord]) -> None:
+        """Hand results to their waiters (``waiters.deliver``), then to the tracing."""
+        deliver(records)
+        if self.spans is not None and records:
+            self.spans.resolved(records)
 
     # ============================================================ the task
 
@@ -162,7 +210,19 @@ class AckSender:
         self._before_send(now)
         if now >= self._overdue_check_at:
             self._overdue_check_at = now + OVERDUE_CHECK_INTERVAL
-            self.resend(ledger.overdue(now), ambiguous=True)
+            probing = ledger.mode is AckMode.UNKNOWN
+            overdue = ledger.overdue(now)
+            if overdue or (probing and ledger.mode is AckMode.UNARY):
+                logger.debug(
+                    "%s: %d ack ids had no stream confirmation in time: resent by unary call%s",
+                    self.subscription,
+                    len(overdue),
+                    " (the server does not confirm on streams: exactly-once results by "
+                    "unary call from now)"
+                    if probing and ledger.mode is AckMode.UNARY
+                    else "",
+                )
+            self.resend(overdue, ambiguous=True)
         call = self.call
         if self._half_close and call is not None and call is not self._half_closed_call:
             # Shutdown: write what is pending, then end our side of the stream.
@@ -187,22 +247,27 @@ class AckSender:
         requests = outgoing.stream
         if not requests and not half_close:
             requests = [pubsub_pb2.StreamingPullRequest()]  # keep-alive
+        spans = None if self.spans is None else self.spans.writing(requests)
+        broken: EoclientError | None = None
         try:
             for request in requests:
                 await call.send(request)
             if half_close:
                 await call.done_writing()
-        except EoclientError:
+        except EoclientError as error:
             # The stream broke under us. The receiver reads what the server wrote before
             # the break (confirmations of acks it applied among them), then detaches the
             # stream, which resends whatever is still unconfirmed. Declaring them lost
             # here, before those confirmations are read, sent acks the server had applied
             # to unary retries that found them settled: OTHER (docs/soak.md).
-            pass
+            broken = error
+        if spans is not None:
+            assert self.spans is not None
+            self.spans.written(spans, broken)
         self._last_write = now
         # Without exactly-once, written is done (and a broken stream loses acks, which are
         # best effort there).
-        deliver(outgoing.resolved)
+        self._deliver(outgoing.resolved)
 
     # ============================================================ unary calls
 
@@ -240,6 +305,10 @@ class AckSender:
         ledger = self.ledger
         while call.positions:
             ack_ids = call.ack_ids()
+            attempted = call.positions
+            spans = (
+                None if self.spans is None else self.spans.calling(call.kind, call.seconds, ack_ids)
+            )
             error: RpcError | None = None
             try:
                 if call.kind is Operation.ACK:
@@ -250,11 +319,74 @@ class AckSender:
                     )
             except RpcError as failure:
                 error = failure
-            deliver(ledger.apply_unary_answer(call, error))
+            resolved = ledger.apply_unary_answer(call, error)
+            if spans is not None:
+                assert self.spans is not None
+                self.spans.called(spans, attempted, error)
+            self._deliver(resolved)
+            if error is not None:
+                _log_unary_failure(self.subscription, call, len(ack_ids), error)
             if not call.positions:
                 return
             delay = ledger.retry_delay(call.attempt, self.clock.now() - call.started, self.rng)
             if delay is None:
-                deliver(ledger.give_up(call))
+                logger.debug(
+                    "%s: %d ack ids still failing after the %g s retry deadline: reported OTHER",
+                    self.subscription,
+                    len(call.positions),
+                    ledger.retry.deadline,
+                )
+                self._deliver(ledger.give_up(call))
                 return
+            logger.debug(
+                "%s: retrying %d ack ids in %.3f s", self.subscription, len(call.positions), delay
+            )
             await self.clock.sleep(delay)
+
+
+def _refused(response: pubsub_pb2.StreamingPullResponse) -> bool:
+    """Whether a response's confirmations list any failure."""
+    ack = response.acknowledge_confirmation
+    modack = response.modify_ack_deadline_confirmation
+    return bool(
+        ack.invalid_ack_ids
+        or ack.unordered_ack_ids
+        or ack.temporary_failed_ack_ids
+        or modack.invalid_ack_ids
+        or modack.temporary_failed_ack_ids
+    )
+
+
+def _log_refusals(
+    subscription: str, response: pubsub_pb2.StreamingPullResponse, retried: int
+) -> None:
+    """Exactly-once failures a stream confirmation reported (debug)."""
+    ack = response.acknowledge_confirmation
+    modack = response.modify_ack_deadline_confirmation
+    logger.debug(
+        "%s: the server refused acks (%d invalid, %d unordered, %d temporarily failed) and "
+        "modacks (%d invalid, %d temporarily failed); %d retried by unary call",
+        subscription,
+        len(ack.invalid_ack_ids),
+        len(ack.unordered_ack_ids),
+        len(ack.temporary_failed_ack_ids),
+        len(modack.invalid_ack_ids),
+        len(modack.temporary_failed_ack_ids),
+        retried,
+    )
+
+
+def _log_unary_failure(subscription: str, call: UnaryCall, sent: int, error: RpcError) -> None:
+    """A unary Acknowledge / ModifyAckDeadline that failed, wholly or for some ids (debug)."""
+    if not logger.isEnabledFor(logging.DEBUG):
+        return
+    rpc = "Acknowledge" if call.kind is Operation.ACK else f"ModifyAckDeadline({call.seconds} s)"
+    logger.debug(
+        "%s of %d ack ids on %s failed (attempt %d): %s; %d of them to retry",
+        rpc,
+        sent,
+        subscription,
+        call.attempt,
+        error,
+        len(call.positions),
+    )

@@ -22,7 +22,7 @@ import random
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eoclient._clock import AsyncClock, MonotonicClock
 from eoclient.subscriber.batch import MessageBatch
@@ -40,6 +40,10 @@ from eoclient.subscriber.settings import (
     StreamSettings,
 )
 from eoclient.subscriber.transport import SubscriberTransport
+
+if TYPE_CHECKING:
+    # Imported at run time only by a client with tracing on (it imports opentelemetry).
+    from eoclient.subscriber.spans import SessionSpans
 
 logger = logging.getLogger("eoclient.subscriber")
 
@@ -120,8 +124,12 @@ class StreamingSession:
         client_id: str,
         clock: AsyncClock | None = None,
         rng: random.Random | None = None,
+        spans: SessionSpans | None = None,
     ) -> None:
         self.subscription = subscription
+        # The session's tracing (spans.py), or None: tracing off costs a test per response,
+        # per settlement and per request sent.
+        self.spans = spans
         self.transport = transport
         self.flow_settings = flow_control
         self.shutdown_options = shutdown
@@ -139,6 +147,7 @@ class StreamingSession:
             lease=lease,
             stream=stream,
             notify_ready=self._ready_event.set,
+            observer=spans,
         )
         self.sender = AckSender(
             self.ledger,
@@ -151,6 +160,7 @@ class StreamingSession:
             before_send=self.dispatch.due,
             next_due=self._next_lease_check,
             keepalive_interval=stream.keepalive_interval,
+            spans=spans,
         )
         self.receiver = StreamReceiver(
             transport,
@@ -196,6 +206,13 @@ class StreamingSession:
             self.receiver.run(), f"eoclient-receive {self.subscription}"
         )
         self._spawn(self.sender.run(), f"eoclient-send {self.subscription}")
+        logger.debug(
+            "subscription %s: session open (client id %s, %s, %s)",
+            self.subscription,
+            self.client_id,
+            self.flow_settings,
+            "traced" if self.spans is not None else "not traced",
+        )
         return self
 
     async def __aexit__(self, exc_type: object, *_: object) -> None:
@@ -220,6 +237,15 @@ class StreamingSession:
             self._closed_event.set()
             return
         self.state = SessionState.CLOSING
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "subscription %s: closing (%d messages out, %d held, %d ready; %s)",
+                self.subscription,
+                len(self.dispatch.out),
+                len(self.dispatch.held),
+                len(self.dispatch.ready),
+                "waiting for processing" if wait_for_processing else "nacking what is out",
+            )
         try:
             await self._graceful_shutdown(wait_for_processing)
         finally:
@@ -278,6 +304,21 @@ class StreamingSession:
             self.state = SessionState.CLOSED
             self._closed_event.set()
             self._ready_event.set()
+            if self.spans is not None:
+                self.spans.close()
+            if logger.isEnabledFor(logging.DEBUG):
+                stats = self.statistics()
+                logger.debug(
+                    "subscription %s: session closed (received %d, acked %d, nacked %d, "
+                    "expired %d, reconnects %d, ack results %s)",
+                    self.subscription,
+                    stats.received,
+                    stats.acked,
+                    stats.nacked,
+                    stats.expired,
+                    stats.reconnects,
+                    stats.ack_results,
+                )
 
     def _fail(self, error: BaseException) -> None:
         if self._fatal is None:
@@ -358,6 +399,8 @@ class StreamingSession:
         """Called once per message by ``Message.ack`` / ``nack``."""
         if self.state is SessionState.CLOSED:
             return unsent(message.ack_id, operation, "the subscriber is closed")
+        if self.spans is not None:
+            self.spans.application_settled(message.ack_id, operation)
         position = self.dispatch.settle(message, operation, seconds, self.clock.now())
         if self.state is not SessionState.RUNNING:
             self._settled_event.set()  # a closing session waits for the outstanding ones
