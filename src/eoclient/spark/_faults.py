@@ -1,4 +1,4 @@
-"""Crash points for the connector's crash tests (like ``server_stub.services.faults`` for the server).
+"""Crash points for the connector's crash tests (the server has ``services.faults``).
 
 The source options ``faultPoints="after_journal:2,before_settle:1"`` and ``faultDir=<dir>``
 make the source stop at the 2nd batch planned / the 1st committed part settled by the
