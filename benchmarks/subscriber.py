@@ -29,6 +29,12 @@ would have it loaded already), the consumer's peak RSS, and the ratios the goals
 in. ``--repeat N`` runs every scenario N times and reports the median run (by CPU).
 ``--profile MODE`` also runs that eoclient consumer under cProfile and prints its CPU by
 part. Results are appended to docs/benchmarks.md only with ``--write``.
+
+``--baseline-src DIR`` compares this checkout's library with another one's (e.g. ``git
+archive OLD src | tar -x -C DIR``): every eoclient scenario also runs with ``DIR/src``
+first on the consumer's import path, the two alternating run by run against the same
+server, so a change in the machine's load falls on both. ``--eoclient-only`` leaves the
+official client's scenarios out (for such before/after comparisons).
 """
 
 from __future__ import annotations
@@ -294,8 +300,16 @@ def _official_version() -> str:
 
 
 def run_scenario(
-    address: str, scenario: Scenario, count: int, index: int, *, profile: bool = False
+    address: str,
+    scenario: Scenario,
+    count: int,
+    index: int,
+    *,
+    profile: bool = False,
+    library_src: str | None = None,
 ) -> dict[str, Any]:
+    """One run of ``scenario``; with ``library_src``, the consumer imports eoclient from
+    that directory (a baseline checkout's ``src``) instead of this checkout's."""
     run = f"{index}-{scenario.client}-{scenario.mode}-{scenario.loop}-{os.getpid()}"
     topic = f"projects/bench/topics/t-{run}"
     subscription = f"projects/bench/subscriptions/s-{run}"
@@ -321,12 +335,22 @@ def run_scenario(
         "--count",
         str(count),
     ] + (["--profile"] if profile else [])
-    output = subprocess.run(command, check=True, capture_output=True, text=True, timeout=1800)
+    env = None
+    if library_src is not None:
+        # PYTHONPATH comes before site-packages, where the editable install points here.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([library_src, *_pythonpath()])}
+    output = subprocess.run(
+        command, check=True, capture_output=True, text=True, timeout=1800, env=env
+    )
     result: dict[str, Any] = json.loads(output.stdout.strip().splitlines()[-1])
     result["messages"] = count
     result["msg_per_s"] = count / result["seconds"]
     result["cpu_us_per_msg"] = result["cpu_seconds"] / count * 1e6
     return result
+
+
+def _pythonpath() -> list[str]:
+    return [part for part in os.environ.get("PYTHONPATH", "").split(os.pathsep) if part]
 
 
 def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -372,6 +396,14 @@ def main() -> int:
         help="profile this eoclient consumer under cProfile (own CPU by part)",
     )
     parser.add_argument(
+        "--baseline-src",
+        help="also run every eoclient scenario with the library in DIR/src (alternating)",
+        metavar="DIR",
+    )
+    parser.add_argument(
+        "--eoclient-only", action="store_true", help="leave out the official client's scenarios"
+    )
+    parser.add_argument(
         "--write", action="store_true", help="append the table to docs/benchmarks.md"
     )
     options = parser.parse_args()
@@ -389,6 +421,13 @@ def main() -> int:
     ]
     if options.uvloop:
         scenarios += [Scenario("eoclient", mode, "uvloop") for mode in ("plain", "eod", "batch")]
+    if options.eoclient_only:
+        scenarios = [s for s in scenarios if s.client == "eoclient"]
+    baseline_src = None
+    if options.baseline_src:
+        baseline_src = str(Path(options.baseline_src).resolve() / "src")
+        if not Path(baseline_src, "eoclient").is_dir():
+            parser.error(f"--baseline-src: no eoclient package in {baseline_src}")
     rows: list[tuple[str, Scenario, dict[str, Any]]] = []
     server, address = start_server()
     try:
@@ -396,6 +435,17 @@ def main() -> int:
             count = options.messages
             if scenario.client == "official" and scenario.mode == "eod":
                 count = options.official_eod_messages or count
+            if baseline_src is not None and scenario.client == "eoclient":
+                baseline, current = [], []
+                for attempt in range(options.repeat):
+                    number = index * 100 + 2 * attempt
+                    baseline.append(
+                        run_scenario(address, scenario, count, number, library_src=baseline_src)
+                    )
+                    current.append(run_scenario(address, scenario, count, number + 1))
+                rows.append(_report("baseline library", scenario, median_run(baseline)))
+                rows.append(_report("reference server", scenario, median_run(current)))
+                continue
             runs = [
                 run_scenario(address, scenario, count, index * 100 + attempt)
                 for attempt in range(options.repeat)
@@ -467,6 +517,16 @@ def _ratios(rows: list[tuple[str, Scenario, dict[str, Any]]]) -> list[str]:
             lines.append(
                 f"  batch API, exactly-once: {batch['cpu_us_per_msg']:.1f} µs/msg, "
                 f"{batch['msg_per_s']:,.0f} msg/s"
+            )
+    baselines = {(s.mode, s.loop): r for server, s, r in rows if server == "baseline library"}
+    for (mode, loop), base in baselines.items():
+        now = found.get(("eoclient", mode, loop))
+        if now is not None:
+            lines.append(
+                f"{mode} on {loop}, this checkout against the baseline library: "
+                f"{now['cpu_us_per_msg']:.1f} vs {base['cpu_us_per_msg']:.1f} µs/msg "
+                f"({100 * (now['cpu_us_per_msg'] / base['cpu_us_per_msg'] - 1):+.1f} %), "
+                f"{now['msg_per_s']:,.0f} vs {base['msg_per_s']:,.0f} msg/s"
             )
     return lines
 
