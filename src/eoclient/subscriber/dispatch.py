@@ -103,6 +103,7 @@ class Dispatcher:
         # call that makes another (``__anext__`` takes every message through here).
         self.take: Callable[[], Message | None] = self.handout.take
         self.take_up_to: Callable[[int], list[Message]] = self.handout.take_up_to
+        self._settled = self.handout.settled  # once per settled message: bound here
         self.ordering: OrderingGate[Message] = OrderingGate()
         self.receipts = ReceiptGate(
             all_succeeded=self._receipts_succeeded, after_receipt=self._after_receipt
@@ -233,7 +234,14 @@ class Dispatcher:
 
     def settle(self, message: Message, operation: Operation, seconds: int, now: float) -> Position:
         """An ack / nack of ``message``: free its room and lease, enter it in the ledger."""
-        self._release_settled(message, operation, now)
+        # _release_settled, written out: this runs once per message, and the hand-out's
+        # call is the one call it makes.
+        if operation is Operation.ACK:
+            self.histogram.record(now - message.received_at)
+        self.leases.remove(message.ack_id)
+        was_out = self._settled(message.ack_id)
+        if message.ordering_key:
+            self._key_settled(message.ordering_key, operation, was_out)
         if self.failure:
             # Nothing will send it: the session has failed.
             return unsent(message.ack_id, operation, f"the subscriber failed: {self.failure}")
@@ -280,18 +288,21 @@ class Dispatcher:
             self.histogram.record(now - message.received_at)
         ack_id = message.ack_id
         self.leases.remove(ack_id)
-        was_out = self.handout.settled(ack_id)
-        key = message.ordering_key
-        if key:
-            if operation is Operation.NACK:
-                # The server redelivers the rest of the key in order: drop our copies.
-                self._drop_parked(key)
-            if was_out:
-                # Only the key's message out moves its key on: one released past max_lease
-                # and settled late must not release the key's next message a second time.
-                released = self.ordering.done(key)
-                if released is not None:
-                    self.handout.offer(released)
+        was_out = self._settled(ack_id)
+        if message.ordering_key:
+            self._key_settled(message.ordering_key, operation, was_out)
+
+    def _key_settled(self, key: str, operation: Operation, was_out: bool) -> None:
+        """A message of ``key`` was acked or nacked (``was_out``: the key's message out)."""
+        if operation is Operation.NACK:
+            # The server redelivers the rest of the key in order: drop our copies.
+            self._drop_parked(key)
+        if was_out:
+            # Only the key's message out moves its key on: one released past max_lease
+            # and settled late must not release the key's next message a second time.
+            released = self.ordering.done(key)
+            if released is not None:
+                self.handout.offer(released)
 
     def extend(self, message: Message, seconds: int, now: float) -> Position:
         self.leases.extended([message.ack_id], seconds, now)
