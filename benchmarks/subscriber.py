@@ -35,6 +35,12 @@ archive OLD src | tar -x -C DIR``): every eoclient scenario also runs with ``DIR
 first on the consumer's import path, the two alternating run by run against the same
 server, so a change in the machine's load falls on both. ``--eoclient-only`` leaves the
 official client's scenarios out (for such before/after comparisons).
+
+``--core RUNS`` measures only the session's synchronous cores (dispatch core and ack
+ledger: receive, take, settle, the ledger's requests and, under exactly-once, the stream
+confirmations), no event loop, no server: each mode RUNS times (alternating with the
+baseline's, with ``--baseline-src``), the least CPU a message reported. On a shared
+machine it resolves a few per cent where the end-to-end runs swing by ten.
 """
 
 from __future__ import annotations
@@ -261,6 +267,122 @@ def _by_part(profiler: cProfile.Profile, count: int) -> dict[str, float]:
     return dict(sorted(parts.items(), key=lambda item: -item[1])[:16])
 
 
+# ---------------------------------------------------------------- the cores alone
+
+CORE_MODES = ("plain", "eod", "batch")
+
+
+def core_main(mode: str) -> None:
+    """Print the client CPU µs a message of the cores' hot path (``--core``)."""
+    from eoclient._proto import pubsub_pb2
+    from eoclient.subscriber.dispatch import Dispatcher
+    from eoclient.subscriber.ledger import AckLedger, AckMode, Operation, Position
+    from eoclient.subscriber.message import Message
+    from eoclient.subscriber.settings import (
+        AckRetrySettings,
+        FlowControl,
+        LeaseSettings,
+        StreamSettings,
+    )
+    from eoclient.subscriber.waiters import deliver
+
+    now = 1000.0
+    exactly_once = mode != "plain"
+
+    class Sink:  # the session's place: messages settle through it
+        def settle(self, message: Message, operation: Operation, seconds: int) -> Position:
+            return dispatch.settle(message, operation, seconds, now)
+
+        def extend(self, message: Message, seconds: int) -> Position:
+            return dispatch.extend(message, seconds, now)
+
+    ledger = AckLedger(AckRetrySettings())
+    ledger.mode = AckMode.STREAM  # a server that confirms on the stream, as ours does
+    dispatch = Dispatcher(
+        ledger,
+        Sink(),
+        flow_control=FlowControl(max_messages=1000),
+        lease=LeaseSettings(),
+        stream=StreamSettings(),
+    )
+    per_response, responses = 500, 200
+    wire = []
+    for number in range(responses):
+        response = pubsub_pb2.StreamingPullResponse(
+            received_messages=[
+                pubsub_pb2.ReceivedMessage(
+                    ack_id=f"a{number}-{index}",
+                    message=pubsub_pb2.PubsubMessage(data=b"x" * 100, message_id=str(index)),
+                )
+                for index in range(per_response)
+            ]
+        )
+        response.subscription_properties.exactly_once_delivery_enabled = exactly_once
+        wire.append(response)
+
+    def send_and_confirm() -> None:
+        requests = ledger.take(now, stream_open=True, stopping=False).stream
+        if not exactly_once:
+            return
+        confirmation = pubsub_pb2.StreamingPullResponse()
+        for request in requests:
+            confirmation.acknowledge_confirmation.ack_ids.extend(request.ack_ids)
+            confirmation.modify_ack_deadline_confirmation.ack_ids.extend(
+                request.modify_deadline_ack_ids
+            )
+        deliver(ledger.on_confirmation(confirmation)[0])
+
+    started = time.process_time()
+    for response in wire:
+        dispatch.on_response(response, now)
+        send_and_confirm()  # the receipt modacks
+        if mode == "batch":
+            dispatch.settle_batch(dispatch.take_up_to(1000), Operation.ACK, 0, now)
+        else:
+            while (message := dispatch.take()) is not None:
+                dispatch.settle(message, Operation.ACK, 0, now)
+        send_and_confirm()  # the acks
+    elapsed = time.process_time() - started
+    if dispatch.out or dispatch.ready or not ledger.idle():
+        raise RuntimeError("the core benchmark left messages unsettled")
+    print(json.dumps({"cpu_us_per_msg": elapsed / (per_response * responses) * 1e6}))
+
+
+def run_core(mode: str, library_src: str | None) -> float:
+    env = None
+    if library_src is not None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([library_src, *_pythonpath()])}
+    output = subprocess.run(
+        [sys.executable, __file__, "core", "--mode", mode],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    result: dict[str, float] = json.loads(output.stdout.strip().splitlines()[-1])
+    return result["cpu_us_per_msg"]
+
+
+def core_comparison(runs: int, baseline_src: str | None) -> list[str]:
+    """Each mode ``runs`` times (alternating with the baseline's); the least of each."""
+    lines = []
+    for mode in CORE_MODES:
+        current: list[float] = []
+        baseline: list[float] = []
+        for _ in range(runs):
+            if baseline_src is not None:
+                baseline.append(run_core(mode, baseline_src))
+            current.append(run_core(mode, None))
+        line = f"cores alone, {mode}: {min(current):.2f} µs/msg"
+        if baseline:
+            change = 100 * (min(current) / min(baseline) - 1)
+            line += f" against the baseline library's {min(baseline):.2f} ({change:+.1f} %)"
+        lines.append(line + f" (least of {runs} runs)")
+        print(lines[-1], flush=True)
+    return lines
+
+
 # ---------------------------------------------------------------- orchestration
 
 
@@ -371,6 +493,8 @@ def main() -> int:
     consume.add_argument("--subscription", required=True)
     consume.add_argument("--count", type=int, required=True)
     consume.add_argument("--profile", action="store_true")
+    core = sub.add_parser("core")
+    core.add_argument("--mode", choices=CORE_MODES, required=True)
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument(
         "--official-eod-messages",
@@ -404,14 +528,33 @@ def main() -> int:
         "--eoclient-only", action="store_true", help="leave out the official client's scenarios"
     )
     parser.add_argument(
+        "--core",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="measure only the synchronous cores, RUNS times a mode (no server, no scenarios)",
+    )
+    parser.add_argument(
         "--write", action="store_true", help="append the table to docs/benchmarks.md"
     )
     options = parser.parse_args()
     if options.command == "consume":
         consume_main(options)
         return 0
+    if options.command == "core":
+        core_main(options.mode)
+        return 0
 
     load_before = os.getloadavg()
+    baseline_src = None
+    if options.baseline_src:
+        baseline_src = str(Path(options.baseline_src).resolve() / "src")
+        if not Path(baseline_src, "eoclient").is_dir():
+            parser.error(f"--baseline-src: no eoclient package in {baseline_src}")
+    if options.core:
+        core_comparison(options.core, baseline_src)
+        print(f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
+        return 0
     scenarios = [
         Scenario("eoclient", "plain"),
         Scenario("official", "plain"),
@@ -423,11 +566,6 @@ def main() -> int:
         scenarios += [Scenario("eoclient", mode, "uvloop") for mode in ("plain", "eod", "batch")]
     if options.eoclient_only:
         scenarios = [s for s in scenarios if s.client == "eoclient"]
-    baseline_src = None
-    if options.baseline_src:
-        baseline_src = str(Path(options.baseline_src).resolve() / "src")
-        if not Path(baseline_src, "eoclient").is_dir():
-            parser.error(f"--baseline-src: no eoclient package in {baseline_src}")
     rows: list[tuple[str, Scenario, dict[str, Any]]] = []
     server, address = start_server()
     try:
