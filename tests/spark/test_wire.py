@@ -37,7 +37,9 @@ def _sdk_rows(response: pubsub_pb2.PullResponse) -> list[dict[str, object]]:
                 "attributes": dict(message.attributes),
                 "ordering_key": message.ordering_key,
                 "publish_time": message.publish_time,
-                "delivery_attempt": message.delivery_attempt,
+                # The SDK says None without a dead-letter policy; the source's column keeps
+                # the wire's 0 (a DataFrame column of one type, as documented).
+                "delivery_attempt": message.delivery_attempt or 0,
                 "ack_id": message.ack_id,
             }
         )
