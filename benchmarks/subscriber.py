@@ -29,6 +29,18 @@ would have it loaded already), the consumer's peak RSS, and the ratios the goals
 in. ``--repeat N`` runs every scenario N times and reports the median run (by CPU).
 ``--profile MODE`` also runs that eoclient consumer under cProfile and prints its CPU by
 part. Results are appended to docs/benchmarks.md only with ``--write``.
+
+``--baseline-src DIR`` compares this checkout's library with another one's (e.g. ``git
+archive OLD src | tar -x -C DIR``): every eoclient scenario also runs with ``DIR/src``
+first on the consumer's import path, the two alternating run by run against the same
+server, so a change in the machine's load falls on both. ``--eoclient-only`` leaves the
+official client's scenarios out (for such before/after comparisons).
+
+``--core RUNS`` measures only the session's synchronous cores (dispatch core and ack
+ledger: receive, take, settle, the ledger's requests and, under exactly-once, the stream
+confirmations), no event loop, no server: each mode RUNS times (alternating with the
+baseline's, with ``--baseline-src``), the least CPU a message reported. On a shared
+machine it resolves a few per cent where the end-to-end runs swing by ten.
 """
 
 from __future__ import annotations
@@ -255,6 +267,122 @@ def _by_part(profiler: cProfile.Profile, count: int) -> dict[str, float]:
     return dict(sorted(parts.items(), key=lambda item: -item[1])[:16])
 
 
+# ---------------------------------------------------------------- the cores alone
+
+CORE_MODES = ("plain", "eod", "batch")
+
+
+def core_main(mode: str) -> None:
+    """Print the client CPU µs a message of the cores' hot path (``--core``)."""
+    from eoclient._proto import pubsub_pb2
+    from eoclient.subscriber.dispatch import Dispatcher
+    from eoclient.subscriber.ledger import AckLedger, AckMode, Operation, Position
+    from eoclient.subscriber.message import Message
+    from eoclient.subscriber.settings import (
+        AckRetrySettings,
+        FlowControl,
+        LeaseSettings,
+        StreamSettings,
+    )
+    from eoclient.subscriber.waiters import deliver
+
+    now = 1000.0
+    exactly_once = mode != "plain"
+
+    class Sink:  # the session's place: messages settle through it
+        def settle(self, message: Message, operation: Operation, seconds: int) -> Position:
+            return dispatch.settle(message, operation, seconds, now)
+
+        def extend(self, message: Message, seconds: int) -> Position:
+            return dispatch.extend(message, seconds, now)
+
+    ledger = AckLedger(AckRetrySettings())
+    ledger.mode = AckMode.STREAM  # a server that confirms on the stream, as ours does
+    dispatch = Dispatcher(
+        ledger,
+        Sink(),
+        flow_control=FlowControl(max_messages=1000),
+        lease=LeaseSettings(),
+        stream=StreamSettings(),
+    )
+    per_response, responses = 500, 200
+    wire = []
+    for number in range(responses):
+        response = pubsub_pb2.StreamingPullResponse(
+            received_messages=[
+                pubsub_pb2.ReceivedMessage(
+                    ack_id=f"a{number}-{index}",
+                    message=pubsub_pb2.PubsubMessage(data=b"x" * 100, message_id=str(index)),
+                )
+                for index in range(per_response)
+            ]
+        )
+        response.subscription_properties.exactly_once_delivery_enabled = exactly_once
+        wire.append(response)
+
+    def send_and_confirm() -> None:
+        requests = ledger.take(now, stream_open=True, stopping=False).stream
+        if not exactly_once:
+            return
+        confirmation = pubsub_pb2.StreamingPullResponse()
+        for request in requests:
+            confirmation.acknowledge_confirmation.ack_ids.extend(request.ack_ids)
+            confirmation.modify_ack_deadline_confirmation.ack_ids.extend(
+                request.modify_deadline_ack_ids
+            )
+        deliver(ledger.on_confirmation(confirmation)[0])
+
+    started = time.process_time()
+    for response in wire:
+        dispatch.on_response(response, now)
+        send_and_confirm()  # the receipt modacks
+        if mode == "batch":
+            dispatch.settle_batch(dispatch.take_up_to(1000), Operation.ACK, 0, now)
+        else:
+            while (message := dispatch.take()) is not None:
+                dispatch.settle(message, Operation.ACK, 0, now)
+        send_and_confirm()  # the acks
+    elapsed = time.process_time() - started
+    if dispatch.out or dispatch.ready or not ledger.idle():
+        raise RuntimeError("the core benchmark left messages unsettled")
+    print(json.dumps({"cpu_us_per_msg": elapsed / (per_response * responses) * 1e6}))
+
+
+def run_core(mode: str, library_src: str | None) -> float:
+    env = None
+    if library_src is not None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([library_src, *_pythonpath()])}
+    output = subprocess.run(
+        [sys.executable, __file__, "core", "--mode", mode],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    result: dict[str, float] = json.loads(output.stdout.strip().splitlines()[-1])
+    return result["cpu_us_per_msg"]
+
+
+def core_comparison(runs: int, baseline_src: str | None) -> list[str]:
+    """Each mode ``runs`` times (alternating with the baseline's); the least of each."""
+    lines = []
+    for mode in CORE_MODES:
+        current: list[float] = []
+        baseline: list[float] = []
+        for _ in range(runs):
+            if baseline_src is not None:
+                baseline.append(run_core(mode, baseline_src))
+            current.append(run_core(mode, None))
+        line = f"cores alone, {mode}: {min(current):.2f} µs/msg"
+        if baseline:
+            change = 100 * (min(current) / min(baseline) - 1)
+            line += f" against the baseline library's {min(baseline):.2f} ({change:+.1f} %)"
+        lines.append(line + f" (least of {runs} runs)")
+        print(lines[-1], flush=True)
+    return lines
+
+
 # ---------------------------------------------------------------- orchestration
 
 
@@ -294,8 +422,16 @@ def _official_version() -> str:
 
 
 def run_scenario(
-    address: str, scenario: Scenario, count: int, index: int, *, profile: bool = False
+    address: str,
+    scenario: Scenario,
+    count: int,
+    index: int,
+    *,
+    profile: bool = False,
+    library_src: str | None = None,
 ) -> dict[str, Any]:
+    """One run of ``scenario``; with ``library_src``, the consumer imports eoclient from
+    that directory (a baseline checkout's ``src``) instead of this checkout's."""
     run = f"{index}-{scenario.client}-{scenario.mode}-{scenario.loop}-{os.getpid()}"
     topic = f"projects/bench/topics/t-{run}"
     subscription = f"projects/bench/subscriptions/s-{run}"
@@ -321,12 +457,22 @@ def run_scenario(
         "--count",
         str(count),
     ] + (["--profile"] if profile else [])
-    output = subprocess.run(command, check=True, capture_output=True, text=True, timeout=1800)
+    env = None
+    if library_src is not None:
+        # PYTHONPATH comes before site-packages, where the editable install points here.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([library_src, *_pythonpath()])}
+    output = subprocess.run(
+        command, check=True, capture_output=True, text=True, timeout=1800, env=env
+    )
     result: dict[str, Any] = json.loads(output.stdout.strip().splitlines()[-1])
     result["messages"] = count
     result["msg_per_s"] = count / result["seconds"]
     result["cpu_us_per_msg"] = result["cpu_seconds"] / count * 1e6
     return result
+
+
+def _pythonpath() -> list[str]:
+    return [part for part in os.environ.get("PYTHONPATH", "").split(os.pathsep) if part]
 
 
 def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -347,6 +493,8 @@ def main() -> int:
     consume.add_argument("--subscription", required=True)
     consume.add_argument("--count", type=int, required=True)
     consume.add_argument("--profile", action="store_true")
+    core = sub.add_parser("core")
+    core.add_argument("--mode", choices=CORE_MODES, required=True)
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument(
         "--official-eod-messages",
@@ -372,14 +520,41 @@ def main() -> int:
         help="profile this eoclient consumer under cProfile (own CPU by part)",
     )
     parser.add_argument(
+        "--baseline-src",
+        help="also run every eoclient scenario with the library in DIR/src (alternating)",
+        metavar="DIR",
+    )
+    parser.add_argument(
+        "--eoclient-only", action="store_true", help="leave out the official client's scenarios"
+    )
+    parser.add_argument(
+        "--core",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="measure only the synchronous cores, RUNS times a mode (no server, no scenarios)",
+    )
+    parser.add_argument(
         "--write", action="store_true", help="append the table to docs/benchmarks.md"
     )
     options = parser.parse_args()
     if options.command == "consume":
         consume_main(options)
         return 0
+    if options.command == "core":
+        core_main(options.mode)
+        return 0
 
     load_before = os.getloadavg()
+    baseline_src = None
+    if options.baseline_src:
+        baseline_src = str(Path(options.baseline_src).resolve() / "src")
+        if not Path(baseline_src, "eoclient").is_dir():
+            parser.error(f"--baseline-src: no eoclient package in {baseline_src}")
+    if options.core:
+        core_comparison(options.core, baseline_src)
+        print(f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
+        return 0
     scenarios = [
         Scenario("eoclient", "plain"),
         Scenario("official", "plain"),
@@ -389,6 +564,8 @@ def main() -> int:
     ]
     if options.uvloop:
         scenarios += [Scenario("eoclient", mode, "uvloop") for mode in ("plain", "eod", "batch")]
+    if options.eoclient_only:
+        scenarios = [s for s in scenarios if s.client == "eoclient"]
     rows: list[tuple[str, Scenario, dict[str, Any]]] = []
     server, address = start_server()
     try:
@@ -396,6 +573,17 @@ def main() -> int:
             count = options.messages
             if scenario.client == "official" and scenario.mode == "eod":
                 count = options.official_eod_messages or count
+            if baseline_src is not None and scenario.client == "eoclient":
+                baseline, current = [], []
+                for attempt in range(options.repeat):
+                    number = index * 100 + 2 * attempt
+                    baseline.append(
+                        run_scenario(address, scenario, count, number, library_src=baseline_src)
+                    )
+                    current.append(run_scenario(address, scenario, count, number + 1))
+                rows.append(_report("baseline library", scenario, median_run(baseline)))
+                rows.append(_report("reference server", scenario, median_run(current)))
+                continue
             runs = [
                 run_scenario(address, scenario, count, index * 100 + attempt)
                 for attempt in range(options.repeat)
@@ -467,6 +655,16 @@ def _ratios(rows: list[tuple[str, Scenario, dict[str, Any]]]) -> list[str]:
             lines.append(
                 f"  batch API, exactly-once: {batch['cpu_us_per_msg']:.1f} µs/msg, "
                 f"{batch['msg_per_s']:,.0f} msg/s"
+            )
+    baselines = {(s.mode, s.loop): r for server, s, r in rows if server == "baseline library"}
+    for (mode, loop), base in baselines.items():
+        now = found.get(("eoclient", mode, loop))
+        if now is not None:
+            lines.append(
+                f"{mode} on {loop}, this checkout against the baseline library: "
+                f"{now['cpu_us_per_msg']:.1f} vs {base['cpu_us_per_msg']:.1f} µs/msg "
+                f"({100 * (now['cpu_us_per_msg'] / base['cpu_us_per_msg'] - 1):+.1f} %), "
+                f"{now['msg_per_s']:,.0f} vs {base['msg_per_s']:,.0f} msg/s"
             )
     return lines
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
+from eoclient.subscriber.ack_records import AckRecord, Operation, Position
 from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
-from eoclient.subscriber.ledger import AckRecord, Operation, Position
 from eoclient.subscriber.message import Message
 from eoclient.subscriber.settings import MAX_ACK_DEADLINE
 from eoclient.subscriber.waiters import completion

@@ -2,15 +2,23 @@
 
 What happens to a message between the stream and the application, and back:
 
-* admission: lease table → (exactly-once: the receipt modack's result) → ordering gate
-  (one message out per key) → flow gate (at most max_messages / max_bytes out) →
-  ``ready``, the queue the application reads;
+* admission: lease table → (exactly-once: the receipt modack's result, ``receipts.py``)
+  → ordering gate (one message out per key) → flow gate (at most max_messages /
+  max_bytes out) → ``ready``, the queue the application reads (``handout.py``);
 * flow-control release: a settled message frees room; held messages move to ``ready``;
 * settlement: an ack / nack / modack becomes a position in the ack ledger
   (:class:`~eoclient.subscriber.ledger.AckLedger`), whose sending the shell performs; a
   response's receipt modacks, and a batch settled together, are one ledger record each;
 * leases: due renewals become modacks, leases past ``max_lease`` are released;
 * shutdown: what was never handed out is nacked, then what the application still holds.
+
+The :class:`Dispatcher` holds the order of those steps and the rules that span them (a
+nack or an expired lease drops its key's parked copies; only the key's message out moves
+the key on; nothing is admitted after ``stop``). The places a message waits are rooms of
+their own, each with its invariant: :class:`~eoclient.subscriber.handout.HandOut` (held,
+ready, out, and the flow gate's count of them) and
+:class:`~eoclient.subscriber.receipts.ReceiptGate` (messages waiting for their receipt,
+released per key in arrival order).
 
 The session (``session.py``) is the shell: it feeds responses in, takes messages out,
 and its sender sends what the ledger holds. Readiness is signalled through
@@ -30,17 +38,18 @@ from typing import Protocol
 
 from eoclient._proto import pubsub_pb2
 from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
-from eoclient.subscriber.flow_control import FlowGate
+from eoclient.subscriber.handout import HandOut
 from eoclient.subscriber.histogram import LatencyHistogram, bounded_deadline
 from eoclient.subscriber.leases import LeaseTable
-from eoclient.subscriber.ledger import AckLedger, AckRecord, Operation, Position, settled_record
+from eoclient.subscriber.ledger import AckLedger, Operation, Position, settled_record
 from eoclient.subscriber.message import AckSink, Message
 from eoclient.subscriber.ordering import OrderingGate
+from eoclient.subscriber.receipts import ReceiptGate
 from eoclient.subscriber.settings import FlowControl, LeaseSettings, StreamSettings
 
 logger = logging.getLogger("eoclient.subscriber")
 
-SUCCESS = AcknowledgeStatus.SUCCESS
+SUCCESS_RESULT = AckResult(AcknowledgeStatus.SUCCESS)
 
 __all__ = ["DispatchStatistics", "Dispatcher", "MessageObserver"]
 
@@ -88,23 +97,35 @@ class Dispatcher:
         self.observer = observer  # None unless tracing: tested once per response
         self.lease_settings = lease
         self.stream_settings = stream
-        self.notify_ready = notify_ready
         self.leases = LeaseTable(max_lease=lease.max_lease)
-        self.flow = FlowGate(flow_control)
+        self.handout = HandOut(flow_control, notify_ready)
+        # The application's reads go straight to the hand-out: one call a message, not a
+        # call that makes another (``__anext__`` takes every message through here).
+        self.take: Callable[[], Message | None] = self.handout.take
+        self.take_up_to: Callable[[int], list[Message]] = self.handout.take_up_to
+        self._settled = self.handout.settled  # once per settled message: bound here
         self.ordering: OrderingGate[Message] = OrderingGate()
+        self.receipts = ReceiptGate(
+            all_succeeded=self._receipts_succeeded, after_receipt=self._after_receipt
+        )
         self.histogram = LatencyHistogram()
-        self.ready: deque[Message] = deque()
-        self.held: dict[str, Message] = {}  # ack id → message waiting in the flow gate
-        self.out: dict[str, Message] = {}  # ack id → message handed to the application
-        # Exactly-once: per ordering key, messages waiting for their receipt modack's
-        # result, in arrival order, and the results that came in out of that order.
-        self._awaiting_receipt: dict[str, deque[Message]] = {}
-        self._receipt_results: dict[str, AckResult] = {}
-        self._receipts: dict[AckRecord, list[Message]] = {}  # receipt record → its messages
         self.lease_check_at = math.inf  # see due()
         self.received = 0
         self.stopped = False  # shutdown: nothing more is admitted
         self.failure = ""  # set once the session failed (fail()): settlements resolve OTHER
+
+    # Where the messages are (``handout.py``): for the shell's logs and the tests.
+    @property
+    def ready(self) -> deque[Message]:
+        return self.handout.ready
+
+    @property
+    def held(self) -> dict[str, Message]:
+        return self.handout.held
+
+    @property
+    def out(self) -> dict[str, Message]:
+        return self.handout.out
 
     def fail(self, reason: str) -> None:
         """The session has failed: from now on settlements resolve OTHER with ``reason``
@@ -171,49 +192,15 @@ class Dispatcher:
             self._admit_all(arrived)
             return
         # Hand out only messages whose receipt modack succeeded: an invalid id means the
-        # lease is already lost (docs/protocol.md#receipt-modacks).
-        for message in arrived:
-            if message.ordering_key:
-                self._awaiting_receipt.setdefault(message.ordering_key, deque()).append(message)
-        start = 0
-        for record in receipts:
-            self._receipts[record] = arrived[start : start + len(record)]
-            start += len(record)
-            record.when_resolved(self._receipt_resolved)
+        # lease is already lost (docs/protocol.md#receipt-modacks; ``receipts.py``).
+        self.receipts.expect(arrived, receipts)
 
-    def _receipt_resolved(self, record: AckRecord) -> None:
-        messages = self._receipts.pop(record, None)
-        if messages is None:
+    def _receipts_succeeded(self, messages: list[Message]) -> None:
+        if self.stopped:
+            for message in messages:
+                self._after_receipt(message, SUCCESS_RESULT)
             return
-        results = record.results
-        assert results is not None  # called once every position has its result
-        self._admit_after_receipt(messages, results)
-
-    def _admit_after_receipt(
-        self, messages: list[Message], results: Sequence[AckResult | None]
-    ) -> None:
-        if (
-            not self.stopped
-            and all(r is not None and r.status is SUCCESS for r in results)
-            and not any(m.ordering_key for m in messages)
-        ):
-            self._admit_all(messages)  # the common case: every receipt succeeded, no keys
-            return
-        for message, result in zip(messages, results, strict=True):
-            assert result is not None
-            if not message.ordering_key:
-                self._after_receipt(message, result)
-                continue
-            # A key's messages go on in arrival order, whichever receipt resolved
-            # first: a later message of the key (another response, whose receipt
-            # succeeded at once) must not overtake one whose receipt is being retried.
-            self._receipt_results[message.ack_id] = result
-            queue = self._awaiting_receipt.get(message.ordering_key)
-            while queue and queue[0].ack_id in self._receipt_results:
-                head = queue.popleft()
-                self._after_receipt(head, self._receipt_results.pop(head.ack_id))
-            if not queue:
-                self._awaiting_receipt.pop(message.ordering_key, None)
+        self._admit_all(messages)
 
     def _after_receipt(self, message: Message, result: AckResult) -> None:
         if self.stopped:
@@ -233,7 +220,7 @@ class Dispatcher:
 
     def _admit(self, message: Message) -> None:
         if self.ordering.offer(message.ordering_key, message):
-            self._offer_flow(message)
+            self.handout.offer(message)
 
     def _admit_all(self, messages: list[Message]) -> None:
         """``_admit`` for each of ``messages``, waking the reader once."""
@@ -241,72 +228,20 @@ class Dispatcher:
             for message in messages:
                 self._admit(message)
             return
-        # No ordering key: the flow gate admits a prefix and holds the rest, in order.
-        admitted = self.flow.offer_many(messages)
-        if admitted:
-            self.ready.extend(messages[:admitted] if admitted < len(messages) else messages)
-            self.notify_ready()
-        if admitted < len(messages):
-            self._log_hold(len(messages) - admitted)
-            for message in messages[admitted:]:
-                self.held[message.ack_id] = message
-
-    def _offer_flow(self, message: Message) -> None:
-        if self.flow.offer(message.ack_id, message.size):
-            self._hand_out(message)
-        else:
-            if not self.held:
-                self._log_hold(1)  # once as holding starts, not for every message held
-            self.held[message.ack_id] = message
-
-    def _log_hold(self, count: int) -> None:
-        if logger.isEnabledFor(logging.DEBUG):
-            flow = self.flow.statistics()
-            limits = self.flow.limits
-            logger.debug(
-                "flow control holds %d more messages (%d held): %d messages / %d bytes "
-                "outstanding of at most %s / %s; they wait for settlements",
-                count,
-                len(self.held) + count,
-                flow.outstanding_messages,
-                flow.outstanding_bytes,
-                limits.max_messages or "unlimited",
-                limits.max_bytes or "unlimited",
-            )
-
-    def _hand_out(self, message: Message) -> None:
-        self.ready.append(message)
-        self.notify_ready()
-
-    def _unready(self, ack_id: str) -> Message | None:
-        """Remove a message from ``ready`` (rare: released before the application took it)."""
-        for message in self.ready:
-            if message.ack_id == ack_id:
-                self.ready.remove(message)
-                return message
-        return None
-
-    def take(self) -> Message | None:
-        """The next message for the application, now counted as out; None if none is ready."""
-        if not self.ready:
-            return None
-        message = self.ready.popleft()
-        self.out[message.ack_id] = message
-        return message
-
-    def take_up_to(self, count: int) -> list[Message]:
-        """Up to ``count`` ready messages for the application (none is waited for)."""
-        ready, out = self.ready, self.out
-        taken = [ready.popleft() for _ in range(min(count, len(ready)))]
-        for message in taken:
-            out[message.ack_id] = message
-        return taken
+        self.handout.offer_many(messages)
 
     # -------------------------------------------------------------- settling
 
     def settle(self, message: Message, operation: Operation, seconds: int, now: float) -> Position:
         """An ack / nack of ``message``: free its room and lease, enter it in the ledger."""
-        self._release_settled(message, operation, now)
+        # _release_settled, written out: this runs once per message, and the hand-out's
+        # call is the one call it makes.
+        if operation is Operation.ACK:
+            self.histogram.record(now - message.received_at)
+        self.leases.remove(message.ack_id)
+        was_out = self._settled(message.ack_id)
+        if message.ordering_key:
+            self._key_settled(message.ordering_key, operation, was_out)
         if self.failure:
             # Nothing will send it: the session has failed.
             return unsent(message.ack_id, operation, f"the subscriber failed: {self.failure}")
@@ -333,17 +268,8 @@ class Dispatcher:
                     received[message.received_at] = received.get(message.received_at, 0) + 1
                 for received_at, count in received.items():
                     self.histogram.record(now - received_at, count)
-            out, held = self.out, self.held
-            for ack_id in ack_ids:
-                out.pop(ack_id, None)
-            if held:
-                for ack_id in ack_ids:
-                    held.pop(ack_id, None)
             self.leases.remove_many(ack_ids)
-            for key in self.flow.release_many(ack_ids):
-                waiting = held.pop(key, None)
-                if waiting is not None:
-                    self._hand_out(waiting)
+            self.handout.settled_many(ack_ids)
         if self.failure:
             record = settled_record(
                 ack_ids,
@@ -361,24 +287,22 @@ class Dispatcher:
         if operation is Operation.ACK:
             self.histogram.record(now - message.received_at)
         ack_id = message.ack_id
-        was_out = self.out.pop(ack_id, None) is not None
         self.leases.remove(ack_id)
-        if self.held:
-            self.held.pop(ack_id, None)
-        admitted = self.flow.release(ack_id)
-        if admitted:
-            self._hand_out_held(admitted)
-        key = message.ordering_key
-        if key:
-            if operation is Operation.NACK:
-                # The server redelivers the rest of the key in order: drop our copies.
-                self._drop_parked(key)
-            if was_out:
-                # Only the key's message out moves its key on: one released past max_lease
-                # and settled late must not release the key's next message a second time.
-                released = self.ordering.done(key)
-                if released is not None:
-                    self._offer_flow(released)
+        was_out = self._settled(ack_id)
+        if message.ordering_key:
+            self._key_settled(message.ordering_key, operation, was_out)
+
+    def _key_settled(self, key: str, operation: Operation, was_out: bool) -> None:
+        """A message of ``key`` was acked or nacked (``was_out``: the key's message out)."""
+        if operation is Operation.NACK:
+            # The server redelivers the rest of the key in order: drop our copies.
+            self._drop_parked(key)
+        if was_out:
+            # Only the key's message out moves its key on: one released past max_lease
+            # and settled late must not release the key's next message a second time.
+            released = self.ordering.done(key)
+            if released is not None:
+                self.handout.offer(released)
 
     def extend(self, message: Message, seconds: int, now: float) -> Position:
         self.leases.extended([message.ack_id], seconds, now)
@@ -394,21 +318,9 @@ class Dispatcher:
                 self.observer.released(stale, "dropped")
 
     def _forget(self, message: Message) -> None:
-        """Stop leasing and counting a message (acked, nacked, dropped)."""
+        """Stop leasing and counting a message (nacked at shutdown, dropped)."""
         self.leases.remove(message.ack_id)
-        self.held.pop(message.ack_id, None)
-        self._release(message.ack_id)
-
-    def _release(self, ack_id: str) -> None:
-        admitted = self.flow.release(ack_id)
-        if admitted:
-            self._hand_out_held(admitted)
-
-    def _hand_out_held(self, admitted: list[str]) -> None:
-        for key in admitted:
-            held = self.held.pop(key, None)
-            if held is not None:
-                self._hand_out(held)
+        self.handout.forget(message.ack_id)
 
     # ---------------------------------------------------------------- leases
 
@@ -427,12 +339,7 @@ class Dispatcher:
         self.lease_check_at = math.inf if wakeup is None else wakeup
         expired: list[str] = []  # message ids of the messages released below
         for released in actions.released:
-            message = (
-                self.out.pop(released.ack_id, None)
-                or self.held.pop(released.ack_id, None)
-                or self._unready(released.ack_id)
-            )
-            self._release(released.ack_id)
+            message = self.handout.withdraw(released.ack_id)
             if released.ordering_key:
                 # The server redelivers it and the rest of its key, in order, once the
                 # lease runs out: the parked copies are stale, as after a nack.
@@ -463,20 +370,18 @@ class Dispatcher:
     def stop(self) -> None:
         """Shutdown begins: nack every message not handed out; admit nothing more."""
         self.stopped = True
-        never_out = list(self.ready) + list(self.held.values()) + self.ordering.drain()
+        never_out = self.handout.waiting() + self.ordering.drain()
         for message in never_out:
             self._forget(message)
         if never_out:
             self.ledger.submit_many([m.ack_id for m in never_out], Operation.NACK)
         # Cleared after the loop: forgetting one message frees room that moves a held
         # one to ``ready`` (it is nacked above all the same, and must not be handed out).
-        self.ready.clear()
-        self.held.clear()
+        self.handout.clear_waiting()
 
     def nack_outstanding(self) -> None:
         """Shutdown: nack what the application still holds; its later acks report OTHER."""
-        outstanding = list(self.out.values())
-        self.out.clear()
+        outstanding = self.handout.take_out()
         if not outstanding:
             return
         self.ledger.submit_many([m.ack_id for m in outstanding], Operation.NACK)
@@ -490,7 +395,7 @@ class Dispatcher:
             self._forget(message)
 
     def statistics(self) -> DispatchStatistics:
-        flow = self.flow.statistics()
+        flow = self.handout.flow.statistics()
         return DispatchStatistics(
             outstanding_messages=flow.outstanding_messages,
             outstanding_bytes=flow.outstanding_bytes,

@@ -6,8 +6,8 @@ import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
+from eoclient.subscriber.ack_records import Operation, Position
 from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
-from eoclient.subscriber.ledger import Operation, Position
 from eoclient.subscriber.settings import MAX_ACK_DEADLINE
 from eoclient.subscriber.waiters import result_of
 

@@ -4,25 +4,26 @@ The decisions live in two pure cores: :class:`~eoclient.subscriber.dispatch.Disp
 (admission, flow control, leases, settlement, shutdown) and
 :class:`~eoclient.subscriber.ledger.AckLedger` (acks, nacks and modacks from settlement to
 result: batching, routing, confirmations, retries). The shells perform them: the
-lifecycle, iteration and settlement here, the stream's reading in
+lifecycle, iteration and settlement here, the stream's reading (and reconnecting) in
 :class:`~eoclient.subscriber.receiver.StreamReceiver`, its writing and the unary calls in
-:class:`~eoclient.subscriber.sender.AckSender`. Every task belongs to the session's one
-TaskGroup (docs/architecture.md#every-background-task-belongs-to-one-taskgroup) and never raises
-into it: a permanent failure is stored and reaches the user once, as one exception, on their next
+:class:`~eoclient.subscriber.sender.AckSender`, the ordered way out in
+:class:`~eoclient.subscriber.session_shutdown.SessionShutdown`. Every task belongs to the
+session's one TaskGroup (:class:`~eoclient.subscriber.session_tasks.SessionTasks`;
+docs/architecture.md#every-background-task-belongs-to-one-taskgroup) and never raises into
+it: a permanent failure is stored and reaches the user once, as one exception, on their next
 ``await`` (``__anext__``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 import random
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from eoclient._clock import AsyncClock, MonotonicClock
 from eoclient.subscriber.batch import MessageBatch
@@ -31,11 +32,12 @@ from eoclient.subscriber.ledger import AckLedger, AckMode, Operation, Position
 from eoclient.subscriber.message import Message
 from eoclient.subscriber.receiver import StreamReceiver
 from eoclient.subscriber.sender import AckSender
+from eoclient.subscriber.session_shutdown import SessionShutdown
+from eoclient.subscriber.session_tasks import SessionTasks
 from eoclient.subscriber.settings import (
     AckRetrySettings,
     FlowControl,
     LeaseSettings,
-    ShutdownBehavior,
     ShutdownOptions,
     StreamSettings,
 )
@@ -63,10 +65,6 @@ def yield_every(flow_control: FlowControl) -> int:
     if not flow_control.max_messages:
         return UNLIMITED_YIELD_EVERY
     return max(MIN_YIELD_EVERY, flow_control.max_messages // 2)
-
-
-# While shutdown flushes, how often it checks whether the acks have all been answered.
-FLUSH_POLL_INTERVAL = 0.005
 
 
 class SessionState(enum.Enum):
@@ -139,6 +137,7 @@ class StreamingSession:
         self.rng = rng or random.Random()
         self.state = SessionState.UNOPENED
         self._ready_event = asyncio.Event()
+        self._tasks = SessionTasks()  # the one TaskGroup (session_tasks.py)
         self.ledger = AckLedger(ack_retry, on_pending=self._wake_sender)
         self.dispatch = Dispatcher(
             self.ledger,
@@ -155,7 +154,7 @@ class StreamingSession:
             subscription,
             clock=self.clock,
             rng=self.rng,
-            spawn=self._spawn,
+            spawn=self._tasks.spawn,
             fail=self._fail,
             before_send=self.dispatch.due,
             next_due=self._next_lease_check,
@@ -174,16 +173,20 @@ class StreamingSession:
             rng=self.rng,
             fail=self._fail,
         )
-        self._settled_event = asyncio.Event()
+        self._shutdown = SessionShutdown(
+            self.dispatch,
+            self.ledger,
+            self.sender,
+            shutdown,
+            self.clock,
+            failed=lambda: self._fatal is not None,
+        )
         self._closed_event = asyncio.Event()
         self._handed_since_yield = 0
         self._yield_every = yield_every(flow_control)
         self._fatal: BaseException | None = None
         self._fatal_reported = False
-        self._group: asyncio.TaskGroup | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
         self._receive_task: asyncio.Task[None] | None = None
-        self._shutdown_nacked = False
 
     def __repr__(self) -> str:
         d = self.dispatch
@@ -200,12 +203,11 @@ class StreamingSession:
                 f"a subscription session cannot be entered twice ({self.state.value})"
             )
         self.state = SessionState.RUNNING
-        self._group = asyncio.TaskGroup()
-        await self._group.__aenter__()
-        self._receive_task = self._spawn(
+        await self._tasks.open()
+        self._receive_task = self._tasks.spawn(
             self.receiver.run(), f"eoclient-receive {self.subscription}"
         )
-        self._spawn(self.sender.run(), f"eoclient-send {self.subscription}")
+        self._tasks.spawn(self.sender.run(), f"eoclient-send {self.subscription}")
         logger.debug(
             "subscription %s: session open (client id %s, %s, %s)",
             self.subscription,
@@ -247,59 +249,19 @@ class StreamingSession:
                 "waiting for processing" if wait_for_processing else "nacking what is out",
             )
         try:
-            await self._graceful_shutdown(wait_for_processing)
+            # Nack what was never handed out and close the stream at once (else the server
+            # would keep delivering on it); wait for handlers per the options, nack what
+            # they still hold, and flush (session_shutdown.py).
+            await self._shutdown.graceful(
+                wait_for_processing=wait_for_processing, receive_task=self._receive_task
+            )
         finally:
             await self._hard_stop()
 
-    async def _graceful_shutdown(self, wait_for_processing: bool) -> None:
-        """Nack what was never handed out and close the stream at once (else the server
-        would keep delivering on it); wait for handlers per the options, nack what they
-        still hold, and flush. Later settlements go by unary call."""
-        self.dispatch.stop()
-        self.sender.begin_shutdown()
-        await self._close_stream()
-        options = self.shutdown_options
-        if wait_for_processing and options.behavior is ShutdownBehavior.WAIT_FOR_PROCESSING:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(options.timeout):
-                    while self.dispatch.out and self._fatal is None:
-                        self._settled_event.clear()
-                        await self._settled_event.wait()
-        self._shutdown_nacked = True
-        self.dispatch.nack_outstanding()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(options.flush_timeout):
-                while not self.ledger.idle() and self._fatal is None:
-                    self.sender.wake.set()
-                    await self.clock.sleep(FLUSH_POLL_INTERVAL)
-
-    async def _close_stream(self) -> None:
-        """Half-close the stream (through the sender, its only writer) and read it to its
-        end: confirmations and the deliveries in flight (nacked) arrive before it ends."""
-        receiver = self._receive_task
-        if receiver is None or receiver.done() or self.sender.call is None:
-            return  # between streams: nothing to half-close; _hard_stop cancels the receiver
-        self.sender.half_close()
-        await asyncio.wait({receiver}, timeout=self.shutdown_options.stream_close_timeout)
-
     async def _hard_stop(self) -> None:
-        if not self._shutdown_nacked:
-            # Cancelled before the graceful path got there: settle what the application
-            # holds, or an ack of it arriving while the tasks wind down would wait for a
-            # result nobody sends.
-            self.dispatch.nack_outstanding()
-        self.sender.fail_all("the subscriber was closed before the server answered")
-        call = self.sender.call
-        if call is not None:
-            call.cancel()
-        group, self._group = self._group, None
+        self._shutdown.settle_the_rest()
         try:
-            if group is not None:
-                for task in list(self._tasks):
-                    task.cancel()
-                # Our own tasks' cancellation ends quietly inside the group; a
-                # CancelledError here is the caller being cancelled, and propagates.
-                await group.__aexit__(None, None, None)
+            await self._tasks.close()
         finally:
             self.state = SessionState.CLOSED
             self._closed_event.set()
@@ -328,7 +290,7 @@ class StreamingSession:
             # Nothing sends after a fatal error: resolve what waits.
             self.sender.fail_all(f"the subscriber failed before the server answered: {error}")
         self._ready_event.set()
-        self._settled_event.set()
+        self._shutdown.settled.set()
 
     # ================================================================ iteration
 
@@ -403,7 +365,7 @@ class StreamingSession:
             self.spans.application_settled(message.ack_id, operation)
         position = self.dispatch.settle(message, operation, seconds, self.clock.now())
         if self.state is not SessionState.RUNNING:
-            self._settled_event.set()  # a closing session waits for the outstanding ones
+            self._shutdown.settled.set()  # a closing session waits for the outstanding ones
         return position
 
     def settle_batch(
@@ -418,7 +380,7 @@ class StreamingSession:
             ]
         positions = self.dispatch.settle_batch(messages, operation, seconds, self.clock.now())
         if self.state is not SessionState.RUNNING:
-            self._settled_event.set()
+            self._shutdown.settled.set()
         return positions
 
     def extend(self, message: Message, seconds: int) -> Position:
@@ -431,16 +393,6 @@ class StreamingSession:
 
     def _next_lease_check(self) -> float:
         return self.dispatch.lease_check_at
-
-    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None] | None:
-        """Start a background task in the session's TaskGroup (and remember it to cancel)."""
-        if self._group is None:
-            coroutine.close()
-            return None
-        task = self._group.create_task(coroutine, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
 
     # ================================================================ statistics
 

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 
 from opentelemetry import trace
 
+from eoclient.subscriber.ack_records import AckRecord, Operation, Position
 from eoclient.subscriber.ack_results import AcknowledgeStatus
-from eoclient.subscriber.ledger import AckRecord, Operation, Position
 from eoclient.tracing import (
     ReceiveTrace,
     SettleOperation,

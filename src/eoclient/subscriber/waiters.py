@@ -1,4 +1,4 @@
-"""Waiting for the ledger's results: the futures side of an :class:`~.ledger.AckRecord`.
+"""Waiting for the ledger's results: the futures side of an :class:`~.ack_records.AckRecord`.
 
 The ledger only records results and says which records got some; this module hands them
 to whoever waits. Futures exist only for callers that wait (``ack_with_response()``,
@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
+from eoclient.subscriber.ack_records import AckRecord
 from eoclient.subscriber.ack_results import AckResult
-from eoclient.subscriber.ledger import AckRecord
 
 __all__ = ["completion", "deliver", "result_of"]
 

@@ -1,0 +1,191 @@
+"""Acks by unary call: Acknowledge / ModifyAckDeadline calls, their answers, and when to
+retry or give up. No I/O, time passed in; the sender (``sender.py``) makes the calls.
+
+The unary side of the ledger (``ledger.py`` decides what goes here): exactly-once acks on a
+server that gives no stream confirmations (docs/protocol.md#streamingpull-confirmations),
+everything while the ledger is still learning whether it does, what the stream lost or left
+unconfirmed, and everything once a session stops. A call's INVALID_ARGUMENT + ErrorInfo
+says which ids failed and how (docs/protocol.md#exactly-once-error-details), read by the
+one classifier in ``ack_results``
+(docs/architecture.md#exactly-once-results-are-classified-in-one-function).
+
+Transient failures are retried with jittered exponential backoff (:meth:`UnaryAcks.retry_delay`)
+until ``AckRetrySettings.deadline``, then reported OTHER (docs/protocol.md#exactly-once-retries).
+An ack whose first attempt may have been applied without us hearing back (the stream
+broke, a confirmation never came, or a call failed with a retryable code) is *ambiguous*:
+if a retry then finds the id invalid, that may be because the first attempt succeeded, so
+it is reported OTHER (may be redelivered) rather than a wrong INVALID_ACK_ID — never
+SUCCESS, which would promise no redelivery.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+
+from eoclient.errors import RpcError
+from eoclient.subscriber.ack_records import (
+    ACK_IDS_PER_REQUEST,
+    AckRecord,
+    LedgerStatistics,
+    Operation,
+    Position,
+    set_result,
+)
+from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult, classify_unary_error
+from eoclient.subscriber.settings import AckRetrySettings
+
+__all__ = ["UnaryAcks", "UnaryCall"]
+
+
+class UnaryCall:
+    """One Acknowledge or ModifyAckDeadline call and its retries: the positions not yet
+    answered, and why the last attempt failed for each (reported if the deadline passes)."""
+
+    __slots__ = ("ambiguous", "attempt", "kind", "last_reason", "positions", "seconds", "started")
+
+    def __init__(
+        self,
+        kind: Operation,
+        seconds: int,
+        positions: list[Position],
+        *,
+        ambiguous: bool,
+        started: float,
+    ) -> None:
+        self.kind = kind  # ACK (Acknowledge) or MODACK (ModifyAckDeadline)
+        self.seconds = seconds
+        self.positions = positions
+        # An earlier attempt of these acks may have been applied (module docstring).
+        self.ambiguous = ambiguous and kind is Operation.ACK
+        self.attempt = 0
+        self.started = started
+        self.last_reason: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"<UnaryCall {self.kind.value} {len(self.positions)} ids, attempt {self.attempt}>"
+
+    def ack_ids(self) -> list[str]:
+        return [record.ack_ids[index] for record, index in self.positions]
+
+
+class UnaryAcks:
+    """The unary calls in flight (until every position of a call has its result).
+
+    Args:
+        retry: how transient failures are retried (:meth:`retry_delay`).
+        stats: the ledger's counters (calls made, ids retried, final ack results).
+    """
+
+    __slots__ = ("calls", "retry", "stats")
+
+    def __init__(self, retry: AckRetrySettings, stats: LedgerStatistics) -> None:
+        self.retry = retry
+        self.stats = stats
+        self.calls: set[UnaryCall] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self.calls)
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+    def plan(
+        self, positions: Iterable[Position], now: float, *, ambiguous: bool
+    ) -> list[UnaryCall]:
+        """One call per RPC, deadline and ``ACK_IDS_PER_REQUEST`` ids; the calls are
+        independent of each other and may all be in flight together."""
+        groups: dict[tuple[Operation, int], list[Position]] = {}
+        for position in positions:
+            record = position[0]
+            groups.setdefault((record.confirmation_kind, record.wire_seconds), []).append(position)
+        calls = [
+            UnaryCall(
+                kind,
+                seconds,
+                group[start : start + ACK_IDS_PER_REQUEST],
+                ambiguous=ambiguous,
+                started=now,
+            )
+            for (kind, seconds), group in groups.items()
+            for start in range(0, len(group), ACK_IDS_PER_REQUEST)
+        ]
+        self.calls.update(calls)
+        return calls
+
+    def apply_answer(self, call: UnaryCall, error: RpcError | None) -> list[AckRecord]:
+        """Resolve what one attempt of ``call`` settles; keep the rest in ``call.positions``.
+
+        Returns the records that got results. An INVALID_ACK_ID for an ambiguous ack (an
+        earlier attempt may have been applied) is reported OTHER, never a wrong
+        INVALID_ACK_ID (module docstring). A retryable status for the whole call makes its
+        acks ambiguous: it may have been applied before the failure (e.g.
+        DEADLINE_EXCEEDED).
+        """
+        stats = self.stats
+        stats.unary_calls += 1
+        call.attempt += 1
+        outcome = classify_unary_error(call.ack_ids(), error, exactly_once=True)
+        resolved: dict[AckRecord, None] = {}
+        remaining: list[Position] = []
+        for position in call.positions:
+            record, index = position
+            ack_id = record.ack_ids[index]
+            result = outcome.final.get(ack_id)
+            if result is None:
+                if record.result(index) is None:  # not answered meanwhile (a probe's stream copy)
+                    remaining.append(position)
+                    call.last_reason[ack_id] = outcome.retry.get(ack_id, "transient failure")
+                continue
+            if result.status is AcknowledgeStatus.INVALID_ACK_ID and call.ambiguous:
+                result = AckResult(
+                    AcknowledgeStatus.OTHER,
+                    "an earlier attempt may have been applied but its answer was "
+                    f"lost; a retry found the id settled ({result.info})",
+                )
+            if set_result(record, index, result, stats):
+                resolved[record] = None
+        if error is not None and not error.error_info and call.kind is Operation.ACK and remaining:
+            call.ambiguous = True
+        call.positions = remaining
+        stats.retried += len(remaining)
+        if not remaining:
+            self.calls.discard(call)
+        return list(resolved)
+
+    def retry_delay(self, attempt: int, elapsed: float, rng: random.Random) -> float | None:
+        """Seconds to wait before retry number ``attempt`` (1, 2, ...), or ``None``: give up.
+
+        ``initial × multiplier^(attempt-1)``, capped at ``max_backoff``, plus up to one
+        ``initial_backoff`` of jitter; none once ``deadline`` has passed since the first
+        attempt (``AckRetrySettings``).
+        """
+        retry = self.retry
+        if elapsed >= retry.deadline:
+            return None
+        backoff = min(retry.max_backoff, retry.initial_backoff * retry.multiplier ** (attempt - 1))
+        return backoff + rng.uniform(0, retry.initial_backoff)
+
+    def give_up(self, call: UnaryCall) -> list[AckRecord]:
+        """The retry deadline has passed: what ``call`` still holds resolves OTHER."""
+        resolved: dict[AckRecord, None] = {}
+        for record, index in call.positions:
+            reason = call.last_reason.get(record.ack_ids[index], "transient failure")
+            result = AckResult(
+                AcknowledgeStatus.OTHER,
+                f"still failing after the {self.retry.deadline:g} s retry deadline: {reason}",
+            )
+            if set_result(record, index, result, self.stats):
+                resolved[record] = None
+        call.positions = []
+        self.calls.discard(call)
+        return list(resolved)
+
+    def take_all(self) -> list[Position]:
+        """Forget every call in flight (the session is over); what they still held."""
+        positions: list[Position] = []
+        for call in self.calls:
+            positions += call.positions
+            call.positions = []
+        self.calls.clear()
+        return positions
