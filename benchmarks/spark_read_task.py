@@ -104,13 +104,17 @@ def child(address: str, batch: int, batches: int, profile: bool) -> dict[str, An
         )
     )
     responses: list[int] = []
-    decode = _pull.decode
+    # The decoder _pull calls: of the serialized response (since the columnar decoding) or
+    # of the parsed one (before).
+    name = "decode_bytes" if hasattr(_pull, "decode_bytes") else "decode"
+    decode = getattr(_pull, name)
 
     def counting_decode(response: Any) -> Any:
-        responses.append(len(response.received_messages))
-        return decode(response)
+        received = decode(response)
+        responses.append(len(received))
+        return received
 
-    _pull.decode = counting_decode  # type: ignore[assignment]
+    setattr(_pull, name, counting_decode)
 
     profilers: list[Any] = []
     if profile:
