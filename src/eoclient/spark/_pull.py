@@ -59,11 +59,15 @@ class Pulled:
         """The emitted deliveries (``WIRE_SCHEMA``), in the order they first arrived."""
         if not self.admission.emitted:
             return WIRE_SCHEMA.empty_table()
+        table = pa.Table.from_batches([chunk.rows for chunk in self.chunks], WIRE_SCHEMA)
+        if len(self.admission.emitted) == table.num_rows:
+            # Every delivery emitted (positions are distinct): all rows in arrival order,
+            # without sorting the positions (~0.2 µs a message).
+            return table.combine_chunks()
         positions = sorted(self.admission.emitted.values())
         starts = [0]
         for chunk in self.chunks:
             starts.append(starts[-1] + len(chunk))
-        table = pa.Table.from_batches([chunk.rows for chunk in self.chunks], WIRE_SCHEMA)
         return table.take(pa.array([starts[c] + r for c, r in positions], pa.int64()))
 
 
