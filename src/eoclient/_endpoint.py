@@ -169,8 +169,8 @@ class Endpoint:
             ]
             if given:
                 raise ValueError(
-                    f"{', '.join(given)} need a TLS endpoint (plain text sends no "
-                    f"credentials); use Endpoint.tls({self.target!r}, ...)"
+                    f"a plain-text endpoint cannot carry {', '.join(given)} (plain text sends "
+                    f"no credentials); use Endpoint.tls({self.target!r}, ...)"
                 )
 
     # ------------------------------------------------------------ constructors

@@ -126,9 +126,9 @@ def test_the_mutual_tls_service_host(certificates: Certificates) -> None:
 
 
 def test_options_that_need_tls_are_refused_on_plain_text(certificates: Certificates) -> None:
-    with pytest.raises(ValueError, match=r"quota_project need a TLS endpoint.*Endpoint\.tls"):
+    with pytest.raises(ValueError, match=r"cannot carry quota_project.*Endpoint\.tls"):
         Endpoint("localhost:8085", secure=False, quota_project="billing")
-    with pytest.raises(ValueError, match="credentials need a TLS endpoint"):
+    with pytest.raises(ValueError, match="plain-text endpoint cannot carry credentials"):
         Endpoint("localhost:8085", secure=False, credentials=Credentials("t"))
     with pytest.raises(ValueError, match="both its chain and its private key"):
         Endpoint("h:1", secure=True, client_certificate_chain=certificates.client.chain)
