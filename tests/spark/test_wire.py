@@ -14,7 +14,13 @@ from hypothesis import strategies as st  # noqa: E402
 
 from eoclient._proto import pubsub_pb2  # noqa: E402
 from eoclient.spark._schema import WIRE_SCHEMA  # noqa: E402
-from eoclient.spark._wire import Received, _columns, decode, decode_bytes  # noqa: E402
+from eoclient.spark._wire import (  # noqa: E402
+    Received,
+    _columns,
+    _varint_size,
+    decode,
+    decode_bytes,
+)
 from eoclient.subscriber.message import Message, message_from_wire  # noqa: E402
 
 
@@ -208,3 +214,15 @@ def test_columns_that_do_not_line_up_fall_back_to_the_fields() -> None:
     raw = patched.SerializeToString()
     assert _columns(raw) is None
     assert _rows(decode_bytes(raw)) == _sdk_rows(patched)
+
+
+def test_varint_sizes_are_protobufs() -> None:
+    """The sizes the columns are checked by, against protobuf's own encoding (an int64
+    field: tag byte + varint; negative values take ten bytes)."""
+    import numpy as np
+    from google.protobuf import wrappers_pb2
+
+    values = [0, 1, 127, 128, 16_383, 16_384, 2**35, 2**56 - 1, 2**56, 2**63 - 1, -1, -(2**63)]
+    expected = [len(wrappers_pb2.Int64Value(value=v).SerializeToString()) - 1 for v in values]
+    expected[0] = 1  # proto3 writes no field for 0; its varint is one byte
+    assert _varint_size(np.array(values, np.int64)).tolist() == expected
