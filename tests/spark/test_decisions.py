@@ -26,6 +26,36 @@ def _admit(admission: Admission, *deliveries: tuple[str, str, int]) -> list[Verd
     return admission.admit(list(message_ids), list(ack_ids), list(published))
 
 
+_chunks = st.lists(
+    st.lists(
+        st.tuples(
+            st.sampled_from("mnopqrstuv"), st.text(min_size=1, max_size=3), st.integers(0, 9)
+        ),
+        max_size=8,
+    ),
+    max_size=5,
+)
+
+
+@given(_chunks, st.one_of(st.none(), st.integers(0, 9)), st.booleans())
+def test_a_chunk_admitted_at_once_is_admitted_as_delivery_by_delivery(
+    chunks: list[list[tuple[str, str, int]]], cutoff: int | None, dedupe: bool
+) -> None:
+    """The whole-chunk path (no committed id among the chunk) decides what the loop
+    does: the loop is forced by a lookup that always finds an id the chunk does not hold."""
+    at_once = Admission(Known(cutoff_ns=cutoff, dedupe=dedupe))
+    one_by_one = Admission(
+        Known(cutoff_ns=cutoff, dedupe=dedupe, committed=lambda ids: {"never delivered"})
+    )
+    for number, chunk in enumerate(chunks):
+        # Ack ids are unique per delivery on the wire: numbered.
+        deliveries = [(m, f"{a}-{number}-{i}", p) for i, (m, a, p) in enumerate(chunk)]
+        assert _admit(at_once, *deliveries) == _admit(one_by_one, *deliveries)
+    for name in ("emitted", "emitted_ack_ids", "ack_now", "release", "superseded", "delivered"):
+        assert getattr(at_once, name) == getattr(one_by_one, name), name
+    assert list(at_once.emitted) == list(one_by_one.emitted)  # the same order too
+
+
 @pytest.mark.parametrize(
     ("known", "message_id", "published", "verdict"),
     [

@@ -14,7 +14,13 @@ from hypothesis import strategies as st  # noqa: E402
 
 from eoclient._proto import pubsub_pb2  # noqa: E402
 from eoclient.spark._schema import WIRE_SCHEMA  # noqa: E402
-from eoclient.spark._wire import decode  # noqa: E402
+from eoclient.spark._wire import (  # noqa: E402
+    Received,
+    _columns,
+    _varint_size,
+    decode,
+    decode_bytes,
+)
 from eoclient.subscriber.message import Message, message_from_wire  # noqa: E402
 
 
@@ -48,6 +54,22 @@ def _sdk_rows(response: pubsub_pb2.PullResponse) -> list[dict[str, object]]:
 
 def _wire_rows(response: pubsub_pb2.PullResponse) -> list[dict[str, object]]:
     received = decode(response)
+    # From the bytes (by columns, or by falling back to decode): the very same batch.
+    from_bytes = decode_bytes(response.SerializeToString())
+    _same(from_bytes, received)
+    return _rows(received)
+
+
+def _same(received: Received, reference: Received) -> None:
+    # A map's entries in any order: protobuf's map has none (a parsed map iterates in its
+    # own order, the wire keeps the sender's).
+    assert _rows(received) == _rows(reference)
+    assert received.message_ids == reference.message_ids
+    assert received.ack_ids == reference.ack_ids
+    assert received.publish_ns == reference.publish_ns
+
+
+def _rows(received: Received) -> list[dict[str, object]]:
     assert received.rows.schema == WIRE_SCHEMA
     rows = received.rows.to_pylist()
     for row in rows:
@@ -98,10 +120,10 @@ def test_awkward_values_decode_as_the_sdk_decodes_them() -> None:
 
 
 def test_an_empty_response_is_an_empty_batch() -> None:
-    received = decode(pubsub_pb2.PullResponse())
-    assert len(received) == 0
-    assert received.rows.num_rows == 0
-    assert received.rows.schema == WIRE_SCHEMA
+    for received in (decode(pubsub_pb2.PullResponse()), decode_bytes(b"")):
+        assert len(received) == 0
+        assert received.rows.num_rows == 0
+        assert received.rows.schema == WIRE_SCHEMA
 
 
 _text = st.text(max_size=12)
@@ -124,3 +146,83 @@ _delivery = st.fixed_dictionaries(
 def test_any_response_decodes_as_the_sdk_decodes_it(deliveries: list[dict[str, object]]) -> None:
     response = _response(*deliveries)
     assert _wire_rows(response) == _sdk_rows(response)
+
+
+# What the servers send: every delivery with data and a message id, a publish time with or
+# without nanos (a whole second), an ordering key on all or none, attributes or not (a
+# dead-letter policy: delivery attempts on all).
+_columnar_delivery = st.fixed_dictionaries(
+    {
+        "ack_id": st.text(min_size=1, max_size=40),
+        "message_id": st.text(min_size=1, max_size=20),
+        "data": st.binary(min_size=1, max_size=300),
+        "attributes": st.dictionaries(
+            st.text(min_size=1, max_size=12), st.text(min_size=1, max_size=140), max_size=4
+        ),
+        "seconds": st.integers(1, 2**33),  # to the year 2242
+        "nanos": st.one_of(st.just(0), st.integers(0, 999_999_999)),
+    }
+)
+
+
+@settings(deadline=None)
+@given(
+    st.lists(_columnar_delivery, max_size=20),
+    st.one_of(st.just(""), st.text(min_size=1, max_size=200)),
+    st.integers(0, 300),
+)
+def test_what_servers_send_decodes_by_columns(
+    deliveries: list[dict[str, object]], ordering_key: str, attempt: int
+) -> None:
+    response = _response(
+        *({**d, "ordering_key": ordering_key, "delivery_attempt": attempt} for d in deliveries)
+    )
+    by_columns = _columns(response.SerializeToString())
+    assert by_columns is not None  # not the fallback
+    _same(by_columns, decode(response))
+    assert _rows(by_columns) == _sdk_rows(response)
+
+
+def test_columns_that_do_not_line_up_fall_back_to_the_fields() -> None:
+    """Values proto3 leaves off the wire for some deliveries only, an unknown field: the
+    columns would not line up (or the sizes not add up), and the fields decide."""
+    plain = {"ack_id": "a", "message_id": "1", "data": b"x", "seconds": 5, "nanos": 1}
+    awkward = [
+        {**plain, "data": b"", "attributes": {"k": "v"}},  # no data: attributes only
+        {**plain, "ordering_key": "key"},  # an ordering key on some deliveries only
+        {**plain, "delivery_attempt": 2},  # attempts on some deliveries only
+        {**plain, "seconds": 0},  # the epoch's first second
+    ]
+    for odd in awkward:
+        response = _response(plain, odd, plain)
+        raw = response.SerializeToString()
+        assert _columns(raw) is None, odd
+        assert _rows(decode_bytes(raw)) == _sdk_rows(response)
+    # A map entry is written with both its fields, empty or not: by columns too.
+    for attributes in ({"k": ""}, {"": "v"}):
+        response = _response(plain, {**plain, "attributes": attributes}, plain)
+        by_columns = _columns(response.SerializeToString())
+        assert by_columns is not None
+        assert _rows(by_columns) == _sdk_rows(response)
+    # A field this version does not know, inside a message: its bytes are not attributes.
+    response = _response(plain, {**plain, "attributes": {"k": "v"}})
+    raw = response.SerializeToString()
+    unknown = b"\x32\x03abc"  # field 6 (length-delimited): not in PubsubMessage here
+    patched = pubsub_pb2.PullResponse.FromString(raw)
+    message = patched.received_messages[0].message
+    message.MergeFromString(unknown)
+    raw = patched.SerializeToString()
+    assert _columns(raw) is None
+    assert _rows(decode_bytes(raw)) == _sdk_rows(patched)
+
+
+def test_varint_sizes_are_protobufs() -> None:
+    """The sizes the columns are checked by, against protobuf's own encoding (an int64
+    field: tag byte + varint; negative values take ten bytes)."""
+    import numpy as np
+    from google.protobuf import wrappers_pb2
+
+    values = [0, 1, 127, 128, 16_383, 16_384, 2**35, 2**56 - 1, 2**56, 2**63 - 1, -1, -(2**63)]
+    expected = [len(wrappers_pb2.Int64Value(value=v).SerializeToString()) - 1 for v in values]
+    expected[0] = 1  # proto3 writes no field for 0; its varint is one byte
+    assert _varint_size(np.array(values, np.int64)).tolist() == expected

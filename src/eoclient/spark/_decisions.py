@@ -27,6 +27,7 @@ clock, a file or the network.
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -103,6 +104,8 @@ class Admission:
         self.delivered += len(ack_ids)
         lookup = self.known.committed
         committed = lookup(message_ids) if lookup is not None and self.known.dedupe else ()
+        if not committed and self._emit_all(chunk, message_ids, ack_ids, publish_ns):
+            return [Verdict.EMIT] * len(ack_ids)
         verdicts = []
         for row, (message_id, ack_id, published) in enumerate(
             zip(message_ids, ack_ids, publish_ns, strict=True)
@@ -120,6 +123,32 @@ class Admission:
                 self.release.append(ack_id)
             verdicts.append(verdict)
         return verdicts
+
+    def _emit_all(
+        self,
+        chunk: int,
+        message_ids: Sequence[str],
+        ack_ids: Sequence[str],
+        publish_ns: Sequence[int],
+    ) -> bool:
+        """Emit the whole chunk at once if every delivery in it is EMIT with no older
+        delivery to supersede (the usual response: new messages, published before any
+        cutoff, each once); whether it did. The same choices the loop below makes, built
+        by dict and zip in C rather than a Python step per delivery (~0.5 µs a message)."""
+        cutoff = self.known.cutoff_ns
+        if cutoff is not None and publish_ns and max(publish_ns) > cutoff:
+            return False
+        ack_by_message = dict(zip(message_ids, ack_ids, strict=True))
+        # Two key views: isdisjoint walks the smaller (the chunk), not all emitted so far.
+        if len(ack_by_message) != len(ack_ids) or not ack_by_message.keys().isdisjoint(
+            self.emitted_ack_ids.keys()
+        ):
+            return False  # a message twice: the loop keeps the newest delivery
+        self.emitted_ack_ids.update(ack_by_message)
+        rows = len(message_ids)
+        positions = zip(itertools.repeat(chunk, rows), range(rows), strict=True)
+        self.emitted.update(zip(message_ids, positions, strict=True))
+        return True
 
     def _verdict(self, message_id: str, published_ns: int, committed: Collection[str]) -> Verdict:
         if message_id in committed:

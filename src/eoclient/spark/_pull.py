@@ -10,15 +10,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import grpc
 import pyarrow as pa
 
 from eoclient._proto import pubsub_pb2
-from eoclient._transport import Endpoint, PubSubTransport, create_channel
+from eoclient._transport import Endpoint, PubSubTransport, create_channel, rpc_error_from_grpc
 from eoclient.errors import RpcError
 from eoclient.spark._decisions import Admission
 from eoclient.spark._lease_log import LeaseLog
 from eoclient.spark._schema import WIRE_SCHEMA
-from eoclient.spark._wire import Received, decode
+from eoclient.spark._wire import Received, decode_bytes
+
+_PULL = "/google.pubsub.v1.Subscriber/Pull"
 
 # One Pull asks for at most this many messages (the service caps a Pull at 1000).
 PULL_MAX = 1000
@@ -56,11 +59,15 @@ class Pulled:
         """The emitted deliveries (``WIRE_SCHEMA``), in the order they first arrived."""
         if not self.admission.emitted:
             return WIRE_SCHEMA.empty_table()
+        table = pa.Table.from_batches([chunk.rows for chunk in self.chunks], WIRE_SCHEMA)
+        if len(self.admission.emitted) == table.num_rows:
+            # Every delivery emitted (positions are distinct): all rows in arrival order,
+            # without sorting the positions (~0.2 µs a message).
+            return table.combine_chunks()
         positions = sorted(self.admission.emitted.values())
         starts = [0]
         for chunk in self.chunks:
             starts.append(starts[-1] + len(chunk))
-        table = pa.Table.from_batches([chunk.rows for chunk in self.chunks], WIRE_SCHEMA)
         return table.take(pa.array([starts[c] + r for c, r in positions], pa.int64()))
 
 
@@ -85,7 +92,7 @@ async def pull_part(
     unless it has nothing yet and ``keep_waiting(now)`` (an ``availableNow`` run waiting for
     the redeliveries of a dead run).
     """
-    in_flight: dict[asyncio.Task[pubsub_pb2.PullResponse], tuple[int, int]] = {}
+    in_flight: dict[asyncio.Task[bytes], tuple[int, int]] = {}
     stopping = False
     failures = 0
     try:
@@ -97,16 +104,7 @@ async def pull_part(
                 call_number = log.sent()
                 if pulled.first_sent is None:
                     pulled.first_sent = time.time()
-                call = asyncio.ensure_future(
-                    transport.call(
-                        "Subscriber",
-                        "Pull",
-                        pubsub_pb2.PullRequest(subscription=subscription, max_messages=count),
-                        pubsub_pb2.PullResponse,
-                        routing=("subscription", subscription),
-                        timeout=PULL_CALL_TIMEOUT,
-                    )
-                )
+                call = asyncio.ensure_future(_pull_bytes(transport, subscription, count))
                 in_flight[call] = (call_number, count)
                 room -= count
             if not in_flight:
@@ -124,7 +122,7 @@ async def pull_part(
                     await asyncio.sleep(PULL_RETRY_BACKOFF * 2 ** (failures - 1))
                     continue
                 failures = 0
-                received = decode(call.result())
+                received = decode_bytes(call.result())
                 log.answered(call_number, received.ack_ids)
                 pulled.chunks.append(received)
                 pulled.admission.admit(received.message_ids, received.ack_ids, received.publish_ns)
@@ -141,3 +139,25 @@ async def pull_part(
             call.cancel()
         if in_flight:
             await asyncio.gather(*in_flight, return_exceptions=True)
+
+
+async def _pull_bytes(transport: PubSubTransport, subscription: str, count: int) -> bytes:
+    """One Pull call's answer as its serialized ``PullResponse``: ``decode_bytes`` parses it
+    as columns (``PubSubTransport.call`` would parse it into a ``PullResponse`` first). The
+    routing header (docs/protocol.md#request-routing-header) and the error mapping are the
+    transport's."""
+    pull = transport.channel.unary_unary(
+        _PULL,
+        request_serializer=pubsub_pb2.PullRequest.SerializeToString,
+        response_deserializer=None,  # the bytes as they came
+    )
+    try:
+        answer = await pull(
+            pubsub_pb2.PullRequest(subscription=subscription, max_messages=count),
+            timeout=PULL_CALL_TIMEOUT,
+            metadata=(("x-goog-request-params", f"subscription={subscription}"),),
+        )
+    except grpc.aio.AioRpcError as error:
+        raise rpc_error_from_grpc(error) from error
+    assert isinstance(answer, bytes)
+    return answer
