@@ -49,6 +49,7 @@ NOT_IN_THE_SDK = {
     "pyspark",
     "pyarrow",
     "pandas",
+    "numpy",
     "google-auth",
 }
 # eoclient and its three dependencies, and grpcio's typing-extensions: five. Two more

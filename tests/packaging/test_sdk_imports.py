@@ -63,6 +63,7 @@ DEPENDENCIES_OF_EXTRAS = (
     "pyspark",
     "pyarrow",
     "pandas",
+    "numpy",
     "google.auth",
     "google.cloud",
     "google.api_core",
