@@ -88,6 +88,10 @@ class SubscriberStatistics:
     expired: int  # given up after max_lease (released, not acked)
     retried: int  # ack ids resent after a transient failure
     reconnects: int
+    # How acks travel: "stream" (written on the stream; on an exactly-once subscription
+    # their results come back as the stream's confirmations), "unary" (exactly-once
+    # results from Acknowledge/ModifyAckDeadline calls: a server that sends no
+    # confirmations) or "unknown" (exactly-once, no confirmation seen yet).
     ack_mode: str
     # Final results of this session's acks, by AcknowledgeStatus name ("SUCCESS",
     # "INVALID_ACK_ID", ...): each ack counted once, when its result is known.
