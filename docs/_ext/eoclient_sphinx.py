@@ -305,6 +305,15 @@ def hide_internal_bases(app: Sphinx, name: str, obj: Any, options: Any, bases: l
     ]
 
 
+def drop_empty_bases(app: Sphinx, doctree: nodes.document) -> None:
+    """``doctree-read``: autodoc writes a "Bases:" line even when ``hide_internal_bases``
+    left nothing to list (a class whose only bases are ``object`` or internal parts); such an
+    empty line is dropped."""
+    for paragraph in list(doctree.findall(nodes.paragraph)):
+        if paragraph.astext().strip() == "Bases:":
+            paragraph.parent.remove(paragraph)
+
+
 def check_every_public_name(app: Sphinx, env: BuildEnvironment) -> None:
     """``env-check-consistency``: each name in a public ``__all__`` is documented."""
     documented = _documented_objects(env)
@@ -431,6 +440,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("autodoc-skip-member", skip_member)
     app.connect("missing-reference", resolve_by_identity)
     app.connect("autodoc-process-bases", hide_internal_bases)
+    app.connect("doctree-read", drop_empty_bases)
     app.connect("env-check-consistency", check_every_public_name)
     sys.modules.setdefault("eoclient_sphinx", sys.modules[__name__])
     return {"parallel_read_safe": True, "parallel_write_safe": True}

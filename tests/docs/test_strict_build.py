@@ -103,3 +103,23 @@ def test_every_fixture_is_documented_or_the_build_fails(tmp_path: Path) -> None:
     html = (out / "index.html").read_text()
     assert 'id="fixture-pubsub_server"' in html
     assert "PubSubServer" in html  # what the test gets
+
+
+def test_a_class_shows_only_bases_a_reader_can_follow(tmp_path: Path) -> None:
+    # EoclientError's only base is Exception (another project's: listed); AdminClient's are
+    # its internal parts and Endpoint's only object: no "Bases:" line at all, not an empty one.
+    page = (
+        ERRORS_PAGE
+        + "\n.. autoclass:: eoclient.admin.AdminClient\n   :show-inheritance:\n"
+        + "\n.. autoclass:: eoclient.Endpoint\n   :show-inheritance:\n"
+    )
+    warnings, out = build(
+        tmp_path,
+        page,
+        eoclient_public_modules=("eoclient.errors",),
+        autodoc_default_options={"members": True, "undoc-members": True, "show-inheritance": True},
+    )
+    assert warnings == ""
+    html = (out / "index.html").read_text()
+    assert "Bases: <code" in html  # the exceptions' bases
+    assert "Bases:</p>" not in html
