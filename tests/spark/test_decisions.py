@@ -51,9 +51,17 @@ def test_a_chunk_admitted_at_once_is_admitted_as_delivery_by_delivery(
         # Ack ids are unique per delivery on the wire: numbered.
         deliveries = [(m, f"{a}-{number}-{i}", p) for i, (m, a, p) in enumerate(chunk)]
         assert _admit(at_once, *deliveries) == _admit(one_by_one, *deliveries)
+    # Deferred chunks, asked only what a read task asks before it needs the maps.
+    assert at_once.emitted_count >= len(one_by_one.emitted)  # at most, before confirm
+    assert at_once.confirm() == len(one_by_one.emitted)
+    every_delivery = len(one_by_one.emitted) == one_by_one.delivered
+    assert at_once.all_emitted() == every_delivery
     for name in ("emitted", "emitted_ack_ids", "ack_now", "release", "superseded", "delivered"):
         assert getattr(at_once, name) == getattr(one_by_one, name), name
     assert list(at_once.emitted) == list(one_by_one.emitted)  # the same order too
+    if every_delivery:  # all rows, in arrival order
+        rows = [(chunk, row) for chunk, c in enumerate(chunks) for row in range(len(c))]
+        assert list(at_once.emitted.values()) == rows
 
 
 @pytest.mark.parametrize(

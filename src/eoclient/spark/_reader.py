@@ -249,7 +249,8 @@ async def _claim(
         *(column for settled in settles for column in journal.message_ids(settled)),
         *journal.pending_ids(),
     ]
-    admission.ack_committed(ids_among(committed, list(admission.emitted)))
+    if committed:
+        admission.ack_committed(ids_among(committed, pulled.emitted_ids()))
     if admission.ack_now:
         with contextlib.suppress(Exception):  # they come back, and are acked then
             await _acks.acknowledge(
@@ -259,7 +260,8 @@ async def _claim(
     # Another part of this batch may have journaled some of these meanwhile (a redelivery
     # after its lease ran out): keep those as ack-only rows.
     elsewhere = journal.message_ids(batch, except_part=index)
-    admission.withdraw(ids_among(elsewhere, list(admission.emitted)))
+    if elsewhere:
+        admission.withdraw(ids_among(elsewhere, pulled.emitted_ids()))
     first_sent = pulled.first_sent or time.time()
     leased_until = first_sent + attempt.ack_deadline
     if not may_claim_unverified(time.time(), first_sent, attempt.ack_deadline):
