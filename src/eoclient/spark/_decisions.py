@@ -307,15 +307,18 @@ class Leases:
     def __init__(self, lease_seconds: int) -> None:
         self.lease_seconds = lease_seconds
         self._table = LeaseTable(max_lease=_NO_MAX_LEASE)
-        self._live: dict[str, set[str]] = {}
+        # A group's ack ids as given (a read task's: its part's column, in Arrow, turned
+        # into Python strings only if the group is extended), and those found lost.
+        self._ack_ids: dict[str, Collection[str]] = {}
+        self._lost: dict[str, set[str]] = {}
 
     def __len__(self) -> int:
-        return len(self._live)
+        return len(self._ack_ids)
 
     def __contains__(self, group: object) -> bool:
-        return group in self._live
+        return group in self._ack_ids
 
-    def add(self, group: str, ack_ids: Iterable[str], leased_until: float, now: float) -> None:
+    def add(self, group: str, ack_ids: Collection[str], leased_until: float, now: float) -> None:
         """A journaled group whose deliveries are leased until ``leased_until`` (as far as
         the puller knew: its clock; ``now`` is this clock, both wall-clock seconds)."""
         remaining = leased_until - CLOCK_SKEW_SECONDS - now
@@ -323,23 +326,29 @@ class Leases:
         # extension will report it lost).
         deadline = min(max(remaining, 1e-3), MAX_ACK_DEADLINE)
         self._table.add(group, 0, now, deadline=deadline)
-        self._live[group] = set(ack_ids)
+        self._ack_ids[group] = ack_ids
+        self._lost[group] = set()
 
     def remove(self, group: str) -> None:
         self._table.remove(group)
-        self._live.pop(group, None)
+        self._ack_ids.pop(group, None)
+        self._lost.pop(group, None)
 
     def due(self, now: float) -> dict[str, list[str]]:
         """Groups to extend now (group → live ack ids), recorded as extended at ``now`` by
         ``lease_seconds``."""
         actions = self._table.due(now, self.lease_seconds)
-        return {group: sorted(self._live[group]) for group in actions.extend}
+        return {group: self._live(group) for group in actions.extend}
+
+    def _live(self, group: str) -> list[str]:
+        lost = self._lost[group]
+        return sorted(a for a in self._ack_ids[group] if a not in lost)
 
     def lost(self, group: str, ack_ids: Iterable[str]) -> None:
         """Ack ids of ``group`` the server no longer knows (INVALID_ACK_ID)."""
-        live = self._live.get(group)
-        if live is not None:
-            live.difference_update(ack_ids)
+        lost = self._lost.get(group)
+        if lost is not None:
+            lost.update(ack_ids)
 
     def next_wakeup(self, now: float) -> float | None:
         return self._table.next_wakeup(now)

@@ -45,7 +45,7 @@ from eoclient.spark import _acks
 from eoclient.spark._decisions import Admission, Known, may_claim_unverified
 from eoclient.spark._faults import fault_point
 from eoclient.spark._journal import Journal, Part, emitted_rows, encode_part, ids_among, local_path
-from eoclient.spark._keeper import LeaseKeeper
+from eoclient.spark._keeper import LeaseKeeper, StringColumn
 from eoclient.spark._lease_log import LeaseLog
 from eoclient.spark._loop import LoopThread
 from eoclient.spark._options import SourceSettings
@@ -212,7 +212,7 @@ async def _hold(settings: SourceSettings, worker: _Worker, journal: Journal, par
     worker.keeper(settings).hold(
         journal.part_path(part.batch, part.index),
         journal.settled_path(part.batch, part.index),
-        part.table.column("ack_id").to_pylist(),
+        StringColumn(part.table.column("ack_id")),
         part.leased_until,
         time.time(),
     )
