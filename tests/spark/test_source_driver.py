@@ -47,6 +47,7 @@ class Scene:
         self.path = journal
         self.journal = Journal(journal)
         self.runners: list[Runner] = []
+        self.killed: list[Runner] = []
         srv.broker.topics.create(TopicConfig(self.topic))
         srv.broker.subscriptions.create(
             SubscriptionConfig(
@@ -134,11 +135,19 @@ class Scene:
 
     def kill(self, runner: Runner) -> None:
         """As if its process died: its loop stops mid-flight, nothing is flushed (the
-        kernel closes its files)."""
-        runner.loop.close()
+        kernel closes its files). What it left pending is cancelled only at the end of the
+        test (``close_killed``), after everything the test checks."""
+        runner.loop.halt()
         if runner.log is not None:
             runner.log.close(delete=False)
         self.runners.remove(runner)
+        self.killed.append(runner)
+
+    def close_killed(self) -> list[asyncio.Task[Any]]:
+        """Finish the killed runners' loops; the tasks still pending on them (none)."""
+        for runner in self.killed:
+            runner.loop.close()
+        return [task for r in self.killed for task in asyncio.all_tasks(r.loop.loop)]
 
     def deliveries(self, message_id: str) -> int:
         return len(self.srv.history(self.subscription, message_id).deliveries)
@@ -169,6 +178,9 @@ async def scene(tmp_path: Path) -> AsyncIterator[Scene]:
                 await asyncio.to_thread(runner.loop.close)
             # The read tasks' clients of this process (a worker's, kept between tasks).
             await asyncio.to_thread(close_workers)
+            # A killed runner's keeper, left pending, would be reported as destroyed
+            # whenever the runner is collected (in a later test, or at exit).
+            assert await asyncio.to_thread(scene.close_killed) == []
 
 
 # ------------------------------------------------------------------ the driver's probe
