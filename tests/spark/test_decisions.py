@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ from eoclient.spark._decisions import (
     plan_partitions,
     unconfirmed,
 )
+from eoclient.spark._keeper import StringColumn
 
 
 def _admit(admission: Admission, *deliveries: tuple[str, str, int]) -> list[Verdict]:
@@ -51,9 +53,17 @@ def test_a_chunk_admitted_at_once_is_admitted_as_delivery_by_delivery(
         # Ack ids are unique per delivery on the wire: numbered.
         deliveries = [(m, f"{a}-{number}-{i}", p) for i, (m, a, p) in enumerate(chunk)]
         assert _admit(at_once, *deliveries) == _admit(one_by_one, *deliveries)
+    # Deferred chunks, asked only what a read task asks before it needs the maps.
+    assert at_once.emitted_count >= len(one_by_one.emitted)  # at most, before confirm
+    assert at_once.confirm() == len(one_by_one.emitted)
+    every_delivery = len(one_by_one.emitted) == one_by_one.delivered
+    assert at_once.all_emitted() == every_delivery
     for name in ("emitted", "emitted_ack_ids", "ack_now", "release", "superseded", "delivered"):
         assert getattr(at_once, name) == getattr(one_by_one, name), name
     assert list(at_once.emitted) == list(one_by_one.emitted)  # the same order too
+    if every_delivery:  # all rows, in arrival order
+        rows = [(chunk, row) for chunk, c in enumerate(chunks) for row in range(len(c))]
+        assert list(at_once.emitted.values()) == rows
 
 
 @pytest.mark.parametrize(
@@ -186,6 +196,17 @@ def test_leases_extend_a_group_before_its_deadline_by_the_sdk_rules() -> None:
     assert leases.next_wakeup(100.0) == pytest.approx(100.0, abs=1e-3)
     assert leases.due(100.001) == {"0/2": ["c"]}
     assert CLOCK_SKEW_SECONDS == 1.0
+
+
+def test_a_group_held_as_an_arrow_column_is_extended_as_strings() -> None:
+    """A read task's part hands its ack id column over as it is (``StringColumn``)."""
+    leases = Leases(lease_seconds=60)
+    column = pa.chunked_array([pa.array(["b", "a"]), pa.array(["c"])])
+    leases.add("0/1", StringColumn(column), leased_until=110.0, now=100.0)
+    leases.lost("0/1", ["c", "x"])
+    assert leases.due(104.6) == {"0/1": ["a", "b"]}
+    assert "a" in StringColumn(column)
+    assert len(StringColumn(column)) == 3
 
 
 @pytest.mark.parametrize(

@@ -170,6 +170,22 @@ def test_lease_logs_say_what_was_answered_and_what_was_in_flight(tmp_path: Path)
     torn_answer = tmp_path / "d.log"
     torn_answer.write_text('["sent",1,5.0]\n["answered",1,["d1","d')  # killed mid-write
     assert read_logs([torn_answer], ack_ids=False).unanswered_since == [5.0]
+    # Ack ids a joined line cannot hold go as JSON; a log of the earlier version (every
+    # answer in JSON) reads the same.
+    mixed = LeaseLog(tmp_path / "e.log")
+    odd = ["e 1", "é2", "e\n3", ""]
+    for ack_ids in (["e0", ""], odd, []):
+        mixed.answered(mixed.sent(), ack_ids)
+    mixed.close(delete=False)
+    lines = (tmp_path / "e.log").read_text().split("\n")
+    assert lines[1] == "answered 1 3 e0 "
+    assert lines[3].startswith('["answered",2,')
+    assert read_logs([tmp_path / "e.log"]).answered == ["e0", "", *odd]
+    assert read_logs([tmp_path / "e.log"], ack_ids=False).unanswered_since == []
+    torn_joined = tmp_path / "f.log"
+    torn_joined.write_text('["sent",1,5.0]\n["sent",2,6.0]\nanswered 1 5 f1 f2\nanswered 2 5 f3 f')
+    assert read_logs([torn_joined]).answered == ["f1", "f2"]
+    assert read_logs([torn_joined], ack_ids=False).unanswered_since == [6.0]
     finished = LeaseLog(tmp_path / "c.log")
     finished.sent()
     finished.close(delete=True)

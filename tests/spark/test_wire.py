@@ -204,6 +204,13 @@ def test_columns_that_do_not_line_up_fall_back_to_the_fields() -> None:
         by_columns = _columns(response.SerializeToString())
         assert by_columns is not None
         assert _rows(by_columns) == _sdk_rows(response)
+    # A map entry without its (empty) value, as an encoder may leave it off: values would
+    # not line up with keys.
+    message = b"\x0a\x01x" + b"\x12\x03\x0a\x01k" + b"\x1a\x011" + b"\x22\x04\x08\x05\x10\x01"
+    delivery = b"\x0a\x01a\x12" + bytes([len(message)]) + message
+    raw = b"\x0a" + bytes([len(delivery)]) + delivery
+    assert _columns(raw) is None
+    assert _rows(decode_bytes(raw)) == _sdk_rows(pubsub_pb2.PullResponse.FromString(raw))
     # A field this version does not know, inside a message: its bytes are not attributes.
     response = _response(plain, {**plain, "attributes": {"k": "v"}})
     raw = response.SerializeToString()

@@ -43,6 +43,7 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -355,15 +356,16 @@ class Journal:
         return columns
 
 
-def ids_among(columns: list[pa.Array], candidates: list[str]) -> set[str]:
+def ids_among(columns: list[pa.Array], candidates: pa.Array | Sequence[str]) -> set[str]:
     """The ``candidates`` found in any of ``columns``.
 
-    The hash table is built over the candidates (a pull's few thousand ids) and the
-    columns (~100,000 ids) only scanned: the other way round costs ten times more.
+    The hash table is built over the candidates (a pull's ids) and the columns (~100,000
+    ids) only scanned: the other way round costs ten times more. Candidates already in
+    Arrow (a read task's pull) are not converted to Python and back.
     """
-    if not candidates or not columns:
+    if not len(candidates) or not columns:
         return set()
-    wanted = pa.array(candidates, pa.string())
+    wanted = candidates if isinstance(candidates, pa.Array) else pa.array(candidates, pa.string())
     found: set[str] = set()
     for column in columns:
         if len(column):

@@ -22,8 +22,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pyarrow as pa
 
 from eoclient._tasks import cancel_and_wait
 from eoclient._transport import PubSubTransport
@@ -40,6 +43,24 @@ LEASE_RETRY = AckRetrySettings(deadline=LEASE_TICK * 2)
 MAX_HOLD = 3600.0
 
 logger = logging.getLogger("eoclient.spark")
+
+
+class StringColumn(Collection[str]):
+    """An Arrow string column as a collection of ``str``, converted only when iterated: a
+    part's ack ids are held until it is settled, and most parts are settled before their
+    leases need extending (a Python list and set of them was ~0.1 µs a message)."""
+
+    def __init__(self, column: pa.Array | pa.ChunkedArray) -> None:
+        self._column = column
+
+    def __len__(self) -> int:
+        return len(self._column)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._column.to_pylist())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._column.to_pylist()
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +85,7 @@ class LeaseKeeper:
         return len(self._held)
 
     def hold(
-        self, part: Path, settled: Path, ack_ids: list[str], leased_until: float, now: float
+        self, part: Path, settled: Path, ack_ids: Collection[str], leased_until: float, now: float
     ) -> None:
         """Keep the deliveries of ``part`` leased until ``settled`` exists (or the part is
         pruned). ``leased_until``: when they run out now (the puller's wall clock)."""

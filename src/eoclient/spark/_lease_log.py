@@ -1,10 +1,15 @@
 """A puller's record of the deliveries it holds before they are journaled.
 
 Every puller (the driver's probe, each read task attempt) appends to a log of its own, one
-JSON line per event, *before* the event matters:
+line per event, *before* the event matters:
 
-* ``["sent", n, t]`` before Pull call ``n`` goes out, ``t`` the wall-clock time;
-* ``["answered", n, [ack ids]]`` as soon as call ``n``'s answer is decoded.
+* ``["sent", n, t]`` (JSON) before Pull call ``n`` goes out, ``t`` the wall-clock time;
+* ``answered n length id id ...`` as soon as call ``n``'s answer is decoded: its ack ids
+  joined by spaces, ``length`` characters of them (a torn line is shorter). JSON-encoding
+  a response's ack ids (escaping every character) cost ~0.07 µs a message, joining them
+  ~0.01. Ack ids holding a space, a line break or a non-ASCII character are written as
+  JSON, ``["answered", n, [ack ids]]``, the form every such line had before (both are
+  read).
 
 The log is deleted once what it lists is journaled or given back. If the puller dies first
 (kill -9 of an executor or the driver), the log is what a restart (or the settle of that
@@ -23,7 +28,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -37,11 +42,14 @@ class LeaseLog:
         self._file: IO[str] | None = None
         self._calls = 0
 
-    def _write(self, event: list[object]) -> None:
+    def _write_line(self, line: str) -> None:
         if self._file is None:
             # Line-buffered: each event reaches the kernel (the page cache) at once.
             self._file = self.path.open("a", buffering=1, encoding="utf-8")
-        self._file.write(json.dumps(event, separators=(",", ":")) + "\n")
+        self._file.write(line)
+
+    def _write(self, event: list[object]) -> None:
+        self._write_line(json.dumps(event, separators=(",", ":")) + "\n")
 
     def sent(self) -> int:
         """Record a Pull call about to be sent; its number."""
@@ -49,8 +57,19 @@ class LeaseLog:
         self._write(["sent", self._calls, time.time()])
         return self._calls
 
-    def answered(self, call: int, ack_ids: Iterable[str]) -> None:
-        self._write(["answered", call, list(ack_ids)])
+    def answered(self, call: int, ack_ids: Sequence[str]) -> None:
+        joined = " ".join(ack_ids)
+        # ASCII (a flag of the string: no scan), like the JSON lines: a kill cannot tear a
+        # character, and a torn line is shorter than its length.
+        if (
+            ack_ids
+            and joined.isascii()
+            and joined.count(" ") == len(ack_ids) - 1
+            and "\n" not in joined
+        ):
+            self._write_line(f"{_ANSWERED_IDS} {call} {len(joined)} {joined}\n")
+        else:
+            self._write(["answered", call, list(ack_ids)])
 
     def close(self, *, delete: bool) -> None:
         if self._file is not None:
@@ -84,7 +103,16 @@ def read_logs(paths: Iterable[Path], *, ack_ids: bool = True) -> LeaseRecord:
             continue
         record.paths.append(path)
         sent: dict[int, float] = {}
-        for line in text.splitlines():
+        # Split on line feeds only: an ack id in the joined form may hold any other
+        # character (JSON lines escape every control character).
+        for line in text.split("\n"):
+            if line.startswith(_ANSWERED_IDS):
+                joined = _joined_answer(line)
+                if joined is not None:  # else torn by a kill mid-write
+                    sent.pop(joined[0], None)
+                    if ack_ids:
+                        record.answered.extend(joined[1].split(" "))
+                continue
             if not ack_ids and (answered := _ANSWERED.match(line)) is not None:
                 if line.endswith("]]"):  # not torn by a kill mid-write
                     sent.pop(int(answered[1]), None)
@@ -101,8 +129,21 @@ def read_logs(paths: Iterable[Path], *, ack_ids: bool = True) -> LeaseRecord:
     return record
 
 
-# The start of an "answered" line: ["answered",<call>,[...
+# The start of an "answered" line in JSON: ["answered",<call>,[...
 _ANSWERED = re.compile(r'^\["answered",(\d+),')
+# The first word of an "answered" line of joined ack ids.
+_ANSWERED_IDS = "answered"
+
+
+def _joined_answer(line: str) -> tuple[int, str] | None:
+    """``answered <call> <length> <ids>``: the call and its ids joined by spaces, or
+    ``None`` if the line is torn (shorter than its length says)."""
+    fields = line.split(" ", 3)
+    if len(fields) != 4 or not fields[1].isdigit() or not fields[2].isdigit():
+        return None
+    if len(fields[3]) != int(fields[2]):
+        return None
+    return int(fields[1]), fields[3]
 
 
 def _event(line: str) -> list[Any] | None:

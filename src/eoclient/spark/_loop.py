@@ -8,6 +8,7 @@ runs background tasks (the lease extender) between Spark's calls.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -32,8 +33,34 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
 
     def close(self) -> None:
-        """Stop the loop and close it (its self-pipe sockets), once its thread is done."""
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(5.0)
+        """Cancel the tasks still pending on the loop and wait for them, then stop the loop
+        and close it (its self-pipe sockets) once its thread is done.
+
+        A task left pending (a lease keeper whose owner's ``close`` failed or timed out) would
+        be destroyed with the loop, which asyncio reports as an error ("Task was destroyed
+        but it is pending!") whenever that happens, at the latest at exit."""
+        if self.loop.is_closed():
+            return
+        if self._thread.is_alive():
+            with contextlib.suppress(Exception):  # a stuck task: the loop is closed anyway
+                self.run(_cancel_others(), timeout=5.0)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(5.0)
+        else:  # halted: nothing runs it now, so this thread does
+            self.loop.run_until_complete(_cancel_others())
         if not self._thread.is_alive():
             self.loop.close()
+
+    def halt(self) -> None:
+        """Stop the loop where it is and end its thread, its tasks left pending: what a
+        killed process does (the tests' kill of a driver); ``close`` then finishes them."""
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5.0)
+
+
+async def _cancel_others() -> None:
+    """Cancel every task of the running loop but this one; wait until they are done."""
+    tasks = asyncio.all_tasks() - {asyncio.current_task()}
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

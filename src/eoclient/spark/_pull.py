@@ -57,18 +57,25 @@ class Pulled:
 
     def rows(self) -> pa.Table:
         """The emitted deliveries (``WIRE_SCHEMA``), in the order they first arrived."""
-        if not self.admission.emitted:
+        if not self.admission.confirm():
             return WIRE_SCHEMA.empty_table()
         table = pa.Table.from_batches([chunk.rows for chunk in self.chunks], WIRE_SCHEMA)
-        if len(self.admission.emitted) == table.num_rows:
-            # Every delivery emitted (positions are distinct): all rows in arrival order,
-            # without sorting the positions (~0.2 µs a message).
+        if self.admission.all_emitted():
+            # All rows in arrival order, without sorting positions (~0.2 µs a message).
             return table.combine_chunks()
         positions = sorted(self.admission.emitted.values())
         starts = [0]
         for chunk in self.chunks:
             starts.append(starts[-1] + len(chunk))
         return table.take(pa.array([starts[c] + r for c, r in positions], pa.int64()))
+
+    def emitted_ids(self) -> pa.Array:
+        """The message ids of the emitted deliveries, in Arrow (for ``_journal.ids_among``):
+        while every delivery is emitted, the chunks' own column, with no Python object."""
+        if self.admission.all_emitted():
+            columns = [chunk.rows.column("message_id") for chunk in self.chunks]
+            return pa.chunked_array(columns, pa.string()).combine_chunks()
+        return pa.array(list(self.admission.emitted), pa.string())
 
 
 async def pull_part(
@@ -98,7 +105,8 @@ async def pull_part(
     try:
         while True:
             asked = sum(count for _, count in in_flight.values())
-            room = max_rows - len(pulled.admission.emitted) - asked
+            # At most: a message delivered twice counts twice until it is confirmed below.
+            room = max_rows - pulled.admission.emitted_count - asked
             while not stopping and room > 0 and len(in_flight) < PULLS_IN_FLIGHT:
                 count = min(PULL_MAX, room)
                 call_number = log.sent()
@@ -108,7 +116,10 @@ async def pull_part(
                 in_flight[call] = (call_number, count)
                 room -= count
             if not in_flight:
-                return
+                # Once per pull, unless it found a message twice: then there is room again.
+                if stopping or pulled.admission.confirm() >= max_rows:
+                    return
+                continue
             answered, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
             for call in answered:
                 call_number, _ = in_flight.pop(call)
@@ -128,7 +139,7 @@ async def pull_part(
                 pulled.admission.admit(received.message_ids, received.ack_ids, received.publish_ns)
                 now = time.monotonic()
                 if not received:
-                    waiting = not pulled.admission.emitted and keep_waiting(now)
+                    waiting = not pulled.admission.emitted_count and keep_waiting(now)
                     stopping = stopping or not waiting
                 elif now >= deadline:
                     stopping = True

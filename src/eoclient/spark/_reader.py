@@ -45,7 +45,7 @@ from eoclient.spark import _acks
 from eoclient.spark._decisions import Admission, Known, may_claim_unverified
 from eoclient.spark._faults import fault_point
 from eoclient.spark._journal import Journal, Part, emitted_rows, encode_part, ids_among, local_path
-from eoclient.spark._keeper import LeaseKeeper
+from eoclient.spark._keeper import LeaseKeeper, StringColumn
 from eoclient.spark._lease_log import LeaseLog
 from eoclient.spark._loop import LoopThread
 from eoclient.spark._options import SourceSettings
@@ -212,7 +212,7 @@ async def _hold(settings: SourceSettings, worker: _Worker, journal: Journal, par
     worker.keeper(settings).hold(
         journal.part_path(part.batch, part.index),
         journal.settled_path(part.batch, part.index),
-        part.table.column("ack_id").to_pylist(),
+        StringColumn(part.table.column("ack_id")),
         part.leased_until,
         time.time(),
     )
@@ -249,7 +249,8 @@ async def _claim(
         *(column for settled in settles for column in journal.message_ids(settled)),
         *journal.pending_ids(),
     ]
-    admission.ack_committed(ids_among(committed, list(admission.emitted)))
+    if committed:
+        admission.ack_committed(ids_among(committed, pulled.emitted_ids()))
     if admission.ack_now:
         with contextlib.suppress(Exception):  # they come back, and are acked then
             await _acks.acknowledge(
@@ -259,7 +260,8 @@ async def _claim(
     # Another part of this batch may have journaled some of these meanwhile (a redelivery
     # after its lease ran out): keep those as ack-only rows.
     elsewhere = journal.message_ids(batch, except_part=index)
-    admission.withdraw(ids_among(elsewhere, list(admission.emitted)))
+    if elsewhere:
+        admission.withdraw(ids_among(elsewhere, pulled.emitted_ids()))
     first_sent = pulled.first_sent or time.time()
     leased_until = first_sent + attempt.ack_deadline
     if not may_claim_unverified(time.time(), first_sent, attempt.ack_deadline):
