@@ -30,7 +30,8 @@ PROTO_FILES = (
     "google/type/expr.proto",
     "google/iam/v1/policy.proto",
     "google/iam/v1/iam_policy.proto",
-    # eoclient's own extension service (issue 12) and the Pulsar message id it decodes.
+    # eoclient's own broker-policies extension service (docs/protocol.md#broker-policy-extension)
+    # and the Pulsar message id it decodes.
     "eoclient/broker/v1/broker_policies.proto",
     "pulsar/pulsar_message_id.proto",
 )
