@@ -7,9 +7,10 @@
   edges (non-ASCII letters, runs of spaces or hyphens, duplicate headings), so a cited
   heading must slug the same under both and be the only heading of its page with that
   slug: the anchor then works wherever the page is read.
-* No source file in ``src/`` cites a document outside the repository (the research notes
-  the rules were first gathered in) or explains itself by an issue number: someone who
-  picks the project up has neither behind those references.
+* Nothing written here (``src/``, the code directories, the README, every documentation
+  page) cites a document outside the repository (the research notes the rules were first
+  gathered in) or explains itself by an issue number: someone who picks the project up has
+  neither behind those references.
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ CITED_PAGES = ("protocol.md", "architecture.md")
 # that covers it, so one owner's file inside another owner's directory has its own entry.
 NOT_YET_CONVERTED: tuple[str, ...] = ()
 
-# Case-insensitive. The first four are the research notes outside the repository; the
-# last catches "issue 14", "issue #14", "issues 12", "Issue 14.2".
+# Case-insensitive. The first five are the research notes outside the repository (by name
+# or by their directory); the last catches "issue 14", "issue #14", "issues 12", "Issue 14.2".
 FORBIDDEN = re.compile(
-    r"wire-contract|client-anchors|architecture principle|spark-notes|\bissues? #?\d+",
+    r"wire-contract|client-anchors|architecture principle|spark-notes|/work/shared"
+    r"|\bissues? #?\d+",
     re.IGNORECASE,
 )
 
@@ -183,10 +185,28 @@ def citation_problems(citations: Iterable[Citation]) -> list[str]:
 # ------------------------------------------------------- forbidden patterns
 
 
+def written_files(repo: Path) -> Iterator[Path]:
+    """What people write and read here: every file under src, the code and Markdown the
+    citations are checked in, and every page of the documentation (guides included). Not
+    this module, whose patterns and examples are the forbidden words themselves."""
+    this = Path(__file__).resolve()
+    seen: set[Path] = set()
+    candidates = [
+        *sorted((repo / "src").rglob("*")),
+        *citing_files(repo),
+        *sorted((repo / "docs").rglob("*.md")),
+    ]
+    for path in candidates:
+        if path in seen or path.resolve() == this:
+            continue
+        seen.add(path)
+        yield path
+
+
 def forbidden_hits(repo: Path) -> dict[str, list[str]]:
-    """Source file (relative, "/"-separated) -> its lines with a forbidden pattern."""
+    """Written file (relative, "/"-separated) -> its lines with a forbidden pattern."""
     hits: dict[str, list[str]] = {}
-    for path in sorted((repo / "src").rglob("*")):
+    for path in written_files(repo):
         if not path.is_file() or _generated(path):
             continue
         try:
@@ -237,7 +257,7 @@ def test_cited_pages_have_unique_stable_anchors(page: str) -> None:
     assert not unstable, f"docs/{page}: anchors differ between renderers:\n" + "\n".join(unstable)
 
 
-def test_src_cites_nothing_outside_the_repository() -> None:
+def test_nothing_cites_outside_the_repository() -> None:
     offending = {
         path: lines
         for path, lines in forbidden_hits(REPO).items()
@@ -331,11 +351,16 @@ def test_forbidden_patterns_and_exemptions(tmp_path: Path) -> None:
     (package / "a.py").write_text(f"# ({notes} §2.4)\n", encoding="utf-8")
     (package / "inner" / "b.py").write_text("# added for " + "Issue 14.2\n", encoding="utf-8")
     (package / "clean.py").write_text("# docs/protocol.md#ack-ids-and-generations\n")
+    (tmp_path / "docs" / "guides").mkdir(parents=True)
+    (tmp_path / "docs" / "guides" / "page.md").write_text(
+        "Sources: [wc §1] is `/work/" + "shared/reference/x.md`.\n", encoding="utf-8"
+    )
+    (tmp_path / "docs" / "clean.md").write_text("See (protocol.md#seek).\n", encoding="utf-8")
     hits = forbidden_hits(tmp_path)
-    assert sorted(hits) == ["src/pkg/a.py", "src/pkg/inner/b.py"]
+    assert sorted(hits) == ["docs/guides/page.md", "src/pkg/a.py", "src/pkg/inner/b.py"]
     entries = ("src/pkg", "src/pkg/inner", "src/pkg/clean.py")
     assert exempting_entry("src/pkg/inner/b.py", entries) == "src/pkg/inner"
     assert exempting_entry("src/pkg/a.py", entries) == "src/pkg"
     assert exempting_entry("src/pkgx/a.py", entries) is None
-    used = {exempting_entry(path, entries) for path in hits}
+    used = {exempting_entry(path, entries) for path in hits if path.startswith("src/")}
     assert [e for e in entries if e not in used] == ["src/pkg/clean.py"]
