@@ -183,6 +183,7 @@ class StreamingSession:
             self.sender,
             shutdown,
             self.clock,
+            subscription=subscription,
             failed=lambda: self._fatal is not None,
         )
         self._closed_event = asyncio.Event()
@@ -257,7 +258,8 @@ class StreamingSession:
             # would keep delivering on it); wait for handlers per the options, nack what
             # they still hold, and flush (session_shutdown.py).
             await self._shutdown.graceful(
-                wait_for_processing=wait_for_processing, receive_task=self._receive_task
+                wait_for_processing=wait_for_processing,
+                receive_task=self._receive_task,
             )
         finally:
             await self._hard_stop()
