@@ -210,7 +210,7 @@ class SubscriberClient:
         # The library owns the handlers: leaving waits for the running ones
         # (docs/protocol.md#subscriber-shutdown) unless the options choose otherwise.
         shutdown = settings.pop("shutdown", None) or ShutdownOptions()
-        settings["shutdown"] = shutdown.with_default_behavior(ShutdownBehavior.WAIT_FOR_PROCESSING)
+        settings["shutdown"] = shutdown._with_default_behavior(ShutdownBehavior.WAIT_FOR_PROCESSING)
         async with self.subscribe(subscription, **settings) as session:
             await run_handler(session, handler, session.spans)
 

@@ -364,7 +364,10 @@ class StreamingSession:
     # ============================================== settling (AckSink, BatchSink)
 
     def settle(self, message: Message, operation: Operation, seconds: int) -> Position:
-        """Called once per message by ``Message.ack`` / ``nack``."""
+        """Called once per message by ``Message.ack`` / ``nack``.
+
+        :meta private:
+        """
         if self.state is SessionState.CLOSED:
             return unsent(message.ack_id, operation, "the subscriber is closed")
         if self.spans is not None:
@@ -377,7 +380,10 @@ class StreamingSession:
     def settle_batch(
         self, messages: list[Message], operation: Operation, seconds: int
     ) -> list[Position]:
-        """Called by ``MessageBatch`` for its messages not yet settled: one ledger record."""
+        """Called by ``MessageBatch`` for its messages not yet settled: one ledger record.
+
+        :meta private:
+        """
         if self.state is SessionState.CLOSED or (
             operation is Operation.MODACK and self._fatal is not None
         ):
@@ -390,6 +396,10 @@ class StreamingSession:
         return positions
 
     def extend(self, message: Message, seconds: int) -> Position:
+        """Called by ``Message.modify_ack_deadline``.
+
+        :meta private:
+        """
         if self._fatal is not None or self.state is SessionState.CLOSED:
             return unsent(message.ack_id, Operation.MODACK, "the subscriber is closed or failed")
         return self.dispatch.extend(message, seconds, self.clock.now())

@@ -139,8 +139,8 @@ class AckRetrySettings:
     unresolved then resolve as ``AcknowledgeStatus.OTHER``.
 
     Defaults: 0.1 s → 10 s, ×2, 600 s total. Go uses 1 s → 64 s with a 600 s total and
-    Python 1 s → 600 s with no total (docs/protocol.md#exactly-once-retries). We start lower
-    because the commonest transient failure, ``TRANSIENT_FAILURE_UNORDERED_ACK_ID``,
+    Python 1 s → 600 s with no total (docs/protocol.md#exactly-once-retries). eoclient
+    starts lower because the commonest transient failure, ``TRANSIENT_FAILURE_UNORDERED_ACK_ID``,
     clears as soon as the preceding ack of the key lands (milliseconds), and an
     ordered EOD subscriber waits on each ack; 0.1 s is also the GAPIC
     Acknowledge/ModifyAckDeadline retry's first delay. The 10 s cap is a
@@ -241,7 +241,7 @@ class ShutdownOptions:
             "ShutdownOptions", "stream_close_timeout", self.stream_close_timeout, 0, math.inf
         )
 
-    def with_default_behavior(self, behavior: ShutdownBehavior) -> ShutdownOptions:
+    def _with_default_behavior(self, behavior: ShutdownBehavior) -> ShutdownOptions:
         """These options, with ``behavior`` where none was chosen."""
         return self if self.behavior is not None else replace(self, behavior=behavior)
 
