@@ -375,6 +375,15 @@ def publish(
         else:
             stream = stack.enter_context(open(path, "rb")) if path else sys.stdin.buffer
             invocation.run(run(_lines(stream, json_lines, defaults, report)))
+    if not report.published and not report.failed:
+        # Nothing went wrong and nothing was sent: a script fed an empty file or an empty
+        # pipe is told, rather than reading "published 0 messages" with status 0.
+        where = f"{path} has" if path else "standard input had"
+        blank = f" (only {report.skipped_blank} blank line(s))" if report.skipped_blank else ""
+        raise UsageProblem(
+            f"nothing to publish: {where} no message{blank}; give MESSAGE arguments, "
+            "--file FILE, or one message a line on standard input"
+        )
     out = invocation.output
     if out.json:
         out.document(report.record())
