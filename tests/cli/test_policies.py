@@ -87,7 +87,16 @@ def test_skip_messages_reports_each_id(orders: Eo) -> None:
     pulled = orders.json("pull", "billing", "--limit", "5", "--ack")
     assert [m["messageId"] for m in pulled] == [second]
     missing = orders.ok("subscriptions", "skip-messages", "billing", "--message-id", "x")
-    assert "1 of the ids are not message ids this server issued" in missing.stderr
+    topic = f"projects/{orders.project}/topics/orders"
+    assert (
+        f"1 of the ids are no message of {topic} (never issued, or published to another "
+        "topic)" in missing.stderr
+    )
+    # An id of another topic is told apart from an acknowledged one.
+    orders.ok("topics", "create", "elsewhere")
+    [other] = orders.json("publish", "elsewhere", "not billing's")["messageIds"]
+    got = orders.json("subscriptions", "skip-messages", "billing", "--message-id", other)
+    assert got == [{"messageId": other, "outcome": "not_found"}]
     line = orders.fails("subscriptions", "skip-messages", "billing", code=2)
     assert "--message-id" in line
 

@@ -109,7 +109,8 @@ _OUTCOME_COLUMNS: Sequence[Column[tuple[str, SkipOutcome]]] = (
 def skip_messages(invocation: Invocation, subscription: str, message_ids: Sequence[str]) -> None:
     """Acknowledge chosen messages on SUBSCRIPTION as if a subscriber had (PIP-423).
 
-    Each id is reported: skipped, already_acknowledged, or not_found. Skipped messages
+    Each id is reported: skipped; already_acknowledged (a message of the subscription's
+    topic, not pending there); or not_found (no message of its topic). Skipped messages
     are never delivered again there (other subscriptions keep them); a delayed one is
     cancelled; the head of an ordering key releases the next.
     """
@@ -122,7 +123,11 @@ def skip_messages(invocation: Invocation, subscription: str, message_ids: Sequen
     out.rows(list(outcomes.items()), _OUTCOME_COLUMNS)
     missing = sum(1 for o in outcomes.values() if o is SkipOutcome.NOT_FOUND)
     if missing:
-        out.note(f"{missing} of the ids are not message ids this server issued")
+        topic = _admin_call(invocation, lambda admin: admin.get_subscription(name)).topic
+        out.note(
+            f"{missing} of the ids are no message of {topic} (never issued, or published to "
+            "another topic)"
+        )
 
 
 # ================================================================ topics
