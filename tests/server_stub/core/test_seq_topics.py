@@ -16,7 +16,7 @@ def test_runs_merge_and_answer_by_seq() -> None:
     index.record(5, 6, "b")
     index.record(7, 6, "c")  # an empty publish records nothing
     assert len(index) == 2
-    assert [index.topic_of(s) for s in range(0, 8)] == [None, "a", "a", "a", "a", "b", "b", None]
+    assert [index.topic_of(s) for s in range(8)] == [None, "a", "a", "a", "a", "b", "b", None]
 
 
 def test_past_its_bound_the_oldest_half_goes_and_is_unknown() -> None:
@@ -48,7 +48,7 @@ def test_it_agrees_with_a_plain_map(publishes: list[tuple[int, str]]) -> None:
         for seq in range(last + 1, last + count + 1):
             plain[seq] = topic
         last += count
-    for seq in range(0, last + 2):
+    for seq in range(last + 2):
         found = index.topic_of(seq)
         assert found is None or found == plain[seq]
         assert (found is None) == (seq < index.indexed_from or seq not in plain)
