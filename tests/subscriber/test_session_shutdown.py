@@ -106,7 +106,9 @@ async def test_leaving_by_break_gives_an_unsettled_message_back_at_once(
         assert unsettled.settled == "nack"
         # The nack reached the server and its answer came back: recorded, not failed.
         assert nacked(env, message_id)
-        assert stream.statistics().nacked == 1
+        # (The server may have handed it out again on the closing stream before reading
+        # its end: the session nacks that delivery too, so ``nacked`` may count 2.)
+        assert stream.statistics().nacked >= 1
         late = await unsettled.ack_result()
         assert (late.status, late.info) == (
             AcknowledgeStatus.OTHER,
