@@ -67,7 +67,7 @@ class BigQueryPage:
         if request.method in ("POST", "PUT"):
             body = await _body(request)
         answer = await asyncio.to_thread(
-            _route, standin, request.method, parts, body, dict(request.query)
+            route, standin, request.method, parts, body, dict(request.query)
         )
         return json_response(json.dumps(answer), 200, cors)
 
@@ -85,7 +85,7 @@ async def _body(request: web.Request) -> dict[str, Any]:
     return body
 
 
-def _route(
+def route(
     standin: BigQueryStandIn,
     method: str,
     parts: list[str],
