@@ -197,6 +197,14 @@ class BigQueryStandIn:
     def create_dataset(self, dataset: str, *, exists_ok: bool = False) -> None:
         check_dataset(dataset)
         with self._lock, self._cursor() as cur:
+            catalog = cur.execute("SELECT current_database()").fetchone()
+            if catalog and str(catalog[0]).lower() == dataset.lower():
+                # DuckDB names the database after its file: SQL could not tell the two apart.
+                raise InvalidArgument(
+                    f"The dataset {dataset} has the name of the database file "
+                    f"({os.path.basename(self.path)}), which DuckDB's SQL could not tell "
+                    "from it: choose another dataset id, or another file name."
+                )
             if self._dataset_exists(cur, dataset):
                 if exists_ok:
                     return

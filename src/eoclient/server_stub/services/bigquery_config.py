@@ -1,7 +1,8 @@
 """A subscription's ``bigquery_config`` checked at CreateSubscription and UpdateSubscription.
 
-What is refused, so that nothing is stored that could not write (docs/protocol.md#bigquery-
-subscription-settings; the service's own texts are not published, these say what to do):
+What is refused, so that nothing is stored that could not write
+(docs/protocol.md#bigquery-subscription-settings; the service's own texts are not
+published, these say what to do):
 
 * a table name that is not ``project.dataset.table`` — INVALID_ARGUMENT;
 * both ``use_topic_schema`` and ``use_table_schema`` — INVALID_ARGUMENT (the proto: they
