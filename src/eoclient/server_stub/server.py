@@ -28,6 +28,8 @@ from aiohttp import web
 from eoclient._clock import Clock, SystemClock
 from eoclient._tasks import cancel_and_wait
 from eoclient.server_stub.access.security import DoorSecurity, exposure_warnings
+from eoclient.server_stub.bigquery import BigQueryStandIn
+from eoclient.server_stub.bigquery.page import BigQueryPage
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.history import MessageHistory
 from eoclient.server_stub.core.leasing import DEFAULT_MAX_LEASES
@@ -51,7 +53,13 @@ MAX_TICK_INTERVAL = 0.25
 
 
 class ReferenceServer:
-    def __init__(self, broker: Broker, clock: Clock, security: DoorSecurity | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        clock: Clock,
+        security: DoorSecurity | None = None,
+        bigquery: BigQueryStandIn | None = None,
+    ) -> None:
         self.broker = broker
         self.clock = clock
         self.security = security or DoorSecurity()
@@ -64,6 +72,10 @@ class ReferenceServer:
         broker.set_listener(self._notify)
         self.metrics = ServerMetrics(broker)  # /metrics on the REST door (observe/metrics.py)
         self.dashboard = Dashboard(self.services, clock)  # / on the REST door (observe/dashboard/)
+        # BigQuery subscriptions write to the stand-in; /eoclient/bigquery/ serves it (bigquery/).
+        self.bigquery = bigquery
+        self.services.subscriber.bigquery = bigquery
+        self.bigquery_page = BigQueryPage(lambda: self.bigquery)
         self.host = ""
         self.port = 0
         self.rest_port: int | None = None
@@ -139,7 +151,8 @@ class ReferenceServer:
     async def _start_rest(self, host: str, port: int) -> int:
         # gRPC (HTTP/2) and HTTP/1.1 cannot share grpc.aio's port: REST gets its own.
         policy = self.security.browser.with_host(host)
-        runner = RestDoor(self.services, policy, (self.metrics, self.dashboard)).runner()
+        pages = (self.metrics, self.dashboard, self.bigquery_page)
+        runner = RestDoor(self.services, policy, pages).runner()
         await runner.setup()
         self._rest = runner
         site = web.TCPSite(runner, host, port, ssl_context=self.security.rest_ssl_context())
@@ -225,18 +238,21 @@ async def run_server(
     data_dir: str | os.PathLike[str] | None = None,
     security: DoorSecurity | None = None,
     max_leases: int = DEFAULT_MAX_LEASES,
+    bigquery_db: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[ReferenceServer]:
     """Run a reference server for the duration of the block (REST too unless ``rest_port``
-    is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used)."""
+    is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used);
+    BigQuery subscriptions write to the DuckDB file ``bigquery_db`` when given."""
     clock = clock or SystemClock()
     store = None
     if data_dir is not None:
         from eoclient.server_stub.storage.sqlite import SqliteStore
 
         store = SqliteStore(data_dir)
+    bigquery = BigQueryStandIn(bigquery_db, clock=clock) if bigquery_db is not None else None
     try:
         broker = Broker(clock, record_history=record_history, store=store, max_leases=max_leases)
-        server = ReferenceServer(broker, clock, security)
+        server = ReferenceServer(broker, clock, security, bigquery)
         await server.start(host, port, rest_port)
         try:
             yield server
@@ -245,3 +261,5 @@ async def run_server(
     finally:
         if store is not None:
             store.close()
+        if bigquery is not None:
+            bigquery.close()
