@@ -37,7 +37,7 @@ from eoclient.pytest_plugin import PubSubServer, SubscriptionFactory
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 SDK_REQUIREMENTS = {"grpcio", "protobuf", "googleapis-common-protos"}
-EXTRAS = {"cli", "server", "gcp", "spark", "otel", "uvloop", "all", "docs", "dev"}
+EXTRAS = {"cli", "server", "transforms", "gcp", "spark", "otel", "uvloop", "all", "docs", "dev"}
 # What `pip install eoclient` must not bring: the extras' dependencies.
 NOT_IN_THE_SDK = {
     "aiohttp",
@@ -46,6 +46,7 @@ NOT_IN_THE_SDK = {
     "fastavro",
     "grpcio-tools",
     "prometheus-client",
+    "mini-racer",
     "pyspark",
     "pyarrow",
     "pandas",
