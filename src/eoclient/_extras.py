@@ -3,7 +3,7 @@ how to get a missing one.
 
 ``pip install eoclient`` is the SDK alone; extras add the rest (pyproject.toml)::
 
-    eoclient[cli]      click, rich: the eoclient command's admin verbs
+    eoclient[cli]      click, rich, pyyaml: the eoclient command's admin verbs
     eoclient[server]   the command, plus aiohttp, fastavro, grpcio-tools,
                        prometheus-client and mini-racer: the reference server (eoclient
                        serve), push, schemas, metrics, message transforms, the dashboard
@@ -28,7 +28,7 @@ Extra = Literal["cli", "server"]
 
 # Each extra's top-level modules, mapped to the distributions that install them (the
 # names pyproject.toml lists; tests/packaging keeps the two in step).
-_CLI_MODULES = {"click": "click", "rich": "rich"}
+_CLI_MODULES = {"click": "click", "rich": "rich", "yaml": "pyyaml"}
 EXTRA_MODULES: Mapping[Extra, Mapping[str, str]] = {
     "cli": _CLI_MODULES,
     "server": {

@@ -43,6 +43,7 @@ NOT_IN_THE_SDK = {
     "aiohttp",
     "click",
     "rich",
+    "pyyaml",
     "fastavro",
     "grpcio-tools",
     "prometheus-client",

@@ -57,6 +57,7 @@ DEPENDENCIES_OF_EXTRAS = (
     "aiohttp",
     "click",
     "rich",
+    "yaml",
     "fastavro",
     "grpc_tools.protoc",
     "prometheus_client",
