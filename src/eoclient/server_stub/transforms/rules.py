@@ -29,8 +29,8 @@ __all__ = [
     "udf_input",
 ]
 
-# The service's documented limits on a resource's transforms (docs/protocol.md#message-
-# transforms): at most five per topic or subscription, each UDF's code at most 20 KB.
+# The service's documented limits on a resource's transforms: at most five per topic or
+# subscription, each UDF's code at most 20 KB (docs/protocol.md#message-transforms).
 MAX_TRANSFORMS = 5
 MAX_CODE_BYTES = 20 * 1024
 
