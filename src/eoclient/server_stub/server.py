@@ -42,6 +42,7 @@ from eoclient.server_stub.observe.metrics import ServerMetrics
 from eoclient.server_stub.push import PushSender
 from eoclient.server_stub.services.faults import InjectedStatus, RpcFaults
 from eoclient.server_stub.services.table import Services
+from eoclient.server_stub.transforms import TransformLimits
 
 logger = logging.getLogger("eoclient.server_stub")
 
@@ -59,6 +60,7 @@ class ReferenceServer:
         clock: Clock,
         security: DoorSecurity | None = None,
         bigquery: BigQueryStandIn | None = None,
+        transform_limits: TransformLimits | None = None,
     ) -> None:
         self.broker = broker
         self.clock = clock
@@ -66,11 +68,14 @@ class ReferenceServer:
         self.faults = RpcFaults()
         self.streams = StreamRegistry(self.security.stream_limits)
         self.group_commit = GroupCommit(broker.store)
-        self.services = Services(broker, self.faults, self.group_commit, self.security.tokens)
+        self.services = Services(
+            broker, self.faults, self.group_commit, self.security.tokens, transform_limits
+        )
         # Push subscriptions are delivered by the server itself (``push/``).
-        self.push = PushSender(broker, clock)
+        self.push = PushSender(broker, clock, deliver=self.services.transforms.deliver)
         broker.set_listener(self._notify)
-        self.metrics = ServerMetrics(broker)  # /metrics on the REST door (observe/metrics.py)
+        # /metrics on the REST door (observe/metrics.py)
+        self.metrics = ServerMetrics(broker, self.services.transforms)
         self.dashboard = Dashboard(self.services, clock)  # / on the REST door (observe/dashboard/)
         # BigQuery subscriptions write to the stand-in; /eoclient/bigquery/ serves it (bigquery/).
         self.bigquery = bigquery
@@ -179,6 +184,7 @@ class ReferenceServer:
             self._grpc = None
         await self.group_commit.aclose()
         self.group_commit.commit()  # what the last calls changed, answered or not
+        self.services.transforms.close()  # the UDFs' isolates and threads
 
     async def wait_closed(self) -> None:
         if self._grpc is not None:
@@ -239,6 +245,7 @@ async def run_server(
     security: DoorSecurity | None = None,
     max_leases: int = DEFAULT_MAX_LEASES,
     bigquery_db: str | os.PathLike[str] | None = None,
+    transform_limits: TransformLimits | None = None,
 ) -> AsyncIterator[ReferenceServer]:
     """Run a reference server for the duration of the block (REST too unless ``rest_port``
     is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used);
@@ -252,7 +259,7 @@ async def run_server(
     bigquery = BigQueryStandIn(bigquery_db, clock=clock) if bigquery_db is not None else None
     try:
         broker = Broker(clock, record_history=record_history, store=store, max_leases=max_leases)
-        server = ReferenceServer(broker, clock, security, bigquery)
+        server = ReferenceServer(broker, clock, security, bigquery, transform_limits)
         await server.start(host, port, rest_port)
         try:
             yield server
