@@ -72,16 +72,33 @@ def test_requirements() -> list[str]:
 
 
 def find_interpreter(version: str) -> str | None:
+    """A ``python{version}`` that runs and is that version: pyenv's (the newest patch
+    release installed), else the PATH's (a pyenv shim there may only say the version is
+    not selected, so each candidate is run)."""
+    candidates: list[str] = []
+    roots = [os.environ.get("PYENV_ROOT", ""), str(Path.home() / ".pyenv")]
+    for root in dict.fromkeys(filter(None, roots)):
+        found = glob.glob(f"{root}/versions/{version}.*/bin/python{version}")
+        # The newest patch release first: 3.12.10 before 3.12.9.
+        candidates += sorted(found, key=_patch_release, reverse=True)
     on_path = shutil.which(f"python{version}")
     if on_path:
-        return on_path
-    roots = [os.environ.get("PYENV_ROOT", ""), str(Path.home() / ".pyenv")]
-    for root in filter(None, roots):
-        found = glob.glob(f"{root}/versions/{version}.*/bin/python{version}")
-        if found:
-            # The newest patch release: 3.12.10 after 3.12.9.
-            return max(found, key=lambda p: [int(n) for n in Path(p).parts[-3].split(".")])
+        candidates.append(on_path)
+    for candidate in candidates:
+        ran = subprocess.run(
+            [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if ran.returncode == 0 and ran.stdout.strip() == version:
+            return candidate
     return None
+
+
+def _patch_release(path: str) -> list[int]:
+    release = Path(path).parts[-3]  # .../versions/3.12.1/bin/python3.12
+    return [int(n) for n in release.split(".") if n.isdigit()]
 
 
 def environment(version: str, interpreter: str, requirements: list[str]) -> Path:
