@@ -35,6 +35,7 @@ from eoclient.server_stub.doors.grpc.door import GrpcDoor
 from eoclient.server_stub.doors.grpc.streams import StreamRegistry
 from eoclient.server_stub.doors.rest.door import RestDoor
 from eoclient.server_stub.group_commit import GroupCommit
+from eoclient.server_stub.ingestion import IngestedObjects, Ingestion
 from eoclient.server_stub.observe.dashboard.site import Dashboard
 from eoclient.server_stub.observe.metrics import ServerMetrics
 from eoclient.server_stub.push import PushSender
@@ -51,14 +52,25 @@ MAX_TICK_INTERVAL = 0.25
 
 
 class ReferenceServer:
-    def __init__(self, broker: Broker, clock: Clock, security: DoorSecurity | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        clock: Clock,
+        security: DoorSecurity | None = None,
+        ingestion: Ingestion | None = None,
+    ) -> None:
         self.broker = broker
         self.clock = clock
         self.security = security or DoorSecurity()
         self.faults = RpcFaults()
         self.streams = StreamRegistry(self.security.stream_limits)
         self.group_commit = GroupCommit(broker.store)
-        self.services = Services(broker, self.faults, self.group_commit, self.security.tokens)
+        # Import topics are fed by the server itself (``ingestion/``); the services ask it
+        # for their states.
+        self.ingestion = ingestion or Ingestion(broker, clock)
+        self.services = Services(
+            broker, self.faults, self.group_commit, self.security.tokens, self.ingestion
+        )
         # Push subscriptions are delivered by the server itself (``push/``).
         self.push = PushSender(broker, clock)
         broker.set_listener(self._notify)
@@ -72,6 +84,7 @@ class ReferenceServer:
         self._ticker: asyncio.Task[None] | None = None
         self._pusher: asyncio.Task[None] | None = None
         self._sampler: asyncio.Task[None] | None = None
+        self._ingester: asyncio.Task[None] | None = None
 
     def _notify(self, subscription: str) -> None:
         """The broker has messages for ``subscription``: wake whoever waits for them."""
@@ -130,6 +143,9 @@ class ReferenceServer:
                 raise
         self._ticker = asyncio.create_task(self._tick_forever(), name="reference-server-ticker")
         self._pusher = asyncio.create_task(self.push.run(), name="reference-server-push")
+        self._ingester = asyncio.create_task(
+            self.ingestion.run(self.services), name="reference-server-ingestion"
+        )
         self._sampler = asyncio.create_task(
             self.dashboard.sample_forever(), name="reference-server-dashboard"
         )
@@ -151,6 +167,8 @@ class ReferenceServer:
         # Pushes in flight end (their leases lapse).
         pusher, self._pusher = self._pusher, None
         await cancel_and_wait(pusher)
+        ingester, self._ingester = self._ingester, None
+        await cancel_and_wait(ingester)
         ticker, self._ticker = self._ticker, None
         await cancel_and_wait(ticker)
         sampler, self._sampler = self._sampler, None
@@ -236,7 +254,8 @@ async def run_server(
         store = SqliteStore(data_dir)
     try:
         broker = Broker(clock, record_history=record_history, store=store, max_leases=max_leases)
-        server = ReferenceServer(broker, clock, security)
+        ingestion = Ingestion(broker, clock, ledger=IngestedObjects.in_directory(data_dir))
+        server = ReferenceServer(broker, clock, security, ingestion)
         await server.start(host, port, rest_port)
         try:
             yield server

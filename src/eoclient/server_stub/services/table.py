@@ -23,6 +23,7 @@ from eoclient.server_stub.services import request_checks
 from eoclient.server_stub.services.broker_policies import BrokerPoliciesService
 from eoclient.server_stub.services.faults import RpcFaults
 from eoclient.server_stub.services.iam_policy import IamPolicyService
+from eoclient.server_stub.services.ingestion_settings import IngestionStates
 from eoclient.server_stub.services.publisher import PublisherService
 from eoclient.server_stub.services.rpc import RpcMethod
 from eoclient.server_stub.services.schemas import SchemaService
@@ -38,6 +39,7 @@ class Services:
         faults: RpcFaults | None = None,
         group_commit: GroupCommit | None = None,
         tokens: TokenTable | None = None,
+        ingestion: IngestionStates | None = None,
     ) -> None:
         self.broker = broker
         self.faults = faults or RpcFaults()
@@ -47,7 +49,7 @@ class Services:
         # server wakes them (``notify``) when the broker has one.
         self.subscriber = SubscriberService(broker)
         self.methods: dict[str, RpcMethod] = _one_table(
-            PublisherService(broker).methods(),
+            PublisherService(broker, ingestion).methods(),
             self.subscriber.methods(),
             IamPolicyService(broker).methods(),
             SchemaService(broker).methods(),

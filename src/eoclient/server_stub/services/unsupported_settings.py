@@ -11,6 +11,10 @@ field. An empty config (every field at its default, as some tools send) counts a
 as do a subscription's and a topic's other fields, which the server honours or keeps as
 metadata only (labels, ``kms_key_name``, ``message_storage_policy``: nothing to enforce
 on one machine).
+
+Topic ingestion is no longer among them: ``ingestion_settings`` checks it and the
+ingestion room runs it (sources this server cannot reach are kept, with the state the
+service shows for them).
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ _SUBSCRIPTION_FIELDS = {
     "message_transforms": "run message transforms (UDFs)",
 }
 _TOPIC_FIELDS = {
-    "ingestion_data_source_settings": "ingest messages from an outside source",
     "message_transforms": "run message transforms (UDFs)",
 }
 
@@ -64,5 +67,5 @@ def check_subscription(
 
 
 def check_topic(topic: pubsub_pb2.Topic, update_paths: Iterable[str] | None = None) -> None:
-    """UNIMPLEMENTED if ``topic`` sets an ingestion source or transform this server lacks."""
+    """UNIMPLEMENTED if ``topic`` sets a transform this server lacks."""
     _refuse("topic", topic, _TOPIC_FIELDS, update_paths)
