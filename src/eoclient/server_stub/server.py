@@ -28,6 +28,8 @@ from aiohttp import web
 from eoclient._clock import Clock, SystemClock
 from eoclient._tasks import cancel_and_wait
 from eoclient.server_stub.access.security import DoorSecurity, exposure_warnings
+from eoclient.server_stub.buckets import ENVIRONMENT_VARIABLE as STORAGE_EMULATOR_HOST
+from eoclient.server_stub.buckets import open_bucket_store
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.history import MessageHistory
 from eoclient.server_stub.core.leasing import DEFAULT_MAX_LEASES
@@ -36,6 +38,7 @@ from eoclient.server_stub.doors.grpc.streams import StreamRegistry
 from eoclient.server_stub.doors.rest.door import RestDoor
 from eoclient.server_stub.group_commit import GroupCommit
 from eoclient.server_stub.ingestion import IngestedObjects, Ingestion
+from eoclient.server_stub.ingestion.cloud_storage import DEFAULT_POLL_INTERVAL
 from eoclient.server_stub.observe.dashboard.site import Dashboard
 from eoclient.server_stub.observe.metrics import ServerMetrics
 from eoclient.server_stub.push import PushSender
@@ -243,9 +246,15 @@ async def run_server(
     data_dir: str | os.PathLike[str] | None = None,
     security: DoorSecurity | None = None,
     max_leases: int = DEFAULT_MAX_LEASES,
+    buckets_dir: str | os.PathLike[str] | None = None,
+    ingestion_poll_interval: float = DEFAULT_POLL_INTERVAL,
 ) -> AsyncIterator[ReferenceServer]:
     """Run a reference server for the duration of the block (REST too unless ``rest_port``
-    is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used)."""
+    is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used).
+
+    Cloud Storage import topics read the Cloud Storage JSON API at ``STORAGE_EMULATOR_HOST``
+    when it is set, else the bucket directories of ``buckets_dir``; with neither, no bucket
+    exists for them. ``ingestion_poll_interval``: how often they list their buckets."""
     clock = clock or SystemClock()
     store = None
     if data_dir is not None:
@@ -254,13 +263,26 @@ async def run_server(
         store = SqliteStore(data_dir)
     try:
         broker = Broker(clock, record_history=record_history, store=store, max_leases=max_leases)
-        ingestion = Ingestion(broker, clock, ledger=IngestedObjects.in_directory(data_dir))
+        buckets = None
+        if buckets_dir is not None or os.environ.get(STORAGE_EMULATOR_HOST):
+            buckets = open_bucket_store(buckets_dir or ".")
+        ingestion = Ingestion(
+            broker,
+            clock,
+            buckets,
+            IngestedObjects.in_directory(data_dir),
+            ingestion_poll_interval,
+        )
         server = ReferenceServer(broker, clock, security, ingestion)
-        await server.start(host, port, rest_port)
         try:
-            yield server
+            await server.start(host, port, rest_port)
+            try:
+                yield server
+            finally:
+                await server.stop()
         finally:
-            await server.stop()
+            if buckets is not None:
+                await buckets.aclose()
     finally:
         if store is not None:
             store.close()
