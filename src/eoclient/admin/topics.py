@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from eoclient._retrying import DEFAULT
 from eoclient.admin import convert
 from eoclient.admin.calls import AdminCalls, AsyncPager, Retry, Timeout
+from eoclient.admin.ingestion import IngestionSettings
 from eoclient.admin.paths import project_of, topic_path
 from eoclient.admin.schemas import SchemaSettings
 from eoclient.admin.types import UNSET, Topic, Unset
@@ -35,6 +36,7 @@ class TopicAdmin(AdminCalls):
         message_retention_duration: datetime.timedelta | None = None,
         kms_key_name: str = "",
         schema_settings: SchemaSettings | None = None,
+        ingestion_data_source_settings: IngestionSettings | None = None,
         retry: Retry = DEFAULT,
         timeout: Timeout = DEFAULT,
     ) -> Topic:
@@ -45,6 +47,7 @@ class TopicAdmin(AdminCalls):
             message_retention_duration=message_retention_duration,
             kms_key_name=kms_key_name,
             schema_settings=schema_settings,
+            ingestion_data_source_settings=ingestion_data_source_settings,
         )
         return convert.topic_from_pb(await self._call(convert.create_topic(topic), retry, timeout))
 
@@ -61,15 +64,18 @@ class TopicAdmin(AdminCalls):
         message_retention_duration: datetime.timedelta | Unset | None = UNSET,
         kms_key_name: str | Unset = UNSET,
         schema_settings: SchemaSettings | Unset | None = UNSET,
+        ingestion_data_source_settings: IngestionSettings | Unset | None = UNSET,
         retry: Retry = DEFAULT,
         timeout: Timeout = DEFAULT,
     ) -> Topic:
-        """Change the given properties (the update mask names exactly those)."""
+        """Change the given properties (the update mask names exactly those;
+        ``ingestion_data_source_settings=None`` makes an import topic a plain one)."""
         changes = {
             "labels": labels,
             "message_retention_duration": message_retention_duration,
             "kms_key_name": kms_key_name,
             "schema_settings": schema_settings,
+            "ingestion_data_source_settings": ingestion_data_source_settings,
         }
         return convert.topic_from_pb(
             await self._call(convert.update_topic(name, changes), retry, timeout)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
+from eoclient.admin.ingestion import IngestionSettings
 from eoclient.admin.schemas import SchemaSettings
 
 __all__ = [
@@ -90,7 +91,10 @@ class Topic:
             governed by each subscription.
         kms_key_name: Cloud KMS key protecting messages; ``""`` = Google-managed.
         schema_settings: the schema published messages must match (``None``: none).
-        state: output only.
+        ingestion_data_source_settings: the outside source an import topic publishes
+            from (``None``: a plain topic); see :mod:`eoclient.admin.ingestion`.
+        state: output only (``INGESTION_RESOURCE_ERROR``: the source's own state says why
+            it is not read).
     """
 
     name: str
@@ -98,6 +102,7 @@ class Topic:
     message_retention_duration: datetime.timedelta | None = None
     kms_key_name: str = ""
     schema_settings: SchemaSettings | None = None
+    ingestion_data_source_settings: IngestionSettings | None = None
     state: TopicState = TopicState.STATE_UNSPECIFIED
 
     def __post_init__(self) -> None:
