@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import click
 
-from eoclient.admin import UNSET, Topic, Unset
+from eoclient.admin import UNSET, IngestionSettings, Topic, Unset
 from eoclient.cli.app import Invocation, common_options
 from eoclient.cli.errors import UsageProblem
 from eoclient.cli.flags import (
@@ -19,6 +20,7 @@ from eoclient.cli.flags import (
     merged,
     updated_labels,
 )
+from eoclient.cli.ingestion import ingestion_from_flags, ingestion_options
 from eoclient.cli.views import TOPIC_COLUMNS, Column, topic_fields, topic_record
 
 
@@ -46,6 +48,7 @@ def show_topic(invocation: Invocation, topic: Topic, done: str = "") -> None:
     help=duration_help("How long the topic keeps messages, 10m..31d"),
 )
 @click.option("--topic-encryption-key", default="", help="Cloud KMS key name.")
+@ingestion_options(update=False)
 @common_options
 def create(
     invocation: Invocation,
@@ -53,9 +56,11 @@ def create(
     labels: Sequence[Mapping[str, str]],
     message_retention_duration: datetime.timedelta | None,
     topic_encryption_key: str,
+    **ingestion_flags: Any,
 ) -> None:
-    """Create TOPIC."""
+    """Create TOPIC (an import topic with one source's --*-ingestion-* flags)."""
     name = invocation.name("topic", topic)
+    ingestion = ingestion_from_flags(ingestion_flags)
 
     async def call() -> Topic:
         async with invocation.admin() as admin:
@@ -64,6 +69,7 @@ def create(
                 labels=merged(labels),
                 message_retention_duration=message_retention_duration,
                 kms_key_name=topic_encryption_key,
+                ingestion_data_source_settings=ingestion,
             )
 
     show_topic(invocation, invocation.run(call()), "created")
@@ -117,6 +123,7 @@ def describe(invocation: Invocation, topic: str) -> None:
     help="Keep no messages in the topic (subscriptions decide).",
 )
 @click.option("--topic-encryption-key", default=None, help="Cloud KMS key name.")
+@ingestion_options(update=True)
 @common_options
 def update(
     invocation: Invocation,
@@ -127,8 +134,11 @@ def update(
     message_retention_duration: datetime.timedelta | None,
     clear_message_retention_duration: bool,
     topic_encryption_key: str | None,
+    clear_ingestion_data_source_settings: bool,
+    **ingestion_flags: Any,
 ) -> None:
-    """Change TOPIC's labels, retention or key (only what the flags name)."""
+    """Change TOPIC's labels, retention, key or ingestion source (only what the flags
+    name; a source's flags replace its ingestion settings whole)."""
     name = invocation.name("topic", topic)
     if message_retention_duration is not None and clear_message_retention_duration:
         raise UsageProblem(
@@ -141,7 +151,15 @@ def update(
     elif clear_message_retention_duration:
         retention = None
     relabel = label_changes_requested(update_labels, remove_labels, clear_labels)
-    if retention is UNSET and topic_encryption_key is None and not relabel:
+    ingestion: IngestionSettings | Unset | None = ingestion_from_flags(ingestion_flags) or UNSET
+    if clear_ingestion_data_source_settings:
+        if ingestion is not UNSET:
+            raise UsageProblem(
+                "--clear-ingestion-data-source-settings and an ingestion source's flags "
+                "contradict each other"
+            )
+        ingestion = None
+    if retention is UNSET and topic_encryption_key is None and not relabel and ingestion is UNSET:
         raise UsageProblem("nothing to update: pass at least one flag (see --help)")
 
     async def call() -> Topic:
@@ -155,6 +173,7 @@ def update(
                 labels=labels,
                 message_retention_duration=retention,
                 kms_key_name=UNSET if topic_encryption_key is None else topic_encryption_key,
+                ingestion_data_source_settings=ingestion,
             )
 
     show_topic(invocation, invocation.run(call()), "updated")

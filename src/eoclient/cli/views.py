@@ -24,6 +24,7 @@ from eoclient.admin import (
     Subscription,
     Topic,
 )
+from eoclient.cli.ingestion import ingestion_record, ingestion_summary
 from eoclient.cli.values import format_duration, wire_duration, wire_time
 from eoclient.subscriber import AckResult, Message
 
@@ -80,6 +81,7 @@ def topic_record(topic: Topic) -> Record:
         "labels": _labels(topic.labels),
         "messageRetentionDuration": _duration(topic.message_retention_duration),
         "kmsKeyName": topic.kms_key_name,
+        "ingestionDataSourceSettings": ingestion_record(topic.ingestion_data_source_settings),
         "state": topic.state.name,
     }
 
@@ -93,6 +95,7 @@ def topic_fields(topic: Topic) -> list[tuple[str, str]]:
             human_duration(topic.message_retention_duration, "none (subscriptions decide)"),
         ),
         ("kms key", topic.kms_key_name),
+        ("ingestion", ingestion_summary(topic.ingestion_data_source_settings)),
         ("state", topic.state.name),
     ]
 
