@@ -39,6 +39,7 @@ from eoclient.server_stub.doors.rest.door import RestDoor
 from eoclient.server_stub.group_commit import GroupCommit
 from eoclient.server_stub.ingestion import IngestedObjects, Ingestion
 from eoclient.server_stub.ingestion.cloud_storage import DEFAULT_POLL_INTERVAL
+from eoclient.server_stub.ingestion.metrics import IngestionCollector
 from eoclient.server_stub.observe.dashboard.site import Dashboard
 from eoclient.server_stub.observe.metrics import ServerMetrics
 from eoclient.server_stub.push import PushSender
@@ -77,7 +78,10 @@ class ReferenceServer:
         # Push subscriptions are delivered by the server itself (``push/``).
         self.push = PushSender(broker, clock)
         broker.set_listener(self._notify)
-        self.metrics = ServerMetrics(broker)  # /metrics on the REST door (observe/metrics.py)
+        # /metrics on the REST door (observe/metrics.py), the import topics' series with it.
+        self.metrics = ServerMetrics(
+            broker, lambda projects: [IngestionCollector(self.ingestion, projects)]
+        )
         self.dashboard = Dashboard(self.services, clock)  # / on the REST door (observe/dashboard/)
         self.host = ""
         self.port = 0

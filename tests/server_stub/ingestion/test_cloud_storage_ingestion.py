@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import fastavro
 import pytest
 from google.pubsub_v1.types import IngestionDataSourceSettings, Topic
@@ -352,3 +353,46 @@ async def test_back_to_a_plain_topic_stops_ingesting(
     await asyncio.sleep(POLL * 6)
     await wire.pull_nothing(sub)
     assert server.ingestion.status(topic) is None
+
+
+async def test_metrics(
+    local: tuple[ReferenceServer, LocalBuckets], wire_factory: Callable[[str], Wire]
+) -> None:
+    server, buckets = local
+    wire = wire_factory(server.address)
+    await buckets.create_bucket("counted")
+    await buckets.write_bytes("counted", "a.txt", b"x\ny\nz\n")
+    await buckets.write_bytes("counted", "b.avro", b"not avro")
+    topic, sub = await wire.subscription()
+    await become_import_topic(
+        wire, topic, S.CloudStorage(bucket="counted", text_format=S.CloudStorage.TextFormat())
+    )
+    avro_topic = await wire.topic()
+    await become_import_topic(
+        wire,
+        avro_topic,
+        S.CloudStorage(
+            bucket="counted", avro_format=S.CloudStorage.AvroFormat(), match_glob="*.avro"
+        ),
+    )
+    await wire.pull(sub, 3, timeout=WAIT)
+
+    async def scrape() -> str:
+        async with (
+            aiohttp.ClientSession(server.rest_url) as http,
+            http.get("/metrics") as response,
+        ):
+            return await response.text()
+
+    async def failed() -> bool:
+        return 'reason="avro"' in await scrape()
+
+    await eventually(failed, "the avro failure counted")
+    text = await scrape()  # labels in name order
+    source = 'source="cloud_storage"'
+    assert f'eoclient_topic_ingestion_messages_total{{{source},topic="{topic}"}} 4.0' in text
+    assert f'eoclient_topic_ingestion_objects_total{{{source},topic="{topic}"}} 2.0' in text
+    failed_avro = f'{{reason="avro",{source},topic="{avro_topic}"}} 1.0'
+    assert f"eoclient_topic_ingestion_failures_total{failed_avro}" in text
+    active = f'{{{source},state="ACTIVE",topic="{topic}"}} 1.0'
+    assert f"eoclient_topic_ingestion_state{active}" in text
