@@ -254,14 +254,20 @@ class Ingestion:
     # ------------------------------------------------ the loop
 
     async def run(self, publisher: Publisher) -> None:
-        """Ingest until cancelled (the server's stop)."""
+        """Ingest until cancelled (the server's stop). Each topic's next look is due by
+        the server's clock: on a ``FakeClock`` a test advances it (or calls
+        ``poll_now``) for the next look to happen."""
         while True:
             self._sync()
             now = self._clock.now()
             for name, entry in list(self._entries.items()):
                 core = entry.core
                 if core is not None and core.due(now) and self._entries.get(name) is entry:
-                    await self._look(entry, core, publisher)
+                    try:
+                        await self._look(entry, core, publisher)
+                    except Exception:  # a bug: logged; it never stops the other topics
+                        logger.exception("topic %s: ingestion failed; tried again later", name)
+                        core.next_poll = self._clock.now() + core.poll_interval
             self._wake.clear()
             if self._dirty:
                 continue
