@@ -1,4 +1,4 @@
-"""Run Google's python-pubsub samples (``samples/snippets``) and their tests against ``eoclient serve``.
+"""Run the tests of Google's python-pubsub samples (``samples/snippets``) on ``eoclient serve``.
 
 Usage::
 
