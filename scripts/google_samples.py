@@ -187,9 +187,7 @@ def _stop(process: subprocess.Popen[str]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--samples", help="a copy of python-pubsub, or its samples/snippets")
-    parser.add_argument(
-        "--server-log", default=None, help="keep the server's output in this file"
-    )
+    parser.add_argument("--server-log", default=None, help="keep the server's output in this file")
     parser.add_argument("pytest_args", nargs="*", help="passed to pytest (after --)")
     options = parser.parse_args()
     snippets = _snippets(options.samples)
