@@ -175,7 +175,7 @@ class ReferenceServer:
         pusher, self._pusher = self._pusher, None
         await cancel_and_wait(pusher)
         ingester, self._ingester = self._ingester, None
-        await cancel_and_wait(ingester)
+        await self.ingestion.finish(ingester)  # the object under way first (bounded)
         ticker, self._ticker = self._ticker, None
         await cancel_and_wait(ticker)
         sampler, self._sampler = self._sampler, None

@@ -204,6 +204,8 @@ async def test_nothing_ingested_twice_across_a_restart(
         received = await wire.pull(sub, 3, timeout=WAIT)
         assert data_of(received) == [b"1", b"2", b"3"]
         await ack(wire, sub, received)
+        # Stopped right after the messages arrived: the object under way is finished and
+        # recorded before the server stops (nothing repeats after a clean stop).
     await buckets.write_bytes("lines", "three.txt", b"4\n5\n")  # while the server is down
     async with run_server(
         data_dir=data_dir, buckets_dir=buckets_dir, ingestion_poll_interval=POLL
