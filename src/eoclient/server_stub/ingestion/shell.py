@@ -363,7 +363,7 @@ class Ingestion:
         objects, changed = core.select(listed, done, now)
         entry.status.state = core.state
         if changed:
-            logger.info("topic %s: bucket %s is there again: ACTIVE", core.topic, source.bucket)
+            logger.info("topic %s: bucket %s is read again: ACTIVE", core.topic, source.bucket)
         for listed_object in objects:
             if self._stopping.is_set() or self._entries.get(core.topic) is not entry:
                 return  # stopping, or the settings changed or the topic went meanwhile
