@@ -1,4 +1,4 @@
-"""Run the tests of Google's python-pubsub samples (``samples/snippets``) on ``eoclient serve``.
+"""Run Google's python-pubsub samples (``samples/snippets``) against ``eoclient serve``.
 
 Usage::
 

@@ -28,6 +28,8 @@ from aiohttp import web
 from eoclient._clock import Clock, SystemClock
 from eoclient._tasks import cancel_and_wait
 from eoclient.server_stub.access.security import DoorSecurity, exposure_warnings
+from eoclient.server_stub.bigquery import BigQueryStandIn
+from eoclient.server_stub.bigquery.page import BigQueryPage
 from eoclient.server_stub.buckets import ENVIRONMENT_VARIABLE as STORAGE_EMULATOR_HOST
 from eoclient.server_stub.buckets import open_bucket_store
 from eoclient.server_stub.core import Broker
@@ -61,6 +63,7 @@ class ReferenceServer:
         broker: Broker,
         clock: Clock,
         security: DoorSecurity | None = None,
+        bigquery: BigQueryStandIn | None = None,
         ingestion: Ingestion | None = None,
     ) -> None:
         self.broker = broker
@@ -83,6 +86,10 @@ class ReferenceServer:
             broker, lambda projects: [IngestionCollector(self.ingestion, projects)]
         )
         self.dashboard = Dashboard(self.services, clock)  # / on the REST door (observe/dashboard/)
+        # BigQuery subscriptions write to the stand-in; /eoclient/bigquery/ serves it (bigquery/).
+        self.bigquery = bigquery
+        self.services.subscriber.bigquery = bigquery
+        self.bigquery_page = BigQueryPage(lambda: self.bigquery)
         self.host = ""
         self.port = 0
         self.rest_port: int | None = None
@@ -162,7 +169,8 @@ class ReferenceServer:
     async def _start_rest(self, host: str, port: int) -> int:
         # gRPC (HTTP/2) and HTTP/1.1 cannot share grpc.aio's port: REST gets its own.
         policy = self.security.browser.with_host(host)
-        runner = RestDoor(self.services, policy, (self.metrics, self.dashboard)).runner()
+        pages = (self.metrics, self.dashboard, self.bigquery_page)
+        runner = RestDoor(self.services, policy, pages).runner()
         await runner.setup()
         self._rest = runner
         site = web.TCPSite(runner, host, port, ssl_context=self.security.rest_ssl_context())
@@ -250,11 +258,13 @@ async def run_server(
     data_dir: str | os.PathLike[str] | None = None,
     security: DoorSecurity | None = None,
     max_leases: int = DEFAULT_MAX_LEASES,
+    bigquery_db: str | os.PathLike[str] | None = None,
     buckets_dir: str | os.PathLike[str] | None = None,
     ingestion_poll_interval: float = DEFAULT_POLL_INTERVAL,
 ) -> AsyncIterator[ReferenceServer]:
     """Run a reference server for the duration of the block (REST too unless ``rest_port``
-    is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used).
+    is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used);
+    BigQuery subscriptions write to the DuckDB file ``bigquery_db`` when given.
 
     Cloud Storage import topics read the Cloud Storage JSON API at ``STORAGE_EMULATOR_HOST``
     when it is set, else the bucket directories of ``buckets_dir``; with neither, no bucket
@@ -265,6 +275,7 @@ async def run_server(
         from eoclient.server_stub.storage.sqlite import SqliteStore
 
         store = SqliteStore(data_dir)
+    bigquery = BigQueryStandIn(bigquery_db, clock=clock) if bigquery_db is not None else None
     try:
         broker = Broker(clock, record_history=record_history, store=store, max_leases=max_leases)
         buckets = None
@@ -277,7 +288,7 @@ async def run_server(
             IngestedObjects.in_directory(data_dir),
             ingestion_poll_interval,
         )
-        server = ReferenceServer(broker, clock, security, ingestion)
+        server = ReferenceServer(broker, clock, security, bigquery, ingestion)
         try:
             await server.start(host, port, rest_port)
             try:
@@ -290,3 +301,5 @@ async def run_server(
     finally:
         if store is not None:
             store.close()
+        if bigquery is not None:
+            bigquery.close()

@@ -20,8 +20,14 @@ import contextlib
 from google.protobuf import empty_pb2
 
 from eoclient._proto import pubsub_pb2
+from eoclient.server_stub.bigquery import BigQueryStandIn
 from eoclient.server_stub.core import Broker, Delivery
-from eoclient.server_stub.services import ack_settling, translate, unsupported_settings
+from eoclient.server_stub.services import (
+    ack_settling,
+    bigquery_config,
+    translate,
+    unsupported_settings,
+)
 from eoclient.server_stub.services.errors import ExactlyOnceAckFailure
 from eoclient.server_stub.services.push_config import check_push_config
 from eoclient.server_stub.services.rpc import RpcMethod, rpc_methods
@@ -37,6 +43,8 @@ class SubscriberService:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        # Where BigQuery subscriptions write (the server sets it; ``bigquery_config``).
+        self.bigquery: BigQueryStandIn | None = None
         self._pull_waiters: dict[str, set[asyncio.Event]] = {}
 
     def methods(self) -> list[RpcMethod]:
@@ -91,6 +99,7 @@ class SubscriberService:
     ) -> pubsub_pb2.Subscription:
         check_push_config(request.push_config, exactly_once=request.enable_exactly_once_delivery)
         unsupported_settings.check_subscription(request)
+        bigquery_config.check_subscription(self.broker, request, self.bigquery)
         view = self.broker.subscriptions.create(translate.subscription_from_pb(request))
         return translate.subscription_to_pb(view)
 
@@ -116,6 +125,7 @@ class SubscriberService:
             )
             check_push_config(push.push_config, exactly_once=exactly_once)
         unsupported_settings.check_subscription(request.subscription, fields)
+        bigquery_config.check_subscription(self.broker, request.subscription, self.bigquery, fields)
         view = self.broker.subscriptions.update(
             translate.subscription_from_pb(request.subscription),
             list(request.update_mask.paths),

@@ -1,6 +1,7 @@
 """Resource settings the reference server cannot honour are refused, never stored and ignored.
 
-The service exports subscriptions to BigQuery, Cloud Storage and Bigtable, runs message
+The service exports subscriptions to Cloud Storage and Bigtable (BigQuery exports are
+written to the server's BigQuery stand-in, ``bigquery/``), runs message
 transforms (JavaScript UDFs) on topics and subscriptions, and ingests into topics from
 outside sources (Kinesis, Cloud Storage, Event Hubs, MSK, Confluent Cloud). None of that
 exists here, and accepting such a resource and then never doing what it says is worse
@@ -28,7 +29,6 @@ from eoclient.errors import Unimplemented
 
 # field -> what it would make the service do (for the error message).
 _SUBSCRIPTION_FIELDS = {
-    "bigquery_config": "export messages to BigQuery",
     "cloud_storage_config": "export messages to Cloud Storage",
     "bigtable_config": "export messages to Bigtable",
     "message_transforms": "run message transforms (UDFs)",
