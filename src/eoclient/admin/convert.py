@@ -29,6 +29,7 @@ from typing import Any
 from google.protobuf import empty_pb2, timestamp_pb2
 
 from eoclient._proto import pubsub_pb2 as pb
+from eoclient.admin import ingestion
 from eoclient.admin.calls import Request
 from eoclient.admin.schemas import settings_from_pb, settings_to_pb
 from eoclient.admin.transforms import transforms_from_pb, transforms_to_pb
@@ -98,6 +99,10 @@ def topic_to_pb(topic: Topic) -> pb.Topic:
     if topic.schema_settings is not None:
         settings_to_pb(topic.schema_settings, message.schema_settings)
     transforms_to_pb(topic.message_transforms, message.message_transforms)
+    if topic.ingestion_data_source_settings is not None:
+        ingestion.settings_to_pb(
+            topic.ingestion_data_source_settings, message.ingestion_data_source_settings
+        )
     return message
 
 
@@ -117,6 +122,9 @@ def topic_from_pb(message: pb.Topic) -> Topic:
             else None
         ),
         message_transforms=transforms_from_pb(message.message_transforms),
+        ingestion_data_source_settings=ingestion.settings_from_pb(
+            message.ingestion_data_source_settings
+        ),
         state=_topic_state(message.state),
     )
 

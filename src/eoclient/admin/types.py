@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
+from eoclient.admin.ingestion import IngestionSettings
 from eoclient.admin.schemas import SchemaSettings
 from eoclient.admin.transforms import MessageTransform
 
@@ -93,7 +94,10 @@ class Topic:
         schema_settings: the schema published messages must match (``None``: none).
         message_transforms: UDFs applied, in order, to each message published, before
             it is stored (any sequence passed in is kept as a tuple).
-        state: output only.
+        ingestion_data_source_settings: the outside source an import topic publishes
+            from (``None``: a plain topic); see :mod:`eoclient.admin.ingestion`.
+        state: output only (``INGESTION_RESOURCE_ERROR``: the source's own state says why
+            it is not read).
     """
 
     name: str
@@ -102,6 +106,7 @@ class Topic:
     kms_key_name: str = ""
     schema_settings: SchemaSettings | None = None
     message_transforms: tuple[MessageTransform, ...] = ()
+    ingestion_data_source_settings: IngestionSettings | None = None
     state: TopicState = TopicState.STATE_UNSPECIFIED
 
     def __post_init__(self) -> None:

@@ -25,6 +25,7 @@ from eoclient.admin import (
     Topic,
 )
 from eoclient.admin.transforms import MessageTransform
+from eoclient.cli.ingestion import ingestion_record, ingestion_summary
 from eoclient.cli.values import format_duration, wire_duration, wire_time
 from eoclient.subscriber import AckResult, Message
 
@@ -104,6 +105,7 @@ def topic_record(topic: Topic) -> Record:
         "messageRetentionDuration": _duration(topic.message_retention_duration),
         "kmsKeyName": topic.kms_key_name,
         "messageTransforms": transforms_record(topic.message_transforms),
+        "ingestionDataSourceSettings": ingestion_record(topic.ingestion_data_source_settings),
         "state": topic.state.name,
     }
 
@@ -118,6 +120,7 @@ def topic_fields(topic: Topic) -> list[tuple[str, str]]:
         ),
         ("kms key", topic.kms_key_name),
         ("message transforms", human_transforms(topic.message_transforms)),
+        ("ingestion", ingestion_summary(topic.ingestion_data_source_settings)),
         ("state", topic.state.name),
     ]
 

@@ -30,6 +30,8 @@ from eoclient._tasks import cancel_and_wait
 from eoclient.server_stub.access.security import DoorSecurity, exposure_warnings
 from eoclient.server_stub.bigquery import BigQueryStandIn
 from eoclient.server_stub.bigquery.page import BigQueryPage
+from eoclient.server_stub.buckets import ENVIRONMENT_VARIABLE as STORAGE_EMULATOR_HOST
+from eoclient.server_stub.buckets import open_bucket_store
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.history import MessageHistory
 from eoclient.server_stub.core.leasing import DEFAULT_MAX_LEASES
@@ -37,6 +39,9 @@ from eoclient.server_stub.doors.grpc.door import GrpcDoor
 from eoclient.server_stub.doors.grpc.streams import StreamRegistry
 from eoclient.server_stub.doors.rest.door import RestDoor
 from eoclient.server_stub.group_commit import GroupCommit
+from eoclient.server_stub.ingestion import IngestedObjects, Ingestion
+from eoclient.server_stub.ingestion.cloud_storage import DEFAULT_POLL_INTERVAL
+from eoclient.server_stub.ingestion.metrics import IngestionCollector
 from eoclient.server_stub.observe.dashboard.site import Dashboard
 from eoclient.server_stub.observe.metrics import ServerMetrics
 from eoclient.server_stub.push import PushSender
@@ -61,6 +66,7 @@ class ReferenceServer:
         security: DoorSecurity | None = None,
         bigquery: BigQueryStandIn | None = None,
         transform_limits: TransformLimits | None = None,
+        ingestion: Ingestion | None = None,
     ) -> None:
         self.broker = broker
         self.clock = clock
@@ -68,14 +74,27 @@ class ReferenceServer:
         self.faults = RpcFaults()
         self.streams = StreamRegistry(self.security.stream_limits)
         self.group_commit = GroupCommit(broker.store)
+        # Import topics are fed by the server itself (``ingestion/``); the services ask it
+        # for their states.
+        self.ingestion = ingestion or Ingestion(broker, clock)
         self.services = Services(
-            broker, self.faults, self.group_commit, self.security.tokens, transform_limits
+            broker,
+            self.faults,
+            self.group_commit,
+            self.security.tokens,
+            transform_limits,
+            self.ingestion,
         )
         # Push subscriptions are delivered by the server itself (``push/``).
         self.push = PushSender(broker, clock, deliver=self.services.transforms.deliver)
         broker.set_listener(self._notify)
-        # /metrics on the REST door (observe/metrics.py)
-        self.metrics = ServerMetrics(broker, self.services.transforms)
+        # /metrics on the REST door (observe/metrics.py), with the message transforms' and
+        # the import topics' series.
+        self.metrics = ServerMetrics(
+            broker,
+            self.services.transforms,
+            lambda projects: [IngestionCollector(self.ingestion, projects)],
+        )
         self.dashboard = Dashboard(self.services, clock)  # / on the REST door (observe/dashboard/)
         # BigQuery subscriptions write to the stand-in; /eoclient/bigquery/ serves it (bigquery/).
         self.bigquery = bigquery
@@ -89,6 +108,7 @@ class ReferenceServer:
         self._ticker: asyncio.Task[None] | None = None
         self._pusher: asyncio.Task[None] | None = None
         self._sampler: asyncio.Task[None] | None = None
+        self._ingester: asyncio.Task[None] | None = None
 
     def _notify(self, subscription: str) -> None:
         """The broker has messages for ``subscription``: wake whoever waits for them."""
@@ -147,6 +167,9 @@ class ReferenceServer:
                 raise
         self._ticker = asyncio.create_task(self._tick_forever(), name="reference-server-ticker")
         self._pusher = asyncio.create_task(self.push.run(), name="reference-server-push")
+        self._ingester = asyncio.create_task(
+            self.ingestion.run(self.services), name="reference-server-ingestion"
+        )
         self._sampler = asyncio.create_task(
             self.dashboard.sample_forever(), name="reference-server-dashboard"
         )
@@ -169,6 +192,8 @@ class ReferenceServer:
         # Pushes in flight end (their leases lapse).
         pusher, self._pusher = self._pusher, None
         await cancel_and_wait(pusher)
+        ingester, self._ingester = self._ingester, None
+        await self.ingestion.finish(ingester)  # the object under way first (bounded)
         ticker, self._ticker = self._ticker, None
         await cancel_and_wait(ticker)
         sampler, self._sampler = self._sampler, None
@@ -246,10 +271,16 @@ async def run_server(
     max_leases: int = DEFAULT_MAX_LEASES,
     bigquery_db: str | os.PathLike[str] | None = None,
     transform_limits: TransformLimits | None = None,
+    buckets_dir: str | os.PathLike[str] | None = None,
+    ingestion_poll_interval: float = DEFAULT_POLL_INTERVAL,
 ) -> AsyncIterator[ReferenceServer]:
     """Run a reference server for the duration of the block (REST too unless ``rest_port``
     is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used);
-    BigQuery subscriptions write to the DuckDB file ``bigquery_db`` when given."""
+    BigQuery subscriptions write to the DuckDB file ``bigquery_db`` when given.
+
+    Cloud Storage import topics read the Cloud Storage JSON API at ``STORAGE_EMULATOR_HOST``
+    when it is set, else the bucket directories of ``buckets_dir``; with neither, no bucket
+    exists for them. ``ingestion_poll_interval``: how often they list their buckets."""
     clock = clock or SystemClock()
     store = None
     if data_dir is not None:
@@ -259,12 +290,26 @@ async def run_server(
     bigquery = BigQueryStandIn(bigquery_db, clock=clock) if bigquery_db is not None else None
     try:
         broker = Broker(clock, record_history=record_history, store=store, max_leases=max_leases)
-        server = ReferenceServer(broker, clock, security, bigquery, transform_limits)
-        await server.start(host, port, rest_port)
+        buckets = None
+        if buckets_dir is not None or os.environ.get(STORAGE_EMULATOR_HOST):
+            buckets = open_bucket_store(buckets_dir or ".")
+        ingestion = Ingestion(
+            broker,
+            clock,
+            buckets,
+            IngestedObjects.in_directory(data_dir),
+            ingestion_poll_interval,
+        )
+        server = ReferenceServer(broker, clock, security, bigquery, transform_limits, ingestion)
         try:
-            yield server
+            await server.start(host, port, rest_port)
+            try:
+                yield server
+            finally:
+                await server.stop()
         finally:
-            await server.stop()
+            if buckets is not None:
+                await buckets.aclose()
     finally:
         if store is not None:
             store.close()

@@ -23,6 +23,7 @@ from eoclient.server_stub.services import request_checks
 from eoclient.server_stub.services.broker_policies import BrokerPoliciesService
 from eoclient.server_stub.services.faults import RpcFaults
 from eoclient.server_stub.services.iam_policy import IamPolicyService
+from eoclient.server_stub.services.ingestion_settings import IngestionStates
 from eoclient.server_stub.services.publisher import PublisherService
 from eoclient.server_stub.services.rpc import RpcMethod
 from eoclient.server_stub.services.schemas import SchemaService
@@ -40,6 +41,7 @@ class Services:
         group_commit: GroupCommit | None = None,
         tokens: TokenTable | None = None,
         transform_limits: TransformLimits | None = None,
+        ingestion: IngestionStates | None = None,
     ) -> None:
         self.broker = broker
         self.faults = faults or RpcFaults()
@@ -52,7 +54,7 @@ class Services:
         self.transforms = MessageTransforms(broker, transform_limits)
         self.subscriber = SubscriberService(broker, self.transforms)
         self.methods: dict[str, RpcMethod] = _one_table(
-            PublisherService(broker, self.transforms).methods(),
+            PublisherService(broker, self.transforms, ingestion).methods(),
             self.subscriber.methods(),
             IamPolicyService(broker).methods(),
             SchemaService(broker).methods(),

@@ -22,8 +22,15 @@ FORMAT = "eoclient-store"
 # 2: subscriptions keep their ack-id uid, backlog rows the generation of their last
 # ended lease, and "leases" the leases until their deadlines.
 FORMAT_VERSION = 2
-# Files SQLite keeps next to the database in WAL mode, and ours.
-OWN_FILES = {DATABASE_FILE, f"{DATABASE_FILE}-wal", f"{DATABASE_FILE}-shm", LOCK_FILE}
+# Files SQLite keeps next to the database in WAL mode, and ours; and the ingestion room's
+# record of the objects import topics ingested (ingestion/ledger.py).
+OWN_FILES = {
+    DATABASE_FILE,
+    f"{DATABASE_FILE}-wal",
+    f"{DATABASE_FILE}-shm",
+    LOCK_FILE,
+    "ingested-objects.jsonl",
+}
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 SCHEMA = """
