@@ -12,6 +12,11 @@ history of deliveries/acks/modacks (``srv.history``), and time: pass a
 ``run_server(data_dir=...)`` (and ``eoclient serve --data-dir``) keep the state in a
 ``SqliteStore``: it survives a restart or a crash, and nothing is answered before it is
 committed (``group_commit``).
+
+Export subscriptions are delivered by the server (``exports/``): Cloud Storage objects go
+to the Cloud Storage JSON API at ``STORAGE_EMULATOR_HOST`` when it is set, else into bucket
+directories (``buckets_dir``; default ``<data_dir>/buckets``, else a temporary directory
+removed when the block ends).
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ import asyncio
 import contextlib
 import logging
 import os
+import tempfile
 from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
 
 import grpc
 from aiohttp import web
@@ -28,12 +35,15 @@ from aiohttp import web
 from eoclient._clock import Clock, SystemClock
 from eoclient._tasks import cancel_and_wait
 from eoclient.server_stub.access.security import DoorSecurity, exposure_warnings
+from eoclient.server_stub.buckets import BucketStore, open_bucket_store
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.history import MessageHistory
 from eoclient.server_stub.core.leasing import DEFAULT_MAX_LEASES
 from eoclient.server_stub.doors.grpc.door import GrpcDoor
 from eoclient.server_stub.doors.grpc.streams import StreamRegistry
 from eoclient.server_stub.doors.rest.door import RestDoor
+from eoclient.server_stub.exports import ExportRunner
+from eoclient.server_stub.exports.metrics import ExportCollector
 from eoclient.server_stub.group_commit import GroupCommit
 from eoclient.server_stub.observe.dashboard.site import Dashboard
 from eoclient.server_stub.observe.metrics import ServerMetrics
@@ -51,19 +61,40 @@ MAX_TICK_INTERVAL = 0.25
 
 
 class ReferenceServer:
-    def __init__(self, broker: Broker, clock: Clock, security: DoorSecurity | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        clock: Clock,
+        security: DoorSecurity | None = None,
+        *,
+        exports: ExportRunner | None = None,
+    ) -> None:
         self.broker = broker
         self.clock = clock
         self.security = security or DoorSecurity()
         self.faults = RpcFaults()
         self.streams = StreamRegistry(self.security.stream_limits)
         self.group_commit = GroupCommit(broker.store)
-        self.services = Services(broker, self.faults, self.group_commit, self.security.tokens)
+        # Export subscriptions are delivered by the server itself too (``exports/``); the
+        # services fill in their state from it.
+        self.exports = exports
+        self.services = Services(
+            broker,
+            self.faults,
+            self.group_commit,
+            self.security.tokens,
+            export_states=exports.fill_states if exports is not None else None,
+        )
         # Push subscriptions are delivered by the server itself (``push/``).
         self.push = PushSender(broker, clock)
         broker.set_listener(self._notify)
-        self.metrics = ServerMetrics(broker)  # /metrics on the REST door (observe/metrics.py)
+        # /metrics on the REST door (observe/metrics.py), the exports' series with it.
+        self.metrics = ServerMetrics(
+            broker,
+            (lambda projects: [ExportCollector(exports, projects)]) if exports else lambda _: (),
+        )
         self.dashboard = Dashboard(self.services, clock)  # / on the REST door (observe/dashboard/)
+        self.buckets: BucketStore | None = None  # where Cloud Storage exports write
         self.host = ""
         self.port = 0
         self.rest_port: int | None = None
@@ -71,6 +102,7 @@ class ReferenceServer:
         self._rest: web.AppRunner | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._pusher: asyncio.Task[None] | None = None
+        self._exporter: asyncio.Task[None] | None = None
         self._sampler: asyncio.Task[None] | None = None
 
     def _notify(self, subscription: str) -> None:
@@ -78,6 +110,8 @@ class ReferenceServer:
         self.streams.notify(subscription)
         self.services.subscriber.notify(subscription)
         self.push.notify(subscription)
+        if self.exports is not None:
+            self.exports.notify(subscription)
 
     def __repr__(self) -> str:
         return f"<ReferenceServer {self.address} {self.broker!r}>"
@@ -130,6 +164,10 @@ class ReferenceServer:
                 raise
         self._ticker = asyncio.create_task(self._tick_forever(), name="reference-server-ticker")
         self._pusher = asyncio.create_task(self.push.run(), name="reference-server-push")
+        if self.exports is not None:
+            self._exporter = asyncio.create_task(
+                self.exports.run(), name="reference-server-exports"
+            )
         self._sampler = asyncio.create_task(
             self.dashboard.sample_forever(), name="reference-server-dashboard"
         )
@@ -151,6 +189,9 @@ class ReferenceServer:
         # Pushes in flight end (their leases lapse).
         pusher, self._pusher = self._pusher, None
         await cancel_and_wait(pusher)
+        # Batches being filled are given back (their messages wait in the subscription).
+        exporter, self._exporter = self._exporter, None
+        await cancel_and_wait(exporter)
         ticker, self._ticker = self._ticker, None
         await cancel_and_wait(ticker)
         sampler, self._sampler = self._sampler, None
@@ -225,23 +266,51 @@ async def run_server(
     data_dir: str | os.PathLike[str] | None = None,
     security: DoorSecurity | None = None,
     max_leases: int = DEFAULT_MAX_LEASES,
+    buckets_dir: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[ReferenceServer]:
     """Run a reference server for the duration of the block (REST too unless ``rest_port``
-    is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used)."""
+    is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used).
+
+    Cloud Storage exports write to ``STORAGE_EMULATOR_HOST`` when it is set, else into
+    ``buckets_dir`` (default: ``<data_dir>/buckets``, else a temporary directory removed
+    at the end of the block); ``srv.buckets`` is the store."""
     clock = clock or SystemClock()
     store = None
     if data_dir is not None:
         from eoclient.server_stub.storage.sqlite import SqliteStore
 
         store = SqliteStore(data_dir)
-    try:
-        broker = Broker(clock, record_history=record_history, store=store, max_leases=max_leases)
-        server = ReferenceServer(broker, clock, security)
-        await server.start(host, port, rest_port)
+    with contextlib.ExitStack() as scratch:
         try:
-            yield server
+            if buckets_dir is None:
+                buckets_dir = (
+                    Path(data_dir) / "buckets"
+                    if data_dir is not None
+                    else scratch.enter_context(
+                        tempfile.TemporaryDirectory(prefix="eoclient-buckets-")
+                    )
+                )
+            buckets = open_bucket_store(buckets_dir)
+            broker = Broker(
+                clock, record_history=record_history, store=store, max_leases=max_leases
+            )
+            exports = ExportRunner(
+                broker,
+                clock,
+                buckets,
+                work_dir=Path(data_dir) / "exports" if data_dir is not None else None,
+                durable=data_dir is not None,
+            )
+            server = ReferenceServer(broker, clock, security, exports=exports)
+            server.buckets = buckets
+            try:
+                await server.start(host, port, rest_port)
+                try:
+                    yield server
+                finally:
+                    await server.stop()
+            finally:
+                await buckets.aclose()
         finally:
-            await server.stop()
-    finally:
-        if store is not None:
-            store.close()
+            if store is not None:
+                store.close()

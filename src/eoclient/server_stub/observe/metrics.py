@@ -78,7 +78,7 @@ subscriptions, and only a ``*`` token sees the process metrics.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -316,12 +316,17 @@ class ServerMetrics:
     """One reference server's metrics: its own registry, rendered for each scrape."""
 
     broker: Broker
+    # More series beside the broker's (the export runner's), for a grant's projects (None:
+    # every project).
+    extra: Callable[[frozenset[str] | None], Iterable[Collector]] = lambda _projects: ()
     registry: CollectorRegistry = field(init=False)
 
     def __post_init__(self) -> None:
         # auto_describe=False: describing a custom collector would collect it once more.
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(self.broker))
+        for collector in self.extra(None):
+            self.registry.register(collector)
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
@@ -334,6 +339,8 @@ class ServerMetrics:
             return encoder(self.registry), content_type
         limited = CollectorRegistry(auto_describe=False)
         limited.register(BrokerCollector(self.broker, grant.projects))
+        for collector in self.extra(grant.projects):
+            limited.register(collector)
         return encoder(limited), content_type
 
     def matches(self, path: str) -> bool:

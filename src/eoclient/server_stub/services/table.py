@@ -26,7 +26,7 @@ from eoclient.server_stub.services.iam_policy import IamPolicyService
 from eoclient.server_stub.services.publisher import PublisherService
 from eoclient.server_stub.services.rpc import RpcMethod
 from eoclient.server_stub.services.schemas import SchemaService
-from eoclient.server_stub.services.subscriber import SubscriberService
+from eoclient.server_stub.services.subscriber import ExportStates, SubscriberService
 
 
 class Services:
@@ -38,6 +38,7 @@ class Services:
         faults: RpcFaults | None = None,
         group_commit: GroupCommit | None = None,
         tokens: TokenTable | None = None,
+        export_states: ExportStates | None = None,
     ) -> None:
         self.broker = broker
         self.faults = faults or RpcFaults()
@@ -45,7 +46,7 @@ class Services:
         self.tokens = tokens
         # The subscriber service keeps the unary Pulls waiting for a message: the
         # server wakes them (``notify``) when the broker has one.
-        self.subscriber = SubscriberService(broker)
+        self.subscriber = SubscriberService(broker, export_states)
         self.methods: dict[str, RpcMethod] = _one_table(
             PublisherService(broker).methods(),
             self.subscriber.methods(),
