@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import fastavro
-from google.protobuf import duration_pb2
 
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient.server_stub.buckets import BucketStore, ObjectInfo
@@ -31,7 +30,7 @@ def cs_config(bucket: str, **fields: Any) -> pb.CloudStorageConfig:
         config.avro_config.write_metadata = write_metadata
         config.avro_config.use_topic_schema = use_topic_schema
     if duration is not None:
-        config.max_duration.CopyFrom(duration_pb2.Duration(seconds=duration))
+        config.max_duration.seconds = duration
     return config
 
 

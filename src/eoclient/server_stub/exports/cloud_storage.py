@@ -70,8 +70,6 @@ RECHECK_SECONDS = 1.0
 # Backoff of a write that failed for another reason than a missing bucket.
 WRITE_RETRY_FIRST_SECONDS = 1.0
 WRITE_RETRY_MAX_SECONDS = 30.0
-# A batch file is written through a buffer of this size (few write calls a batch).
-FILE_BUFFER_BYTES = 1 << 20
 # The schema attributes a message published on a topic with a schema carries.
 SCHEMA_NAME_ATTRIBUTE = "googclient_schemaname"
 SCHEMA_REVISION_ATTRIBUTE = "googclient_schemarevisionid"
@@ -326,7 +324,7 @@ class CloudStorageWorker:
     ) -> None:
         data = pieces.pop(batch, None)
         if data:
-            batch.file.write(b"".join(data))
+            batch.file.write(data)
         ack_ids = taken.pop(batch, None)
         if ack_ids:
             batch.leases.add(ack_ids, lease_until)

@@ -32,6 +32,8 @@ from eoclient.server_stub.core import StoredMessage
 TEXT_CONTENT_TYPE = "text/plain"
 AVRO_CONTENT_TYPE = "application/avro"
 AVRO_BLOCK_BYTES = 64 * 1024
+# A text file is written through a buffer of this size (few write calls a batch).
+FILE_BUFFER_BYTES = 1 << 20
 ORDERING_KEY_ATTRIBUTE = "ordering_key"
 METADATA_FIELDS = ("subscription_name", "message_id", "publish_time", "attributes")
 
@@ -67,7 +69,9 @@ class SchemaMismatch(ValueError):
 class BatchFile(Protocol):
     path: Path
 
-    def write(self, encoded: bytes) -> None: ...
+    def write(self, encoded: list[bytes]) -> None:
+        """Append these encoded messages."""
+        ...
 
     def close(self) -> None:
         """Finish the file (flushed; a closed file is complete)."""
@@ -92,10 +96,10 @@ class FileFormat(Protocol):
 class _PlainFile:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._out: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self._out: BinaryIO = open(path, "wb", buffering=FILE_BUFFER_BYTES)  # noqa: SIM115
 
-    def write(self, encoded: bytes) -> None:
-        self._out.write(encoded)
+    def write(self, encoded: list[bytes]) -> None:
+        self._out.write(b"".join(encoded))
 
     def close(self) -> None:
         self._out.close()
@@ -151,11 +155,12 @@ class _AvroContainer:
         self._block = bytearray()
         self._count = 0
 
-    def write(self, encoded: bytes) -> None:
-        self._block += encoded
-        self._count += 1
-        if len(self._block) >= AVRO_BLOCK_BYTES:
-            self._flush()
+    def write(self, encoded: list[bytes]) -> None:
+        for record in encoded:
+            self._block += record
+            self._count += 1
+            if len(self._block) >= AVRO_BLOCK_BYTES:
+                self._flush()
 
     def _flush(self) -> None:
         if self._count:
