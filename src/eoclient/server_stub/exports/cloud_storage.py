@@ -25,6 +25,7 @@ from eoclient.errors import ResourceExhausted, RpcError
 from eoclient.server_stub.buckets import BucketError, BucketNotFound, InvalidName
 from eoclient.server_stub.core import Delivery, StoredMessage
 from eoclient.server_stub.exports.batch import (
+    MAX_LEASE_SECONDS,
     WRITE_ALLOWANCE_SECONDS,
     Batch,
     Leases,
@@ -189,6 +190,9 @@ class CloudStorageWorker:
         await self.refresh(now)
 
     async def refresh(self, now: float) -> None:
+        config = export_config(self.context.broker, self.name)
+        if config is not None and config.kind == CLOUD_STORAGE:
+            self._configure(config)
         settings = self._settings
         if settings is None:
             return
@@ -327,9 +331,17 @@ class CloudStorageWorker:
             batch.file.write(data)
         ack_ids = taken.pop(batch, None)
         if ack_ids:
-            batch.leases.add(ack_ids, lease_until)
             if batch.journal is not None:
                 batch.journal.add(ack_ids)
+            # The leases cover the batch from the start: until it closes and is written
+            # (up to the 600 s a modack may give; ``_extend_leases`` goes on from there).
+            now = lease_until - self._ack_deadline
+            needed = batch.batch.closes_at + WRITE_ALLOWANCE_SECONDS
+            if needed > lease_until:
+                seconds = int(min(needed - now, MAX_LEASE_SECONDS))
+                self.context.modack(self.name, ack_ids, seconds)
+                lease_until = now + seconds
+            batch.leases.add(ack_ids, lease_until)
 
     def _start(self, key: object, file_format: FileFormat, now: float) -> _OpenBatch:
         settings = self._settings
