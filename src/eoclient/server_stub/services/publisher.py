@@ -21,6 +21,7 @@ from google.protobuf import empty_pb2
 from eoclient._proto import pubsub_pb2
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.policies import BacklogQuotaHeld
+from eoclient.server_stub.core.topics import TOPIC_MASK
 from eoclient.server_stub.services import schemas, translate, unsupported_settings
 from eoclient.server_stub.services.publish_hold import publish_held
 from eoclient.server_stub.services.rpc import RpcMethod, rpc_methods
@@ -75,8 +76,12 @@ class PublisherService:
 
     async def update_topic(self, request: pubsub_pb2.UpdateTopicRequest) -> pubsub_pb2.Topic:
         fields = translate.top_level_fields(request.update_mask.paths)
-        if "schema_settings" in fields and request.topic.HasField("schema_settings"):
-            schemas.check_schema_settings(self.broker, request.topic.schema_settings)
+        if "schema_settings" in fields:
+            # A mask names what changes: the stored settings with the masked paths merged
+            # in are what must hold (docs/protocol.md#update-masks), not the request's part.
+            merged = self._merged_topic(request)
+            if merged.HasField("schema_settings"):
+                schemas.check_schema_settings(self.broker, merged.schema_settings)
         unsupported_settings.check_topic(request.topic, fields)
         view = self.broker.topics.update(
             translate.topic_from_pb(request.topic),
@@ -84,6 +89,15 @@ class PublisherService:
             translate.merge_topic_extras,
         )
         return self._topic_answer(translate.topic_to_pb(view))
+
+    def _merged_topic(self, request: pubsub_pb2.UpdateTopicRequest) -> pubsub_pb2.Topic:
+        """The topic's opaque settings as the update would leave them (nothing stored)."""
+        stored = self.broker.topics.get(request.topic.name).config.extras
+        requested = translate.topic_from_pb(request.topic).extras
+        paths = [
+            path for path in request.update_mask.paths if path.split(".", 1)[0] in TOPIC_MASK.opaque
+        ]
+        return pubsub_pb2.Topic.FromString(translate.merge_topic_extras(stored, requested, paths))
 
     async def publish(self, request: pubsub_pb2.PublishRequest) -> pubsub_pb2.PublishResponse:
         # Checked against the topic's schema first; the schema attributes are added to
