@@ -24,6 +24,9 @@ FORMAT = "eoclient-store"
 FORMAT_VERSION = 2
 # Files SQLite keeps next to the database in WAL mode, and ours.
 OWN_FILES = {DATABASE_FILE, f"{DATABASE_FILE}-wal", f"{DATABASE_FILE}-shm", LOCK_FILE}
+# The exports' work directory (their batch files and lease journals, exports/journal.py)
+# and the default bucket directories of `eoclient serve --data-dir` (buckets/).
+OWN_FILES |= {"exports", "buckets"}
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 SCHEMA = """
