@@ -12,6 +12,12 @@ protobuf types in it).
 from eoclient._retrying import DEFAULT, RetrySettings
 from eoclient.admin.calls import AsyncPager
 from eoclient.admin.client import AdminClient
+from eoclient.admin.export_configs import (
+    BigQueryConfig,
+    CloudStorageConfig,
+    CloudStorageOutputFormat,
+    ExportState,
+)
 from eoclient.admin.iam import Binding, Condition, Policy
 from eoclient.admin.paths import (
     project_path,
@@ -53,11 +59,15 @@ __all__ = [
     "AsyncPager",
     "BacklogQuota",
     "BacklogQuotaAction",
+    "BigQueryConfig",
     "Binding",
+    "CloudStorageConfig",
+    "CloudStorageOutputFormat",
     "Condition",
     "DeadLetterPolicy",
     "Encoding",
     "ExpirationPolicy",
+    "ExportState",
     "Policy",
     "PushConfig",
     "RetentionPolicy",

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from eoclient._retrying import DEFAULT
 from eoclient.admin import convert
 from eoclient.admin.calls import AdminCalls, AsyncPager, Retry, Timeout
+from eoclient.admin.export_configs import BigQueryConfig, CloudStorageConfig
 from eoclient.admin.paths import project_of, subscription_path
 from eoclient.admin.types import (
     UNSET,
@@ -49,6 +50,8 @@ class SubscriptionAdmin(AdminCalls):
         retry_policy: RetryPolicy | None = None,
         enable_exactly_once_delivery: bool = False,
         push_config: PushConfig | None = None,
+        bigquery_config: BigQueryConfig | None = None,
+        cloud_storage_config: CloudStorageConfig | None = None,
         retry: Retry = DEFAULT,
         timeout: Timeout = DEFAULT,
     ) -> Subscription:
@@ -67,6 +70,8 @@ class SubscriptionAdmin(AdminCalls):
             retry_policy=retry_policy,
             enable_exactly_once_delivery=enable_exactly_once_delivery,
             push_config=push_config,
+            bigquery_config=bigquery_config,
+            cloud_storage_config=cloud_storage_config,
         )
         return convert.subscription_from_pb(
             await self._call(convert.create_subscription(subscription), retry, timeout)
@@ -92,6 +97,8 @@ class SubscriptionAdmin(AdminCalls):
         retry_policy: RetryPolicy | Unset | None = UNSET,
         enable_exactly_once_delivery: bool | Unset = UNSET,
         push_config: PushConfig | Unset | None = UNSET,
+        bigquery_config: BigQueryConfig | Unset | None = UNSET,
+        cloud_storage_config: CloudStorageConfig | Unset | None = UNSET,
         retry: Retry = DEFAULT,
         timeout: Timeout = DEFAULT,
     ) -> Subscription:
@@ -99,7 +106,8 @@ class SubscriptionAdmin(AdminCalls):
 
         ``filter`` and ``enable_message_ordering`` cannot change after creation (the
         service refuses), so they are not parameters; ``push_config=None`` turns a
-        push subscription into a pull one.
+        push subscription into a pull one, and so do ``bigquery_config=None`` and
+        ``cloud_storage_config=None`` for an export subscription.
         """
         changes = {
             "ack_deadline_seconds": ack_deadline_seconds,
@@ -111,6 +119,8 @@ class SubscriptionAdmin(AdminCalls):
             "retry_policy": retry_policy,
             "enable_exactly_once_delivery": enable_exactly_once_delivery,
             "push_config": push_config,
+            "bigquery_config": bigquery_config,
+            "cloud_storage_config": cloud_storage_config,
         }
         return convert.subscription_from_pb(
             await self._call(convert.update_subscription(name, changes), retry, timeout)

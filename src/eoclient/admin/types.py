@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
+from eoclient.admin.export_configs import BigQueryConfig, CloudStorageConfig
 from eoclient.admin.schemas import SchemaSettings
 
 __all__ = [
@@ -190,6 +191,9 @@ class Subscription:
         retry_policy: ``None`` = redeliver as soon as possible.
         enable_exactly_once_delivery: exactly-once delivery.
         push_config: ``None`` = a pull subscription.
+        bigquery_config: rows of a BigQuery table (``None``: no BigQuery export).
+        cloud_storage_config: objects in a Cloud Storage bucket (``None``: no Cloud Storage
+            export); at most one of push_config, bigquery_config, cloud_storage_config.
         detached: output only in practice; set by ``AdminClient.detach_subscription``.
         topic_message_retention_duration: output only, the topic's retention.
         state: output only.
@@ -208,6 +212,8 @@ class Subscription:
     retry_policy: RetryPolicy | None = None
     enable_exactly_once_delivery: bool = False
     push_config: PushConfig | None = None
+    bigquery_config: BigQueryConfig | None = None
+    cloud_storage_config: CloudStorageConfig | None = None
     detached: bool = False
     topic_message_retention_duration: datetime.timedelta | None = None
     state: SubscriptionState = SubscriptionState.STATE_UNSPECIFIED

@@ -19,6 +19,12 @@ from eoclient.admin import (
 from eoclient.cli import policies, policy_values
 from eoclient.cli.app import Invocation, common_options
 from eoclient.cli.errors import CliError, UsageProblem
+from eoclient.cli.export_flags import (
+    apply_update_exports,
+    create_exports,
+    export_options,
+    update_exports,
+)
 from eoclient.cli.flags import (
     DURATION,
     EXPIRATION,
@@ -122,6 +128,7 @@ def _policy_options(command: Any) -> Any:
 @click.option(
     "--retain-acked-messages", is_flag=True, help="Keep acked messages (for seek --time)."
 )
+@export_options(update=False)
 @labels_option
 @common_options
 def create(
@@ -143,8 +150,11 @@ def create(
     message_filter: str,
     retain_acked_messages: bool,
     labels: Sequence[Mapping[str, str]],
+    **export_flags: Any,
 ) -> None:
-    """Create SUBSCRIPTION to --topic."""
+    """Create SUBSCRIPTION to --topic (a pull subscription unless --push-endpoint,
+    --bigquery-table or --cloud-storage-bucket makes it push or export)."""
+    exports = create_exports(export_flags)
     name = invocation.name("subscription", subscription)
     topic_name = invocation.name("topic", topic, topic_project)
     dead_letter = None
@@ -178,6 +188,7 @@ def create(
                 retry_policy=retry,
                 enable_exactly_once_delivery=enable_exactly_once_delivery,
                 push_config=PushConfig(push_endpoint) if push_endpoint else None,
+                **exports,
             )
 
     show_subscription(invocation, invocation.run(call()), "created")
@@ -235,6 +246,7 @@ def describe(invocation: Invocation, subscription: str) -> None:
 @click.option(
     "--clear-push-config", is_flag=True, help="Make a push subscription a pull one again."
 )
+@export_options(update=True)
 @label_update_options
 @common_options
 def update(
@@ -257,6 +269,7 @@ def update(
     update_labels: Sequence[Mapping[str, str]],
     remove_labels: Sequence[str],
     clear_labels: bool,
+    **export_flags: Any,
 ) -> None:
     """Change SUBSCRIPTION (only what the flags name; filter and ordering are fixed)."""
     name = invocation.name("subscription", subscription)
@@ -287,9 +300,12 @@ def update(
         changes["push_config"] = None
     elif push_endpoint:
         changes["push_config"] = PushConfig(push_endpoint)
+    export_changes, export_merges = update_exports(export_flags)
+    changes.update(export_changes)
     relabel = label_changes_requested(update_labels, remove_labels, clear_labels)
     merges = (
-        relabel
+        export_merges
+        or relabel
         or dead_letter_topic_name is not None
         or max_delivery_attempts is not None
         or min_retry_delay is not None
@@ -303,6 +319,7 @@ def update(
             if merges:
                 # Flags that change part of a policy keep the rest of it as it is.
                 current = await admin.get_subscription(name)
+                changes.update(apply_update_exports(export_flags, current))
                 if relabel:
                     changes["labels"] = updated_labels(
                         current.labels, update_labels, remove_labels, clear_labels

@@ -189,12 +189,17 @@ class CloudStorageWorker:
             return
         await self.refresh(now)
 
-    async def refresh(self, now: float) -> None:
+    async def refresh(self, now: float, fresh_for: float = 0.0) -> None:
+        """Look at the destination (and the topic's schema) now, unless it was looked at
+        within ``fresh_for`` seconds with the settings it has now."""
         config = export_config(self.context.broker, self.name)
         if config is not None and config.kind == CLOUD_STORAGE:
             self._configure(config)
         settings = self._settings
         if settings is None:
+            return
+        checked = self.status.checked_at
+        if fresh_for and checked and now - checked < fresh_for:
             return
         try:
             exists = await self.context.buckets.exists(settings.bucket)

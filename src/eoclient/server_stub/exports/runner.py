@@ -57,8 +57,9 @@ class Worker(Protocol):
 
     async def run(self) -> None: ...
 
-    async def refresh(self, now: float) -> None:
-        """Look at the destination now (its state)."""
+    async def refresh(self, now: float, fresh_for: float = 0.0) -> None:
+        """Look at the destination (its state) now, unless it was looked at within
+        ``fresh_for`` seconds with the settings the subscription has now."""
         ...
 
 
@@ -132,12 +133,9 @@ class ExportRunner:
             worker = self._start(name, kind)
         if worker is None:
             return ACTIVE
-        now = self.clock.now()
-        status = worker.status
-        if not status.checked_at or now - status.checked_at >= STATE_FRESH_SECONDS:
-            with contextlib.suppress(BucketError):
-                await worker.refresh(now)
-        return status.state
+        with contextlib.suppress(BucketError):
+            await worker.refresh(self.clock.now(), STATE_FRESH_SECONDS)
+        return worker.status.state
 
     async def run(self) -> None:
         """Export until cancelled."""
