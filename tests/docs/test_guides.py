@@ -3,8 +3,9 @@
 Each page is a session of its own, as for a reader who follows it from the top: a fresh
 reference server that ``PUBSUB_EMULATOR_HOST`` points at (``PUBSUB_PROJECT_ID`` is
 ``my-project``; its bucket directories in ``buckets/``), a fresh working directory, and
-one namespace for the page's Python blocks (a reader pastes them, in order, into one ``python -m asyncio``, which accepts top-level
-``await``). Shell blocks run line by line (a trailing backslash continues a line).
+one namespace for the page's Python blocks (a reader pastes them, in order, into one
+``python -m asyncio``, which accepts top-level ``await``). Shell blocks run line by line
+(a trailing backslash continues a line).
 
 A block may be preceded by a mark:
 
