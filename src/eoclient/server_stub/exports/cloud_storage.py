@@ -130,10 +130,12 @@ class CloudStorageWorker:
                 current = self._open
                 if current is not None and (current.batch.due(now) or current.batch.full()):
                     self._close(now)
-                if self._may_pull():
-                    self._pull(config, now)
+                pulled = self._pull(config, now) if self._may_pull() else 0
                 self._observe()
-                await self._idle()
+                if pulled:
+                    await asyncio.sleep(0)  # more may be waiting: pull again at once
+                else:
+                    await self._idle()
         finally:
             self._gone.set()
             self._abandon_open()
@@ -276,7 +278,8 @@ class CloudStorageWorker:
 
     # -------------------------------------------------------------- pulls
 
-    def _pull(self, config: ExportConfig, now: float) -> None:
+    def _pull(self, config: ExportConfig, now: float) -> int:
+        """Lease what the open batch may take and add it; how many were leased."""
         want = PULL_MESSAGES
         if self._open is not None and (room := self._open.batch.room()) is not None:
             want = max(min(want, room), 1)
@@ -287,11 +290,12 @@ class CloudStorageWorker:
             # its leases end and pulling can go on.
             if self._open is not None:
                 self._close(now)
-            return
+            return 0
         except RpcError:
-            return  # deleted or detached: the next look ends the worker
+            return 0  # deleted or detached: the next look ends the worker
         if deliveries:
             self._admit(deliveries, now)
+        return len(deliveries)
 
     def _admit(self, deliveries: list[Delivery], now: float) -> None:
         lease_until = now + self._ack_deadline
