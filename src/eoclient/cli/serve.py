@@ -42,6 +42,7 @@ async def _serve(
     security: DoorSecurity,
     max_leases: int,
     buckets_dir: Path | None = None,
+    bigquery_db: Path | None = None,
 ) -> None:
     from eoclient.server_stub.server import run_server
 
@@ -54,6 +55,7 @@ async def _serve(
         security=security,
         max_leases=max_leases,
         buckets_dir=buckets_dir,
+        bigquery_db=bigquery_db,
     ) as server:
         await _announce_and_wait(server, rest_port, data_dir)
 
@@ -70,6 +72,8 @@ async def _announce_and_wait(
         print(f"REST/JSON on {server.rest_url}/v1/", flush=True)
     if server.buckets is not None:
         print(f"Cloud Storage exports write to {server.buckets.describe()}", flush=True)
+    if server.bigquery is not None:
+        print(f"BigQuery exports write to the DuckDB file {server.bigquery.path}", flush=True)
     security = server.security
     if security.tls is None and security.tokens is None:
         print(f"export PUBSUB_EMULATOR_HOST={server.address}", flush=True)
@@ -125,6 +129,14 @@ async def _announce_and_wait(
     "there). Default: DATA_DIR/buckets with --data-dir, else a new temporary directory, "
     "printed at start. Ignored when STORAGE_EMULATOR_HOST is set: objects then go to that "
     "Cloud Storage emulator's JSON API.",
+)
+@click.option(
+    "--bigquery-db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The DuckDB file standing in for BigQuery (BigQuery subscriptions write rows "
+    "there). Default: DATA_DIR/bigquery.duckdb with --data-dir, else a new temporary file, "
+    "printed at start.",
 )
 # -- door security (eoclient.server_stub.access.security) ----------------------------------
 @click.option(
@@ -186,6 +198,7 @@ def serve(
     max_streams: int,
     max_leases: int,
     buckets_dir: Path | None,
+    bigquery_db: Path | None,
 ) -> None:
     """Run the reference server (google.pubsub.v1 over gRPC and REST/JSON).
 
@@ -212,8 +225,18 @@ def serve(
     if buckets_dir is None and data_dir is None:
         # Kept after the server stops: what was exported stays readable.
         buckets_dir = Path(tempfile.mkdtemp(prefix="eoclient-buckets-"))
+    if bigquery_db is None:
+        bigquery_db = (
+            data_dir / "bigquery.duckdb"
+            if data_dir is not None
+            else Path(tempfile.mkdtemp(prefix="eoclient-bigquery-")) / "bigquery.duckdb"
+        )
     try:
-        asyncio.run(_serve(host, port, rest, history, data_dir, security, max_leases, buckets_dir))
+        asyncio.run(
+            _serve(
+                host, port, rest, history, data_dir, security, max_leases, buckets_dir, bigquery_db
+            )
+        )
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         pass
     except StoreError as error:  # foreign or corrupt files, another server on the directory

@@ -28,6 +28,7 @@ import os
 import tempfile
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 from aiohttp import web
@@ -50,6 +51,9 @@ from eoclient.server_stub.observe.metrics import ServerMetrics
 from eoclient.server_stub.push import PushSender
 from eoclient.server_stub.services.faults import InjectedStatus, RpcFaults
 from eoclient.server_stub.services.table import Services
+
+if TYPE_CHECKING:  # duckdb is imported only when a server has a BigQuery stand-in
+    from eoclient.server_stub.bigquery import BigQueryStandIn
 
 logger = logging.getLogger("eoclient.server_stub")
 
@@ -95,6 +99,7 @@ class ReferenceServer:
         )
         self.dashboard = Dashboard(self.services, clock)  # / on the REST door (observe/dashboard/)
         self.buckets: BucketStore | None = None  # where Cloud Storage exports write
+        self.bigquery: BigQueryStandIn | None = None  # where BigQuery exports write
         self.host = ""
         self.port = 0
         self.rest_port: int | None = None
@@ -267,13 +272,16 @@ async def run_server(
     security: DoorSecurity | None = None,
     max_leases: int = DEFAULT_MAX_LEASES,
     buckets_dir: str | os.PathLike[str] | None = None,
+    bigquery_db: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[ReferenceServer]:
     """Run a reference server for the duration of the block (REST too unless ``rest_port``
     is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used).
 
     Cloud Storage exports write to ``STORAGE_EMULATOR_HOST`` when it is set, else into
     ``buckets_dir`` (default: ``<data_dir>/buckets``, else a temporary directory removed
-    at the end of the block); ``srv.buckets`` is the store."""
+    at the end of the block); ``srv.buckets`` is the store. BigQuery subscriptions write to
+    the DuckDB stand-in ``bigquery_db`` when given (``srv.bigquery``); without it they wait
+    in NOT_FOUND."""
     clock = clock or SystemClock()
     store = None
     if data_dir is not None:
@@ -294,15 +302,24 @@ async def run_server(
             broker = Broker(
                 clock, record_history=record_history, store=store, max_leases=max_leases
             )
+            bigquery = None
+            if bigquery_db is not None:
+                from eoclient.server_stub.bigquery import BigQueryStandIn
+                from eoclient.server_stub.exports.bigquery import bigquery_workers
+
+                bigquery = BigQueryStandIn(bigquery_db, clock=clock)
+                scratch.callback(bigquery.close)
             exports = ExportRunner(
                 broker,
                 clock,
                 buckets,
                 work_dir=Path(data_dir) / "exports" if data_dir is not None else None,
                 durable=data_dir is not None,
+                bigquery=bigquery_workers(bigquery) if bigquery is not None else None,
             )
             server = ReferenceServer(broker, clock, security, exports=exports)
             server.buckets = buckets
+            server.bigquery = bigquery
             try:
                 await server.start(host, port, rest_port)
                 try:

@@ -63,6 +63,11 @@ class BigQueryWorker:
         self._lock = lock
         self._target: BigQueryTarget | None = None
         self._has_retry_policy = False
+        # Whether the table exists and fits (the stand-in's check), and the state the last
+        # write that tried messages ended in: a message it could not write for an unknown
+        # field leaves SCHEMA_MISMATCH shown until a write goes through clean.
+        self._table_ok = False
+        self._written_state: tuple[str, str] = (ACTIVE, "")
 
     async def _call(self, call: Callable[[], T]) -> T:
         async with self._lock:
@@ -97,9 +102,14 @@ class BigQueryWorker:
         try:
             found = await self._call(lambda: self._standin.check(target))
         except RpcError as error:  # a table name the stand-in refuses
+            self._table_ok = False
             self.status.set_state("NOT_FOUND", str(error), now)
             return
-        self.status.set_state(found.state, found.reason, now)
+        self._table_ok = found.active
+        if found.active:
+            self.status.set_state(*self._written_state, now)
+        else:
+            self.status.set_state(found.state, found.reason, now)
 
     async def run(self) -> None:
         while True:
@@ -110,7 +120,7 @@ class BigQueryWorker:
             now = self.context.clock.now()
             await self.refresh(now, RECHECK_SECONDS)
             written = 0
-            if self.status.state == ACTIVE:
+            if self._table_ok:
                 written = await self._write_some(now)
             if written:
                 await asyncio.sleep(0)
@@ -147,8 +157,10 @@ class BigQueryWorker:
         if not written and not unwritable:
             # Nothing was tried (the table went missing or stopped fitting): they wait.
             self.context.give_back(self.name, [d.ack_id for d in deliveries])
+            self._table_ok = False
             self.status.set_state(state, reason, now)
             return 0
+        self._written_state = (state, reason)
         done = [by_id[i].ack_id for i in written if i in by_id]
         refused = [by_id[i].ack_id for i in unwritable if i in by_id]
         left = set(by_id) - set(written) - set(unwritable)

@@ -1,9 +1,9 @@
 """Resource settings the reference server cannot honour are refused, never stored and ignored.
 
-The service exports subscriptions to BigQuery and Bigtable, runs message transforms
-(JavaScript UDFs) on topics and subscriptions, and ingests into topics from outside sources
-(Kinesis, Cloud Storage, Event Hubs, MSK, Confluent Cloud). None of that exists here
-(Cloud Storage exports do: ``exports/``), and accepting such a resource and then never
+The service exports subscriptions to Bigtable, runs message transforms (JavaScript UDFs) on
+topics and subscriptions, and ingests into topics from outside sources (Kinesis, Cloud
+Storage, Event Hubs, MSK, Confluent Cloud). None of that exists here (Cloud Storage and
+BigQuery exports do: ``exports/``), and accepting such a resource and then never
 doing what it says is worse than refusing it (nothing is accepted that is then ignored): a
 test that passes against this server would not mean what it says in production. So a create, or an
 update whose mask names one of these fields, that sets one is UNIMPLEMENTED, naming the
@@ -24,7 +24,6 @@ from eoclient.errors import Unimplemented
 
 # field -> what it would make the service do (for the error message).
 _SUBSCRIPTION_FIELDS = {
-    "bigquery_config": "export messages to BigQuery",
     "bigtable_config": "export messages to Bigtable",
     "message_transforms": "run message transforms (UDFs)",
 }

@@ -24,9 +24,10 @@ FORMAT = "eoclient-store"
 FORMAT_VERSION = 2
 # Files SQLite keeps next to the database in WAL mode, and ours.
 OWN_FILES = {DATABASE_FILE, f"{DATABASE_FILE}-wal", f"{DATABASE_FILE}-shm", LOCK_FILE}
-# The exports' work directory (their batch files and lease journals, exports/journal.py)
-# and the default bucket directories of `eoclient serve --data-dir` (buckets/).
-OWN_FILES |= {"exports", "buckets"}
+# The exports' work directory (their batch files and lease journals, exports/journal.py),
+# and what `eoclient serve --data-dir` keeps there by default: the bucket directories and
+# the BigQuery stand-in's DuckDB file (with its write-ahead log).
+OWN_FILES |= {"exports", "buckets", "bigquery.duckdb", "bigquery.duckdb.wal"}
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 SCHEMA = """
