@@ -197,9 +197,10 @@ async def run_page(page: str, cwd: Path, monkeypatch: pytest.MonkeyPatch, *, spa
     ran = 0
     namespace: dict[str, Any] = {"__name__": "__docs__"}
     monkeypatch.chdir(cwd)
-    # Its bucket directories are buckets/ of the working directory, as for a server started
-    # with `eoclient serve --buckets-dir buckets` (the exports guide reads them).
-    async with run_server(buckets_dir=cwd / "buckets") as srv:
+    # Its bucket directories are buckets/ of the working directory and its BigQuery stand-in
+    # bigquery.duckdb there, as for a server started with `eoclient serve --buckets-dir
+    # buckets --bigquery-db bigquery.duckdb` (the exports guide reads them).
+    async with run_server(buckets_dir=cwd / "buckets", bigquery_db=cwd / "bigquery.duckdb") as srv:
         monkeypatch.setenv("PUBSUB_EMULATOR_HOST", srv.address)
         monkeypatch.setenv("PUBSUB_PROJECT_ID", PROJECT)
         for block in page_blocks(page):

@@ -115,9 +115,10 @@ async def test_json_rows_metadata_and_not_found(tmp_path: Path) -> None:
             ids = [await in_thread(f.result) for f in futures]
 
             async def all_rows() -> bool:
-                return standin.row_count("shop", "orders") >= 2000 and standin.row_count(
-                    "shop", "raw"
-                ) >= 2001
+                return (
+                    standin.row_count("shop", "orders") >= 2000
+                    and standin.row_count("shop", "raw") >= 2001
+                )
 
             await _until(all_rows, "every row")
             assert standin.query("SELECT count(*), count(DISTINCT id) FROM shop.orders").rows == (
@@ -144,7 +145,8 @@ async def test_json_rows_metadata_and_not_found(tmp_path: Path) -> None:
                 if response.received_messages:
                     break
                 await asyncio.sleep(0.2)
-            assert response is not None and response.received_messages
+            assert response is not None
+            assert response.received_messages
             assert json.loads(response.received_messages[0].message.data)["extra"] == 1
 
             # The missing table: the messages wait, then go in once it exists.

@@ -131,8 +131,9 @@ class ExportRunner:
         worker = self._workers.get(name)
         if worker is None or worker.kind != kind:
             worker = self._start(name, kind)
-        if worker is None:
-            return ACTIVE
+        if worker is None:  # a BigQuery export on a server without a stand-in
+            status = self._statuses.get(name)
+            return status.state if status is not None else ACTIVE
         with contextlib.suppress(BucketError):
             await worker.refresh(self.clock.now(), STATE_FRESH_SECONDS)
         return worker.status.state
