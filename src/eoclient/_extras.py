@@ -4,9 +4,10 @@ how to get a missing one.
 ``pip install eoclient`` is the SDK alone; extras add the rest (pyproject.toml)::
 
     eoclient[cli]      click, rich: the eoclient command's admin verbs
-    eoclient[server]   the command, plus aiohttp, fastavro, grpcio-tools and
-                       prometheus-client: the reference server (eoclient serve), push,
-                       schemas, metrics, the dashboard and the pytest plugin's server
+    eoclient[server]   the command, plus aiohttp, fastavro, grpcio-tools,
+                       prometheus-client and duckdb: the reference server (eoclient serve),
+                       push, schemas, metrics, the dashboard, the BigQuery stand-in and the
+                       pytest plugin's server
 
 The entry points that need an extra (the ``eoclient`` command, the pytest plugin) ask
 here first, so a missing extra is one line naming the ``pip install`` that brings it,
@@ -36,6 +37,7 @@ EXTRA_MODULES: Mapping[Extra, Mapping[str, str]] = {
         "fastavro": "fastavro",
         "grpc_tools": "grpcio-tools",
         "prometheus_client": "prometheus-client",
+        "duckdb": "duckdb",
     },
 }
 

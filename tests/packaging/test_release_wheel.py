@@ -46,6 +46,7 @@ NOT_IN_THE_SDK = {
     "fastavro",
     "grpcio-tools",
     "prometheus-client",
+    "duckdb",
     "pyspark",
     "pyarrow",
     "pandas",

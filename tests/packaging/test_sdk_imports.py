@@ -60,6 +60,7 @@ DEPENDENCIES_OF_EXTRAS = (
     "fastavro",
     "grpc_tools.protoc",
     "prometheus_client",
+    "duckdb",
     "pyspark",
     "pyarrow",
     "pandas",

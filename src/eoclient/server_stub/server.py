@@ -28,7 +28,6 @@ import os
 import tempfile
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import grpc
 from aiohttp import web
@@ -36,6 +35,8 @@ from aiohttp import web
 from eoclient._clock import Clock, SystemClock
 from eoclient._tasks import cancel_and_wait
 from eoclient.server_stub.access.security import DoorSecurity, exposure_warnings
+from eoclient.server_stub.bigquery import BigQueryStandIn
+from eoclient.server_stub.bigquery.page import BigQueryPage
 from eoclient.server_stub.buckets import BucketStore, open_bucket_store
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.history import MessageHistory
@@ -44,6 +45,7 @@ from eoclient.server_stub.doors.grpc.door import GrpcDoor
 from eoclient.server_stub.doors.grpc.streams import StreamRegistry
 from eoclient.server_stub.doors.rest.door import RestDoor
 from eoclient.server_stub.exports import ExportRunner
+from eoclient.server_stub.exports.bigquery import bigquery_workers
 from eoclient.server_stub.exports.metrics import ExportCollector
 from eoclient.server_stub.group_commit import GroupCommit
 from eoclient.server_stub.observe.dashboard.site import Dashboard
@@ -51,9 +53,6 @@ from eoclient.server_stub.observe.metrics import ServerMetrics
 from eoclient.server_stub.push import PushSender
 from eoclient.server_stub.services.faults import InjectedStatus, RpcFaults
 from eoclient.server_stub.services.table import Services
-
-if TYPE_CHECKING:  # duckdb is imported only when a server has a BigQuery stand-in
-    from eoclient.server_stub.bigquery import BigQueryStandIn
 
 logger = logging.getLogger("eoclient.server_stub")
 
@@ -70,6 +69,7 @@ class ReferenceServer:
         broker: Broker,
         clock: Clock,
         security: DoorSecurity | None = None,
+        bigquery: BigQueryStandIn | None = None,
         *,
         exports: ExportRunner | None = None,
     ) -> None:
@@ -99,7 +99,11 @@ class ReferenceServer:
         )
         self.dashboard = Dashboard(self.services, clock)  # / on the REST door (observe/dashboard/)
         self.buckets: BucketStore | None = None  # where Cloud Storage exports write
-        self.bigquery: BigQueryStandIn | None = None  # where BigQuery exports write
+        # BigQuery subscriptions write to the stand-in (through the export runner);
+        # /eoclient/bigquery/ serves it (bigquery/).
+        self.bigquery = bigquery
+        self.services.subscriber.bigquery = bigquery
+        self.bigquery_page = BigQueryPage(lambda: self.bigquery)
         self.host = ""
         self.port = 0
         self.rest_port: int | None = None
@@ -182,7 +186,8 @@ class ReferenceServer:
     async def _start_rest(self, host: str, port: int) -> int:
         # gRPC (HTTP/2) and HTTP/1.1 cannot share grpc.aio's port: REST gets its own.
         policy = self.security.browser.with_host(host)
-        runner = RestDoor(self.services, policy, (self.metrics, self.dashboard)).runner()
+        pages = (self.metrics, self.dashboard, self.bigquery_page)
+        runner = RestDoor(self.services, policy, pages).runner()
         await runner.setup()
         self._rest = runner
         site = web.TCPSite(runner, host, port, ssl_context=self.security.rest_ssl_context())
@@ -304,9 +309,6 @@ async def run_server(
             )
             bigquery = None
             if bigquery_db is not None:
-                from eoclient.server_stub.bigquery import BigQueryStandIn
-                from eoclient.server_stub.exports.bigquery import bigquery_workers
-
                 bigquery = BigQueryStandIn(bigquery_db, clock=clock)
                 scratch.callback(bigquery.close)
             exports = ExportRunner(
@@ -317,9 +319,8 @@ async def run_server(
                 durable=data_dir is not None,
                 bigquery=bigquery_workers(bigquery) if bigquery is not None else None,
             )
-            server = ReferenceServer(broker, clock, security, exports=exports)
+            server = ReferenceServer(broker, clock, security, bigquery, exports=exports)
             server.buckets = buckets
-            server.bigquery = bigquery
             try:
                 await server.start(host, port, rest_port)
                 try:

@@ -229,6 +229,8 @@ def test_datasets_and_tables(standin: BigQueryStandIn) -> None:
         standin.create_table("nowhere", "t", parse_schema([{"name": "a", "type": "STRING"}]))
     with pytest.raises(InvalidArgument, match="reserved"):
         standin.create_dataset("_eoclient_bigquery")
+    with pytest.raises(InvalidArgument, match="name of the database file"):
+        standin.create_dataset("BigQuery")  # the file is bigquery.duckdb
     with pytest.raises(NotFound):
         standin.list_tables("absent")
 

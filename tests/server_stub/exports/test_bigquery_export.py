@@ -2,7 +2,7 @@
 client: 2,000 JSON messages to a use_table_schema subscription become 2,000 rows and one
 with an unknown field does not (it goes to the dead-letter topic); a write_metadata table
 holds every message once with its metadata; a missing table shows NOT_FOUND and its
-messages wait until it exists."""
+messages wait until it exists again."""
 
 from __future__ import annotations
 
@@ -93,7 +93,13 @@ async def test_json_rows_metadata_and_not_found(tmp_path: Path) -> None:
                     }
                 )
             )
-            later = await in_thread(
+            later_schema = parse_schema(
+                [{"name": "id", "type": "INT64"}, {"name": "customer", "type": "STRING"}]
+            )
+            # The table must exist when the subscription is made (the stand-in's check);
+            # dropped afterwards, the subscription shows NOT_FOUND and its messages wait.
+            standin.create_table("shop", "later", later_schema)
+            await in_thread(
                 lambda: clients.subscriber.create_subscription(
                     request={
                         "name": missing_sub,
@@ -101,6 +107,10 @@ async def test_json_rows_metadata_and_not_found(tmp_path: Path) -> None:
                         "bigquery_config": BQ(table="p.shop.later", use_table_schema=True),
                     }
                 )
+            )
+            standin.delete_table("shop", "later")
+            later = await in_thread(
+                lambda: clients.subscriber.get_subscription(subscription=missing_sub)
             )
             assert later.bigquery_config.state == BQ.State.NOT_FOUND
             futures = [
@@ -154,13 +164,8 @@ async def test_json_rows_metadata_and_not_found(tmp_path: Path) -> None:
                 lambda: clients.subscriber.get_subscription(subscription=missing_sub)
             )
             assert got.bigquery_config.state == BQ.State.NOT_FOUND
-            standin.create_table(
-                "shop",
-                "later",
-                parse_schema(
-                    [{"name": "id", "type": "INT64"}, {"name": "customer", "type": "STRING"}]
-                ),
-            )
+            assert standin.row_count("shop", "orders") == 2000  # meanwhile, the others wrote
+            standin.create_table("shop", "later", later_schema)
 
             async def later_rows() -> bool:
                 return standin.row_count("shop", "later") >= 2000

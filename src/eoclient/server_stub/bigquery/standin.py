@@ -49,7 +49,12 @@ from eoclient.server_stub.bigquery.table_schema import (
     quote,
     schema_json,
 )
-from eoclient.server_stub.bigquery.target import BigQueryTarget, check_dataset, check_table_id
+from eoclient.server_stub.bigquery.target import (
+    BigQueryTarget,
+    check_dataset,
+    check_table_id,
+    parse_local,
+)
 from eoclient.server_stub.core.model import StoredMessage
 
 __all__ = [
@@ -192,6 +197,14 @@ class BigQueryStandIn:
     def create_dataset(self, dataset: str, *, exists_ok: bool = False) -> None:
         check_dataset(dataset)
         with self._lock, self._cursor() as cur:
+            catalog = cur.execute("SELECT current_database()").fetchone()
+            if catalog and str(catalog[0]).lower() == dataset.lower():
+                # DuckDB names the database after its file: SQL could not tell the two apart.
+                raise InvalidArgument(
+                    f"The dataset {dataset} has the name of the database file "
+                    f"({os.path.basename(self.path)}), which DuckDB's SQL could not tell "
+                    "from it: choose another dataset id, or another file name."
+                )
             if self._dataset_exists(cur, dataset):
                 if exists_ok:
                     return
@@ -261,6 +274,16 @@ class BigQueryStandIn:
             except duckdb.Error as error:
                 cur.execute("ROLLBACK")
                 raise InvalidArgument(f"The table cannot be made: {error}") from None
+
+    def make_table(self, name: str, fields: Any, primary_key: Sequence[str] = ()) -> TableSchema:
+        """``dataset.table`` (or ``project.dataset.table``) from ``bq``'s JSON schema
+        (``fields``: the list, or a table resource), its dataset made if missing: what a
+        test or a setup script calls on ``srv.bigquery``."""
+        dataset, table = parse_local(name)
+        schema = parse_schema(fields, primary_key)
+        self.create_dataset(dataset, exists_ok=True)
+        self.create_table(dataset, table, schema)
+        return schema
 
     def delete_table(self, dataset: str, table: str) -> None:
         with self._lock, self._cursor() as cur:

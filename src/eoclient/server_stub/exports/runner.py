@@ -45,8 +45,9 @@ logger = logging.getLogger("eoclient.server_stub.exports")
 # Export subscriptions that exist but had no news (restored at start-up, switched by an
 # update) are found by a scan this often.
 SCAN_INTERVAL_SECONDS = 1.0
-# GetSubscription reports a destination's state looked at within this long.
-STATE_FRESH_SECONDS = 1.0
+# GetSubscription and ListSubscriptions report a destination's state as it is when they
+# answer (a bucket or table removed a moment ago shows at once): looked at within this long.
+STATE_FRESH_SECONDS = 0.0
 
 
 class Worker(Protocol):

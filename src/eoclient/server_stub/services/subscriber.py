@@ -23,9 +23,11 @@ from collections.abc import Awaitable, Callable
 from google.protobuf import empty_pb2
 
 from eoclient._proto import pubsub_pb2
+from eoclient.server_stub.bigquery import BigQueryStandIn
 from eoclient.server_stub.core import Broker, Delivery, SubscriptionView
 from eoclient.server_stub.services import (
     ack_settling,
+    bigquery_config,
     export_configs,
     translate,
     unsupported_settings,
@@ -54,6 +56,8 @@ class SubscriberService:
 
     def __init__(self, broker: Broker, export_states: ExportStates | None = None) -> None:
         self.broker = broker
+        # Where BigQuery subscriptions write (the server sets it; ``bigquery_config``).
+        self.bigquery: BigQueryStandIn | None = None
         self._pull_waiters: dict[str, set[asyncio.Event]] = {}
         self._export_states = export_states or _no_export_states
 
@@ -115,6 +119,7 @@ class SubscriberService:
         check_push_config(request.push_config, exactly_once=request.enable_exactly_once_delivery)
         export_configs.check_exports(request)
         unsupported_settings.check_subscription(request)
+        bigquery_config.check_subscription(self.broker, request, self.bigquery)
         view = self.broker.subscriptions.create(translate.subscription_from_pb(request))
         return await self._answer(view)
 
@@ -142,6 +147,7 @@ class SubscriberService:
         if _DELIVERY_FIELDS & set(fields):
             self._check_delivery_update(request)
         unsupported_settings.check_subscription(request.subscription, fields)
+        bigquery_config.check_subscription(self.broker, request.subscription, self.bigquery, fields)
         view = self.broker.subscriptions.update(
             translate.subscription_from_pb(request.subscription),
             list(request.update_mask.paths),

@@ -3,14 +3,14 @@
 The service exports subscriptions to Bigtable, runs message transforms (JavaScript UDFs) on
 topics and subscriptions, and ingests into topics from outside sources (Kinesis, Cloud
 Storage, Event Hubs, MSK, Confluent Cloud). None of that exists here (Cloud Storage and
-BigQuery exports do: ``exports/``), and accepting such a resource and then never
-doing what it says is worse than refusing it (nothing is accepted that is then ignored): a
-test that passes against this server would not mean what it says in production. So a create, or an
-update whose mask names one of these fields, that sets one is UNIMPLEMENTED, naming the
-field. An empty config (every field at its default, as some tools send) counts as unset,
-as do a subscription's and a topic's other fields, which the server honours or keeps as
-metadata only (labels, ``kms_key_name``, ``message_storage_policy``: nothing to enforce
-on one machine).
+BigQuery exports do: ``exports/``, ``bigquery/``), and accepting such a resource and then
+never doing what it says is worse than refusing it (nothing is accepted that is then
+ignored): a test that passes against this server would not mean what it says in production.
+So a create, or an update whose mask names one of these fields, that sets one is
+UNIMPLEMENTED, naming the field. An empty config (every field at its default, as some tools
+send) counts as unset, as do a subscription's and a topic's other fields, which the server
+honours or keeps as metadata only (labels, ``kms_key_name``, ``message_storage_policy``:
+nothing to enforce on one machine).
 """
 
 from __future__ import annotations
