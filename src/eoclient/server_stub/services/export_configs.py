@@ -32,8 +32,8 @@ def check_exports(subscription: pubsub_pb2.Subscription) -> None:
     kinds = delivery_kinds(subscription)
     if len(kinds) > 1:
         raise InvalidArgument(
-            "At most one of push_config, bigquery_config and cloud_storage_config may be set "
-            f"on a subscription (this one would have {' and '.join(kinds)})."
+            "At most one of push_config, bigquery_config and cloud_storage_config may be set: "
+            f"a subscription has one delivery type (this one would have {' and '.join(kinds)})."
         )
     if "cloud_storage_config" in kinds:
         check_cloud_storage_config(subscription.cloud_storage_config)
