@@ -60,6 +60,7 @@ def test_create_with_the_gcloud_flags(eo: Eo) -> None:
         "pushConfig": None,
         "bigqueryConfig": None,
         "cloudStorageConfig": None,
+        "messageTransforms": [],
         "detached": False,
         "topicMessageRetentionDuration": None,
         "state": "ACTIVE",

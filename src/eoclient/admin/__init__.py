@@ -38,6 +38,7 @@ from eoclient.admin.policies import (
     TopicPolicyCounters,
 )
 from eoclient.admin.schemas import Encoding, Schema, SchemaSettings, SchemaType, SchemaView
+from eoclient.admin.transforms import JavaScriptUdf, MessageTransform
 from eoclient.admin.types import (
     UNSET,
     DeadLetterPolicy,
@@ -68,6 +69,8 @@ __all__ = [
     "Encoding",
     "ExpirationPolicy",
     "ExportState",
+    "JavaScriptUdf",
+    "MessageTransform",
     "Policy",
     "PushConfig",
     "RetentionPolicy",

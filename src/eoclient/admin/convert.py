@@ -32,6 +32,7 @@ from eoclient._proto import pubsub_pb2 as pb
 from eoclient.admin import export_configs
 from eoclient.admin.calls import Request
 from eoclient.admin.schemas import settings_from_pb, settings_to_pb
+from eoclient.admin.transforms import transforms_from_pb, transforms_to_pb
 from eoclient.admin.types import (
     UNSET,
     DeadLetterPolicy,
@@ -97,6 +98,7 @@ def topic_to_pb(topic: Topic) -> pb.Topic:
         message.message_retention_duration.FromTimedelta(topic.message_retention_duration)
     if topic.schema_settings is not None:
         settings_to_pb(topic.schema_settings, message.schema_settings)
+    transforms_to_pb(topic.message_transforms, message.message_transforms)
     return message
 
 
@@ -115,6 +117,7 @@ def topic_from_pb(message: pb.Topic) -> Topic:
             if message.HasField("schema_settings")
             else None
         ),
+        message_transforms=transforms_from_pb(message.message_transforms),
         state=_topic_state(message.state),
     )
 
@@ -178,6 +181,7 @@ def subscription_to_pb(subscription: Subscription) -> pb.Subscription:
         export_configs.cloud_storage_to_pb(
             subscription.cloud_storage_config, message.cloud_storage_config
         )
+    transforms_to_pb(subscription.message_transforms, message.message_transforms)
     return message
 
 
@@ -235,6 +239,7 @@ def subscription_from_pb(message: pb.Subscription) -> Subscription:
             if message.HasField("cloud_storage_config") and message.cloud_storage_config.bucket
             else None
         ),
+        message_transforms=transforms_from_pb(message.message_transforms),
         detached=message.detached,
         topic_message_retention_duration=(
             message.topic_message_retention_duration.ToTimedelta()

@@ -9,13 +9,14 @@ move its ack state.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from eoclient._retrying import DEFAULT
 from eoclient.admin import convert
 from eoclient.admin.calls import AdminCalls, AsyncPager, Retry, Timeout
 from eoclient.admin.export_configs import BigQueryConfig, CloudStorageConfig
 from eoclient.admin.paths import project_of, subscription_path
+from eoclient.admin.transforms import MessageTransform
 from eoclient.admin.types import (
     UNSET,
     DeadLetterPolicy,
@@ -52,6 +53,7 @@ class SubscriptionAdmin(AdminCalls):
         push_config: PushConfig | None = None,
         bigquery_config: BigQueryConfig | None = None,
         cloud_storage_config: CloudStorageConfig | None = None,
+        message_transforms: Sequence[MessageTransform] = (),
         retry: Retry = DEFAULT,
         timeout: Timeout = DEFAULT,
     ) -> Subscription:
@@ -72,6 +74,7 @@ class SubscriptionAdmin(AdminCalls):
             push_config=push_config,
             bigquery_config=bigquery_config,
             cloud_storage_config=cloud_storage_config,
+            message_transforms=tuple(message_transforms),
         )
         return convert.subscription_from_pb(
             await self._call(convert.create_subscription(subscription), retry, timeout)
@@ -99,6 +102,7 @@ class SubscriptionAdmin(AdminCalls):
         push_config: PushConfig | Unset | None = UNSET,
         bigquery_config: BigQueryConfig | Unset | None = UNSET,
         cloud_storage_config: CloudStorageConfig | Unset | None = UNSET,
+        message_transforms: Sequence[MessageTransform] | Unset = UNSET,
         retry: Retry = DEFAULT,
         timeout: Timeout = DEFAULT,
     ) -> Subscription:
@@ -107,7 +111,8 @@ class SubscriptionAdmin(AdminCalls):
         ``filter`` and ``enable_message_ordering`` cannot change after creation (the
         service refuses), so they are not parameters; ``push_config=None`` turns a
         push subscription into a pull one, and so do ``bigquery_config=None`` and
-        ``cloud_storage_config=None`` for an export subscription.
+        ``cloud_storage_config=None`` for an export subscription; ``message_transforms=()``
+        removes them all.
         """
         changes = {
             "ack_deadline_seconds": ack_deadline_seconds,
@@ -121,6 +126,11 @@ class SubscriptionAdmin(AdminCalls):
             "push_config": push_config,
             "bigquery_config": bigquery_config,
             "cloud_storage_config": cloud_storage_config,
+            "message_transforms": (
+                message_transforms
+                if isinstance(message_transforms, Unset)
+                else tuple(message_transforms)
+            ),
         }
         return convert.subscription_from_pb(
             await self._call(convert.update_subscription(name, changes), retry, timeout)

@@ -26,6 +26,7 @@ from typing import Final
 
 from eoclient.admin.export_configs import BigQueryConfig, CloudStorageConfig
 from eoclient.admin.schemas import SchemaSettings
+from eoclient.admin.transforms import MessageTransform
 
 __all__ = [
     "UNSET",
@@ -91,6 +92,8 @@ class Topic:
             governed by each subscription.
         kms_key_name: Cloud KMS key protecting messages; ``""`` = Google-managed.
         schema_settings: the schema published messages must match (``None``: none).
+        message_transforms: UDFs applied, in order, to each message published, before
+            it is stored (any sequence passed in is kept as a tuple).
         state: output only.
     """
 
@@ -99,10 +102,12 @@ class Topic:
     message_retention_duration: datetime.timedelta | None = None
     kms_key_name: str = ""
     schema_settings: SchemaSettings | None = None
+    message_transforms: tuple[MessageTransform, ...] = ()
     state: TopicState = TopicState.STATE_UNSPECIFIED
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", _labels(self.labels))
+        object.__setattr__(self, "message_transforms", tuple(self.message_transforms))
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +199,8 @@ class Subscription:
         bigquery_config: rows of a BigQuery table (``None``: no BigQuery export).
         cloud_storage_config: objects in a Cloud Storage bucket (``None``: no Cloud Storage
             export); at most one of push_config, bigquery_config, cloud_storage_config.
+        message_transforms: UDFs applied, in order, to each message the subscription
+            delivers (any sequence passed in is kept as a tuple).
         detached: output only in practice; set by ``AdminClient.detach_subscription``.
         topic_message_retention_duration: output only, the topic's retention.
         state: output only.
@@ -214,12 +221,14 @@ class Subscription:
     push_config: PushConfig | None = None
     bigquery_config: BigQueryConfig | None = None
     cloud_storage_config: CloudStorageConfig | None = None
+    message_transforms: tuple[MessageTransform, ...] = ()
     detached: bool = False
     topic_message_retention_duration: datetime.timedelta | None = None
     state: SubscriptionState = SubscriptionState.STATE_UNSPECIFIED
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", _labels(self.labels))
+        object.__setattr__(self, "message_transforms", tuple(self.message_transforms))
 
 
 @dataclass(frozen=True, slots=True)

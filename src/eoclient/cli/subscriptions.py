@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import click
@@ -35,6 +36,12 @@ from eoclient.cli.flags import (
     labels_option,
     merged,
     updated_labels,
+)
+from eoclient.cli.transforms_file import (
+    clear_transforms_option,
+    read_transforms,
+    transforms_change,
+    transforms_file_option,
 )
 from eoclient.cli.values import wire_time
 from eoclient.cli.views import (
@@ -130,6 +137,7 @@ def _policy_options(command: Any) -> Any:
 )
 @export_options(update=False)
 @labels_option
+@transforms_file_option
 @common_options
 def create(
     invocation: Invocation,
@@ -150,12 +158,14 @@ def create(
     message_filter: str,
     retain_acked_messages: bool,
     labels: Sequence[Mapping[str, str]],
+    message_transforms_file: Path | None,
     **export_flags: Any,
 ) -> None:
     """Create SUBSCRIPTION to --topic (a pull subscription unless --push-endpoint,
     --bigquery-table or --cloud-storage-bucket makes it push or export)."""
     exports = create_exports(export_flags)
     name = invocation.name("subscription", subscription)
+    transforms = read_transforms(message_transforms_file) if message_transforms_file else ()
     topic_name = invocation.name("topic", topic, topic_project)
     dead_letter = None
     if dead_letter_topic is not None:
@@ -188,6 +198,7 @@ def create(
                 retry_policy=retry,
                 enable_exactly_once_delivery=enable_exactly_once_delivery,
                 push_config=PushConfig(push_endpoint) if push_endpoint else None,
+                message_transforms=transforms,
                 **exports,
             )
 
@@ -248,6 +259,8 @@ def describe(invocation: Invocation, subscription: str) -> None:
 )
 @export_options(update=True)
 @label_update_options
+@transforms_file_option
+@clear_transforms_option
 @common_options
 def update(
     invocation: Invocation,
@@ -269,6 +282,8 @@ def update(
     update_labels: Sequence[Mapping[str, str]],
     remove_labels: Sequence[str],
     clear_labels: bool,
+    message_transforms_file: Path | None,
+    clear_message_transforms: bool,
     **export_flags: Any,
 ) -> None:
     """Change SUBSCRIPTION (only what the flags name; filter and ordering are fixed)."""
@@ -300,6 +315,9 @@ def update(
         changes["push_config"] = None
     elif push_endpoint:
         changes["push_config"] = PushConfig(push_endpoint)
+    transforms = transforms_change(message_transforms_file, clear_message_transforms)
+    if transforms is not None:
+        changes["message_transforms"] = transforms
     export_changes, export_merges = update_exports(export_flags)
     changes.update(export_changes)
     relabel = label_changes_requested(update_labels, remove_labels, clear_labels)

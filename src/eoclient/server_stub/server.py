@@ -53,6 +53,7 @@ from eoclient.server_stub.observe.metrics import ServerMetrics
 from eoclient.server_stub.push import PushSender
 from eoclient.server_stub.services.faults import InjectedStatus, RpcFaults
 from eoclient.server_stub.services.table import Services
+from eoclient.server_stub.transforms import TransformLimits
 
 logger = logging.getLogger("eoclient.server_stub")
 
@@ -70,6 +71,7 @@ class ReferenceServer:
         clock: Clock,
         security: DoorSecurity | None = None,
         bigquery: BigQueryStandIn | None = None,
+        transform_limits: TransformLimits | None = None,
         *,
         exports: ExportRunner | None = None,
     ) -> None:
@@ -87,16 +89,21 @@ class ReferenceServer:
             self.faults,
             self.group_commit,
             self.security.tokens,
+            transform_limits,
             export_states=exports.fill_states if exports is not None else None,
         )
         # Push subscriptions are delivered by the server itself (``push/``).
-        self.push = PushSender(broker, clock)
+        self.push = PushSender(broker, clock, deliver=self.services.transforms.deliver)
         broker.set_listener(self._notify)
         # /metrics on the REST door (observe/metrics.py), the exports' series with it.
         self.metrics = ServerMetrics(
             broker,
             (lambda projects: [ExportCollector(exports, projects)]) if exports else lambda _: (),
+            transforms=self.services.transforms,
         )
+        if exports is not None:
+            # What an export leases passes through the subscription's transforms first.
+            exports.deliver = self.services.transforms.deliver
         self.dashboard = Dashboard(self.services, clock)  # / on the REST door (observe/dashboard/)
         self.buckets: BucketStore | None = None  # where Cloud Storage exports write
         # BigQuery subscriptions write to the stand-in (through the export runner);
@@ -217,6 +224,7 @@ class ReferenceServer:
             self._grpc = None
         await self.group_commit.aclose()
         self.group_commit.commit()  # what the last calls changed, answered or not
+        self.services.transforms.close()  # the UDFs' isolates and threads
 
     async def wait_closed(self) -> None:
         if self._grpc is not None:
@@ -278,6 +286,7 @@ async def run_server(
     max_leases: int = DEFAULT_MAX_LEASES,
     buckets_dir: str | os.PathLike[str] | None = None,
     bigquery_db: str | os.PathLike[str] | None = None,
+    transform_limits: TransformLimits | None = None,
 ) -> AsyncIterator[ReferenceServer]:
     """Run a reference server for the duration of the block (REST too unless ``rest_port``
     is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used).
@@ -319,7 +328,9 @@ async def run_server(
                 durable=data_dir is not None,
                 bigquery=bigquery_workers(bigquery) if bigquery is not None else None,
             )
-            server = ReferenceServer(broker, clock, security, bigquery, exports=exports)
+            server = ReferenceServer(
+                broker, clock, security, bigquery, transform_limits, exports=exports
+            )
             server.buckets = buckets
             try:
                 await server.start(host, port, rest_port)

@@ -288,3 +288,25 @@ async def test_metrics_show_the_exports(server: ReferenceServer, wire: Wire) -> 
     assert f"eoclient_subscription_export_messages_total{{{kind},{sub}}} 1000.0" in text
     assert f"eoclient_subscription_export_bytes_total{{{kind},{sub}}} 2000.0" in text
     assert f'eoclient_subscription_export_state{{{kind},state="ACTIVE",{sub}}} 1.0' in text
+
+
+async def test_a_subscriptions_message_transforms_apply_to_its_export(
+    server: ReferenceServer, wire: Wire
+) -> None:
+    await store(server).create_bucket("transformed")
+    udf = pb.JavaScriptUDF(
+        function_name="shout",
+        code="function shout(message, metadata) {"
+        " if (message.data === 'drop') { return null; }"
+        " message.data = message.data.toUpperCase(); return message; }",
+    )
+    topic, name = await wire.subscription(
+        cloud_storage_config=cs_config("transformed", max_messages=1000),
+        message_transforms=[pb.MessageTransform(javascript_udf=udf)],
+    )
+    for _ in range(2):
+        await wire.publish(topic, *[b"drop" if i % 2 else b"quiet" for i in range(1000)])
+    [info] = await objects(store(server), "transformed", 1)
+    assert (await store(server).read("transformed", info.name)).splitlines() == [b"QUIET"] * 1000
+    # What the UDF dropped was acknowledged by the transforms' stage: nothing waits.
+    await eventually(lambda: _async(server.broker.backlog(name) == 0), "nothing left")

@@ -136,8 +136,12 @@ class BigQueryWorker:
             deliveries = self.context.broker.leasing.pull(self.name, PULL_MESSAGES)
         except (ResourceExhausted, RpcError):
             return 0
+        leased = len(deliveries)
+        if deliveries:
+            # The subscription's message transforms first (they settle what they drop).
+            deliveries = await self.context.deliver(self.name, deliveries)
         if not deliveries:
-            return 0
+            return leased
         self.status.open_messages = len(deliveries)
         try:
             result = await self._call(

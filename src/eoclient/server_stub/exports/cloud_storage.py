@@ -130,7 +130,7 @@ class CloudStorageWorker:
                 current = self._open
                 if current is not None and (current.batch.due(now) or current.batch.full()):
                     self._close(now)
-                pulled = self._pull(config, now) if self._may_pull() else 0
+                pulled = await self._pull(config, now) if self._may_pull() else 0
                 self._observe()
                 if pulled:
                     await asyncio.sleep(0)  # more may be waiting: pull again at once
@@ -278,7 +278,7 @@ class CloudStorageWorker:
 
     # -------------------------------------------------------------- pulls
 
-    def _pull(self, config: ExportConfig, now: float) -> int:
+    async def _pull(self, config: ExportConfig, now: float) -> int:
         """Lease what the open batch may take and add it; how many were leased."""
         want = PULL_MESSAGES
         if self._open is not None and (room := self._open.batch.room()) is not None:
@@ -293,9 +293,13 @@ class CloudStorageWorker:
             return 0
         except RpcError:
             return 0  # deleted or detached: the next look ends the worker
+        leased = len(deliveries)
         if deliveries:
-            self._admit(deliveries, now)
-        return len(deliveries)
+            # The subscription's message transforms first (they settle what they drop).
+            deliveries = await self.context.deliver(self.name, deliveries)
+        if deliveries:
+            self._admit(deliveries, self.context.clock.now())
+        return leased
 
     def _admit(self, deliveries: list[Delivery], now: float) -> None:
         lease_until = now + self._ack_deadline

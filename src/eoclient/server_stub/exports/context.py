@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from eoclient._clock import Clock
 from eoclient._proto import pubsub_pb2
 from eoclient.errors import RpcError
 from eoclient.server_stub.buckets import BucketStore
-from eoclient.server_stub.core import Broker, SubscriptionView
+from eoclient.server_stub.core import Broker, Delivery, SubscriptionView
 from eoclient.server_stub.exports.status import BIGQUERY, CLOUD_STORAGE
 
 # Largest number of ack ids in one ack or modack call of a worker (the broker takes any
@@ -27,6 +27,16 @@ ACK_CHUNK = 10_000
 UNWRITABLE_HOLD_SECONDS = 10
 
 
+# What leaves a subscription passes through its message transforms first (transforms/):
+# given the subscription and what was leased, the deliveries to write (the stage settles the
+# ones its UDFs filtered out or failed).
+Deliver = Callable[[str, list[Delivery]], Awaitable[list[Delivery]]]
+
+
+async def deliver_unchanged(_subscription: str, deliveries: list[Delivery]) -> list[Delivery]:
+    return deliveries
+
+
 @dataclass
 class ExportContext:
     broker: Broker
@@ -36,6 +46,7 @@ class ExportContext:
     durable: bool  # journal leases (a server with --data-dir)
     tasks: asyncio.TaskGroup
     random: random.Random
+    deliver: Deliver = deliver_unchanged
 
     def new_id(self) -> str:
         return f"{self.random.getrandbits(128):032x}"

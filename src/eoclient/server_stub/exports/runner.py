@@ -31,7 +31,13 @@ from eoclient.server_stub.buckets import BucketError, BucketStore
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.exports import journal
 from eoclient.server_stub.exports.cloud_storage import CloudStorageWorker
-from eoclient.server_stub.exports.context import ExportContext, export_config, export_kind
+from eoclient.server_stub.exports.context import (
+    Deliver,
+    ExportContext,
+    deliver_unchanged,
+    export_config,
+    export_kind,
+)
 from eoclient.server_stub.exports.status import (
     ACTIVE,
     BIGQUERY,
@@ -94,6 +100,8 @@ class ExportRunner:
         self._statuses: dict[str, ExportStatus] = {}
         self._scan_now = asyncio.Event()
         self._context: ExportContext | None = None
+        # The subscriptions' message transforms (the server sets it: transforms/).
+        self.deliver: Deliver = deliver_unchanged
 
     # ------------------------------------------------------------- public
 
@@ -157,6 +165,7 @@ class ExportRunner:
                     self.durable,
                     tasks,
                     self._random,
+                    self.deliver,
                 )
                 try:
                     self._release_leftovers(work_dir)

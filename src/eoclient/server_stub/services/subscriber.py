@@ -35,6 +35,7 @@ from eoclient.server_stub.services import (
 from eoclient.server_stub.services.errors import ExactlyOnceAckFailure
 from eoclient.server_stub.services.push_config import check_push_config
 from eoclient.server_stub.services.rpc import RpcMethod, rpc_methods
+from eoclient.server_stub.transforms import MessageTransforms
 
 SERVICE = "google.pubsub.v1.Subscriber"
 
@@ -54,10 +55,17 @@ async def _no_export_states(_subscription: pubsub_pb2.Subscription) -> None:
 class SubscriberService:
     """The Subscriber methods over one broker (StreamingPull is the gRPC door's own)."""
 
-    def __init__(self, broker: Broker, export_states: ExportStates | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        transforms: MessageTransforms | None = None,
+        export_states: ExportStates | None = None,
+    ) -> None:
         self.broker = broker
         # Where BigQuery subscriptions write (the server sets it; ``bigquery_config``).
         self.bigquery: BigQueryStandIn | None = None
+        # A subscription's transforms run on what leaves it (``transforms/``).
+        self.transforms = transforms or MessageTransforms(broker)
         self._pull_waiters: dict[str, set[asyncio.Event]] = {}
         self._export_states = export_states or _no_export_states
 
@@ -120,6 +128,7 @@ class SubscriberService:
         export_configs.check_exports(request)
         unsupported_settings.check_subscription(request)
         bigquery_config.check_subscription(self.broker, request, self.bigquery)
+        await self.transforms.check("subscription", request.message_transforms)
         view = self.broker.subscriptions.create(translate.subscription_from_pb(request))
         return await self._answer(view)
 
@@ -148,6 +157,8 @@ class SubscriberService:
             self._check_delivery_update(request)
         unsupported_settings.check_subscription(request.subscription, fields)
         bigquery_config.check_subscription(self.broker, request.subscription, self.bigquery, fields)
+        if "message_transforms" in fields:
+            await self.transforms.check("subscription", request.subscription.message_transforms)
         view = self.broker.subscriptions.update(
             translate.subscription_from_pb(request.subscription),
             list(request.update_mask.paths),
@@ -225,7 +236,7 @@ class SubscriberService:
                 if not waiters:
                     self._pull_waiters.pop(request.subscription, None)
             deliveries = self.broker.leasing.pull(request.subscription, request.max_messages)
-        return deliveries
+        return await self.transforms.deliver(request.subscription, deliveries)
 
     async def acknowledge(self, request: pubsub_pb2.AcknowledgeRequest) -> empty_pb2.Empty:
         return _answer(ack_settling.acknowledge(self.broker, request.subscription, request.ack_ids))

@@ -1,16 +1,15 @@
 """Resource settings the reference server cannot honour are refused, never stored and ignored.
 
-The service exports subscriptions to Bigtable, runs message transforms (JavaScript UDFs) on
-topics and subscriptions, and ingests into topics from outside sources (Kinesis, Cloud
-Storage, Event Hubs, MSK, Confluent Cloud). None of that exists here (Cloud Storage and
-BigQuery exports do: ``exports/``, ``bigquery/``), and accepting such a resource and then
-never doing what it says is worse than refusing it (nothing is accepted that is then
-ignored): a test that passes against this server would not mean what it says in production.
-So a create, or an update whose mask names one of these fields, that sets one is
-UNIMPLEMENTED, naming the field. An empty config (every field at its default, as some tools
-send) counts as unset, as do a subscription's and a topic's other fields, which the server
-honours or keeps as metadata only (labels, ``kms_key_name``, ``message_storage_policy``:
-nothing to enforce on one machine).
+The service exports subscriptions to Bigtable and ingests into topics from outside sources
+(Kinesis, Cloud Storage, Event Hubs, MSK, Confluent Cloud). None of that exists here (Cloud
+Storage and BigQuery exports do: ``exports/``, ``bigquery/``; message transforms run:
+``transforms/``), and accepting such a resource and then never doing what it says is worse
+than refusing it (nothing is accepted that is then ignored): a test that passes against this
+server would not mean what it says in production. So a create, or an update whose mask
+names one of these fields, that sets one is UNIMPLEMENTED, naming the field. An empty config
+(every field at its default, as some tools send) counts as unset, as do a subscription's and
+a topic's other fields, which the server honours or keeps as metadata only (labels,
+``kms_key_name``, ``message_storage_policy``: nothing to enforce on one machine).
 """
 
 from __future__ import annotations
@@ -25,11 +24,9 @@ from eoclient.errors import Unimplemented
 # field -> what it would make the service do (for the error message).
 _SUBSCRIPTION_FIELDS = {
     "bigtable_config": "export messages to Bigtable",
-    "message_transforms": "run message transforms (UDFs)",
 }
 _TOPIC_FIELDS = {
     "ingestion_data_source_settings": "ingest messages from an outside source",
-    "message_transforms": "run message transforms (UDFs)",
 }
 
 
@@ -56,11 +53,11 @@ def _refuse(
 def check_subscription(
     subscription: pubsub_pb2.Subscription, update_paths: Iterable[str] | None = None
 ) -> None:
-    """UNIMPLEMENTED if ``subscription`` sets an export or transform this server lacks;
+    """UNIMPLEMENTED if ``subscription`` sets an export this server lacks;
     for an update, only the fields named by the mask (top-level names) count."""
     _refuse("subscription", subscription, _SUBSCRIPTION_FIELDS, update_paths)
 
 
 def check_topic(topic: pubsub_pb2.Topic, update_paths: Iterable[str] | None = None) -> None:
-    """UNIMPLEMENTED if ``topic`` sets an ingestion source or transform this server lacks."""
+    """UNIMPLEMENTED if ``topic`` sets an ingestion source this server lacks."""
     _refuse("topic", topic, _TOPIC_FIELDS, update_paths)
