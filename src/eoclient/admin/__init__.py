@@ -12,6 +12,12 @@ protobuf types in it).
 from eoclient._retrying import DEFAULT, RetrySettings
 from eoclient.admin.calls import AsyncPager
 from eoclient.admin.client import AdminClient
+from eoclient.admin.export_configs import (
+    BigQueryConfig,
+    CloudStorageConfig,
+    CloudStorageOutputFormat,
+    ExportState,
+)
 from eoclient.admin.iam import Binding, Condition, Policy
 from eoclient.admin.ingestion import (
     AwsKinesisSource,
@@ -72,8 +78,11 @@ __all__ = [
     "AzureEventHubsSource",
     "BacklogQuota",
     "BacklogQuotaAction",
+    "BigQueryConfig",
     "Binding",
+    "CloudStorageConfig",
     "CloudStorageFormat",
+    "CloudStorageOutputFormat",
     "CloudStorageSource",
     "CloudStorageState",
     "Condition",
@@ -83,6 +92,7 @@ __all__ = [
     "Encoding",
     "EventHubsState",
     "ExpirationPolicy",
+    "ExportState",
     "IngestionLogSeverity",
     "IngestionSettings",
     "JavaScriptUdf",

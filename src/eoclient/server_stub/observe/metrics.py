@@ -321,11 +321,11 @@ class ServerMetrics:
     """One reference server's metrics: its own registry, rendered for each scrape."""
 
     broker: Broker
-    # Message transforms' counts (transforms/metrics.py), when the server runs them.
-    transforms: MessageTransforms | None = None
     # More series beside the broker's (import topics, exports), for a grant's projects (None:
     # every project).
     extra: Callable[[frozenset[str] | None], Iterable[Collector]] = lambda _projects: ()
+    # Message transforms' counts (transforms/metrics.py), when the server runs them.
+    transforms: MessageTransforms | None = None
     registry: CollectorRegistry = field(init=False)
 
     def __post_init__(self) -> None:

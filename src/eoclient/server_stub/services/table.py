@@ -27,7 +27,7 @@ from eoclient.server_stub.services.ingestion_settings import IngestionStates
 from eoclient.server_stub.services.publisher import PublisherService
 from eoclient.server_stub.services.rpc import RpcMethod
 from eoclient.server_stub.services.schemas import SchemaService
-from eoclient.server_stub.services.subscriber import SubscriberService
+from eoclient.server_stub.services.subscriber import ExportStates, SubscriberService
 from eoclient.server_stub.transforms import MessageTransforms, TransformLimits
 
 
@@ -42,6 +42,7 @@ class Services:
         tokens: TokenTable | None = None,
         transform_limits: TransformLimits | None = None,
         ingestion: IngestionStates | None = None,
+        export_states: ExportStates | None = None,
     ) -> None:
         self.broker = broker
         self.faults = faults or RpcFaults()
@@ -52,7 +53,7 @@ class Services:
         # Message transforms: the Publish handler, every Pull and StreamingPull, the push
         # sender and the exports run a resource's UDFs through this one stage.
         self.transforms = MessageTransforms(broker, transform_limits)
-        self.subscriber = SubscriberService(broker, self.transforms)
+        self.subscriber = SubscriberService(broker, self.transforms, export_states)
         self.methods: dict[str, RpcMethod] = _one_table(
             PublisherService(broker, self.transforms, ingestion).methods(),
             self.subscriber.methods(),

@@ -10,9 +10,9 @@ other fields, which the server honours or keeps as metadata only (labels,
 ``kms_key_name``, ``message_storage_policy``: nothing to enforce on one machine).
 
 Everything else the service does with a topic or subscription has a room of its own here:
-BigQuery exports (``bigquery/``), message transforms (``transforms/``), topic ingestion
-(``ingestion/``; sources this server cannot reach are kept, with the state the service
-shows for them).
+Cloud Storage and BigQuery exports (``exports/``, ``bigquery/``), message transforms
+(``transforms/``), topic ingestion (``ingestion/``; sources this server cannot reach are
+kept, with the state the service shows for them).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from eoclient.errors import Unimplemented
 
 # field -> what it would make the service do (for the error message).
 _SUBSCRIPTION_FIELDS = {
-    "cloud_storage_config": "export messages to Cloud Storage",
     "bigtable_config": "export messages to Bigtable",
 }
 
