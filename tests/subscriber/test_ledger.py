@@ -14,24 +14,17 @@ from hypothesis import strategies as st
 from eoclient._clock import FakeClock
 from eoclient._proto import pubsub_pb2
 from eoclient.errors import RpcError
+from eoclient.subscriber.ack_records import ACK_IDS_PER_REQUEST, AckRecord, Operation
 from eoclient.subscriber.ack_results import (
     PERMANENT_FAILURE_INVALID_ACK_ID,
     TEMPORARY_FAILURE,
     AcknowledgeStatus,
     AckResult,
 )
-from eoclient.subscriber.ledger import (
-    ACK_IDS_PER_REQUEST,
-    CONFIRMATION_TIMEOUT,
-    PROBE_TIMEOUT,
-    AckLedger,
-    AckMode,
-    AckRecord,
-    Operation,
-    UnaryCall,
-)
+from eoclient.subscriber.ledger import CONFIRMATION_TIMEOUT, PROBE_TIMEOUT, AckLedger, AckMode
 from eoclient.subscriber.sender import AckSender
 from eoclient.subscriber.settings import AckRetrySettings
+from eoclient.subscriber.unary_acks import UnaryCall
 
 from .fake_transport import ACKNOWLEDGE, FakeTransport, eod_ack_failure, rpc_error
 

@@ -25,10 +25,10 @@ import contextlib
 import logging
 import math
 import random
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
-from eoclient._clock import Clock, MonotonicClock
+from eoclient._clock import AsyncClock
 from eoclient._retrying import call_with_retry
 from eoclient._transport import PubSubTransport
 from eoclient.errors import ClosedError, Internal, RpcError
@@ -56,10 +56,10 @@ class Sender:
     Args:
         pipeline: what decides which batches may leave.
         wake: set when the pipeline has something for the sender (its ``notify_sender``).
-        clock: monotonic seconds for batch latencies (the pipeline's).
+        clock: monotonic seconds for batch latencies (the pipeline's), retry deadlines
+            and timeouts; what retry backoff awaits.
         retry: the client's retry settings: the cap of one attempt
             (``attempt_timeout``) when a message was published with ``retry=None``.
-        sleep: what retry backoff awaits.
         rng: the random source of the backoff jitter.
         spans: the client's OpenTelemetry spans, ``None`` with tracing off.
     """
@@ -69,19 +69,15 @@ class Sender:
         pipeline: Pipeline,
         *,
         wake: asyncio.Event,
-        clock: Clock,
+        clock: AsyncClock,
         retry: PublishRetrySettings,
-        sleep: Callable[[float], Awaitable[None]],
         rng: random.Random,
         spans: PublishSpans | None,
     ) -> None:
         self._pipeline = pipeline
         self._wake = wake
         self._clock = clock
-        # Retry deadlines are real durations, whatever clock paces the batches.
-        self._retry_clock = MonotonicClock()
         self._retry_settings = retry
-        self._sleep = sleep
         self._rng = rng
         self._spans = spans
         self._transport: PubSubTransport | None = None
@@ -243,8 +239,8 @@ class Sender:
             backoff=options.retry,
             codes=RETRYABLE_PUBLISH_CODES,
             timeout=options.timeout,
-            now=self._retry_clock.now,
-            sleep=self._sleep,
+            now=self._clock.now,
+            sleep=self._clock.sleep,
             rng=self._rng,
             attempt_timeout=None if math.isinf(attempt_timeout) else attempt_timeout,
             on_retry=on_retry,

@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from eoclient._transport import PubSubTransport
 from eoclient.errors import RpcError
 from eoclient.subscriber import AcknowledgeStatus, AckRetrySettings
+from eoclient.subscriber.ack_records import ACK_IDS_PER_REQUEST
 from eoclient.subscriber.ack_results import classify_unary_error
-from eoclient.subscriber.ledger import ACK_IDS_PER_REQUEST
 
 # A call that takes longer fails (DEADLINE_EXCEEDED) and is retried: an ack of 2,500 ids
 # takes milliseconds.

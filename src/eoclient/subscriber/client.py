@@ -13,9 +13,10 @@ from eoclient._clock import AsyncClock, MonotonicClock
 from eoclient._retrying import DEFAULT, Default, RetrySettings, call_with_retry, check_timeout
 from eoclient._transport import Endpoint, PubSubTransport
 from eoclient.errors import ClosedError, RpcError
+from eoclient.subscriber.ack_records import Operation, Position
 from eoclient.subscriber.ack_results import AckResult
 from eoclient.subscriber.handler import run_handler
-from eoclient.subscriber.ledger import AckLedger, Operation, Position
+from eoclient.subscriber.ledger import AckLedger
 from eoclient.subscriber.message import Message, message_from_wire
 from eoclient.subscriber.sender import AckSender
 from eoclient.subscriber.session import StreamingSession, new_client_id

@@ -57,28 +57,13 @@ from eoclient.subscriber.ack_records import (
     Position,
     resolve_all,
     set_result,
-    settled_record,
 )
 from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
 from eoclient.subscriber.settings import AckRetrySettings
 from eoclient.subscriber.stream_acks import StreamAcks
 from eoclient.subscriber.unary_acks import UnaryAcks, UnaryCall
 
-# The records and the unary calls are imported from here too (the ledger's vocabulary).
-__all__ = [
-    "ACK_IDS_PER_REQUEST",
-    "CONFIRMATION_TIMEOUT",
-    "PROBE_TIMEOUT",
-    "AckLedger",
-    "AckMode",
-    "AckRecord",
-    "LedgerStatistics",
-    "Operation",
-    "Outgoing",
-    "Position",
-    "UnaryCall",
-    "settled_record",
-]
+__all__ = ["CONFIRMATION_TIMEOUT", "PROBE_TIMEOUT", "AckLedger", "AckMode", "Outgoing"]
 
 # How long the probe modacks sent on the stream wait for a confirmation before the
 # ledger concludes the server does not confirm on streams. Our server answers within

@@ -25,16 +25,10 @@ from typing import Any, Protocol
 from eoclient._clock import AsyncClock
 from eoclient._proto import pubsub_pb2
 from eoclient.errors import EoclientError, RpcError
-from eoclient.subscriber.ledger import (
-    AckLedger,
-    AckMode,
-    AckRecord,
-    Operation,
-    Outgoing,
-    Position,
-    UnaryCall,
-)
+from eoclient.subscriber.ack_records import AckRecord, Operation, Position
+from eoclient.subscriber.ledger import AckLedger, AckMode, Outgoing
 from eoclient.subscriber.transport import PullStream, SubscriberTransport
+from eoclient.subscriber.unary_acks import UnaryCall
 from eoclient.subscriber.waiters import deliver
 
 __all__ = ["ACK_BATCH_LATENCY", "OVERDUE_CHECK_INTERVAL", "AckSender", "RequestSpans"]

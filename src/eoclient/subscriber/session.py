@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from eoclient._clock import AsyncClock, MonotonicClock
+from eoclient.subscriber.ack_records import Operation, Position
 from eoclient.subscriber.batch import MessageBatch
 from eoclient.subscriber.dispatch import Dispatcher, unsent
-from eoclient.subscriber.ledger import AckLedger, AckMode, Operation, Position
+from eoclient.subscriber.ledger import AckLedger, AckMode
 from eoclient.subscriber.message import Message
 from eoclient.subscriber.receiver import StreamReceiver
 from eoclient.subscriber.sender import AckSender
