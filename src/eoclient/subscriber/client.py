@@ -6,11 +6,12 @@ import asyncio
 import logging
 import random
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from eoclient._clock import AsyncClock, MonotonicClock
 from eoclient._retrying import DEFAULT, Default, RetrySettings, call_with_retry, check_timeout
+from eoclient._tasks import TaskOwner
 from eoclient._transport import Endpoint, PubSubTransport
 from eoclient.errors import ClosedError, RpcError
 from eoclient.subscriber.ack_records import Operation, Position
@@ -116,11 +117,10 @@ class SubscriberClient:
         self._rng = random.Random()  # the jitter of pull()'s retries
         # Sessions not yet garbage: aclose() closes the ones still open before the channel.
         self._sessions: weakref.WeakSet[StreamingSession] = weakref.WeakSet()
-        # pull(): one unary sink per subscription and retry settings, and the unary
-        # settlement tasks still running (referenced here: an unreferenced task may be
-        # garbage-collected mid-flight; aclose() waits for them).
+        # pull(): one unary sink per subscription and retry settings, and the group of the
+        # unary settlement tasks (opened by the first pull; aclose() lets them finish).
         self._unary_sinks: dict[tuple[str, AckRetrySettings], _PulledSettler] = {}
-        self._settling: set[asyncio.Task[None]] = set()
+        self._settling = TaskOwner()
 
     def __repr__(self) -> str:
         return f"<SubscriberClient {self._where()}{' closed' if self._closed else ''}>"
@@ -145,13 +145,8 @@ class SubscriberClient:
             await session.aclose()
         for sink in self._unary_sinks.values():
             sink.flush()  # settled in this turn of the loop, not yet sent
-        if self._settling:
-            # Settlements of pulled messages still in flight finish first (bounded).
-            _, late = await asyncio.wait(set(self._settling), timeout=SETTLE_TIMEOUT)
-            for task in late:
-                task.cancel()
-            if late:
-                await asyncio.wait(late)
+        # Settlements of pulled messages still in flight finish first (bounded).
+        await self._settling.close(grace=SETTLE_TIMEOUT)
         transport, self._transport = self._transport, None
         if transport is not None:
             await transport.close()
@@ -242,6 +237,7 @@ class SubscriberClient:
         assert codes is not None
         transport = self._get_transport()
         clock = self._clock or MonotonicClock()
+        await self._settling.open()  # before any message can be settled
 
         def attempt(seconds: float | None) -> Awaitable[pubsub_pb2.PullResponse]:
             return transport.pull(subscription, max_messages, timeout=seconds)
@@ -320,7 +316,7 @@ class SubscriberClient:
             return {}
         # A ledger of its own: these calls are awaited here, apart from pulled messages'.
         settler = _PulledSettler(
-            subscription, transport, ack_retry or AckRetrySettings(), self._clock, set()
+            subscription, transport, ack_retry or AckRetrySettings(), self._clock, self._settling
         )
         records = settler.ledger.submit_many(distinct, operation, seconds)
         await settler.send_now()
@@ -372,7 +368,7 @@ class _PulledSettler:
         transport: PubSubTransport,
         ack_retry: AckRetrySettings,
         clock: AsyncClock | None,
-        tasks: set[asyncio.Task[None]],
+        tasks: TaskOwner,
     ) -> None:
         self._clock = clock or MonotonicClock()
         self._tasks = tasks
@@ -385,7 +381,7 @@ class _PulledSettler:
             subscription,
             clock=self._clock,
             rng=random.Random(),
-            spawn=self._spawn,
+            spawn=tasks.spawn,
             fail=self._log_failure,
         )
         self._flush_scheduled = False
@@ -411,11 +407,6 @@ class _PulledSettler:
         """Send what is pending and wait for every result."""
         outgoing = self.ledger.take(self._clock.now(), stream_open=False, stopping=True)
         await self.sender.send_unary(outgoing.unary)
-
-    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     def _log_failure(self, error: BaseException) -> None:
         logger.error("settling pulled messages failed: %s", error, exc_info=error)

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from eoclient._clock import AsyncClock
 from eoclient._proto import pubsub_pb2
+from eoclient._retrying import retry_delay
 from eoclient.errors import EoclientError, RpcError
 from eoclient.subscriber.ack_records import AckRecord, Operation, Position
 from eoclient.subscriber.ledger import AckLedger, AckMode, Outgoing
@@ -269,7 +270,7 @@ class AckSender:
         """Send ``positions`` by unary call, in a task of their own."""
         if positions:
             self.start_unary(
-                self.ledger.plan_unary(positions, self.clock.now(), ambiguous=ambiguous)
+                self.ledger.unary.plan(positions, self.clock.now(), ambiguous=ambiguous)
             )
 
     def start_unary(self, calls: list[UnaryCall]) -> None:
@@ -313,7 +314,7 @@ class AckSender:
                     )
             except RpcError as failure:
                 error = failure
-            resolved = ledger.apply_unary_answer(call, error)
+            resolved = ledger.unary.apply_answer(call, error)
             if spans is not None:
                 assert self.spans is not None
                 self.spans.called(spans, attempted, error)
@@ -322,7 +323,8 @@ class AckSender:
                 _log_unary_failure(self.subscription, call, len(ack_ids), error)
             if not call.positions:
                 return
-            delay = ledger.retry_delay(call.attempt, self.clock.now() - call.started, self.rng)
+            elapsed = self.clock.now() - call.started
+            delay = retry_delay(ledger.retry, call.attempt, elapsed, self.rng)
             if delay is None:
                 logger.debug(
                     "%s: %d ack ids still failing after the %g s retry deadline: reported OTHER",
@@ -330,7 +332,7 @@ class AckSender:
                     len(call.positions),
                     ledger.retry.deadline,
                 )
-                self._deliver(ledger.give_up(call))
+                self._deliver(ledger.unary.give_up(call))
                 return
             logger.debug(
                 "%s: retrying %d ack ids in %.3f s", self.subscription, len(call.positions), delay

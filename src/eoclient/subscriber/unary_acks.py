@@ -9,8 +9,9 @@ says which ids failed and how (docs/protocol.md#exactly-once-error-details), rea
 one classifier in ``ack_results``
 (docs/architecture.md#exactly-once-results-are-classified-in-one-function).
 
-Transient failures are retried with jittered exponential backoff (:meth:`UnaryAcks.retry_delay`)
-until ``AckRetrySettings.deadline``, then reported OTHER (docs/protocol.md#exactly-once-retries).
+Transient failures are retried with the SDK's one backoff (``_retrying.retry_delay``, which
+the sender asks) until ``AckRetrySettings.deadline``, then reported OTHER
+(docs/protocol.md#exactly-once-retries).
 An ack whose first attempt may have been applied without us hearing back (the stream
 broke, a confirmation never came, or a call failed with a retryable code) is *ambiguous*:
 if a retry then finds the id invalid, that may be because the first attempt succeeded, so
@@ -20,7 +21,6 @@ SUCCESS, which would promise no redelivery.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable
 
 from eoclient.errors import RpcError
@@ -73,7 +73,7 @@ class UnaryAcks:
     """The unary calls in flight (until every position of a call has its result).
 
     Args:
-        retry: how transient failures are retried (:meth:`retry_delay`).
+        retry: how transient failures are retried (the deadline :meth:`give_up` reports).
         stats: the ledger's counters (calls made, ids retried, final ack results).
     """
 
@@ -152,19 +152,6 @@ class UnaryAcks:
         if not remaining:
             self.calls.discard(call)
         return list(resolved)
-
-    def retry_delay(self, attempt: int, elapsed: float, rng: random.Random) -> float | None:
-        """Seconds to wait before retry number ``attempt`` (1, 2, ...), or ``None``: give up.
-
-        ``initial × multiplier^(attempt-1)``, capped at ``max_backoff``, plus up to one
-        ``initial_backoff`` of jitter; none once ``deadline`` has passed since the first
-        attempt (``AckRetrySettings``).
-        """
-        retry = self.retry
-        if elapsed >= retry.deadline:
-            return None
-        backoff = min(retry.max_backoff, retry.initial_backoff * retry.multiplier ** (attempt - 1))
-        return backoff + rng.uniform(0, retry.initial_backoff)
 
     def give_up(self, call: UnaryCall) -> list[AckRecord]:
         """The retry deadline has passed: what ``call`` still holds resolves OTHER."""
