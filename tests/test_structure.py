@@ -40,31 +40,6 @@ KNOWN_EXCEPTIONS: frozenset[tuple[str, str, str]] = frozenset(
         ("loose task", "server_stub/doors/grpc/streaming_pull.py", ""),
         ("forwarders", "server_stub/core/delivery.py", "SubscriptionDelivery"),
         ("forwarders", "server_stub/storage/sqlite.py", "SqliteStore"),
-        # The Spark connector, until it is on the SDK's public names.
-        ("loose task", "spark/_keeper.py", ""),
-        ("loose task", "spark/_pull.py", ""),
-        ("private import", "spark/_acks.py", "eoclient._transport.PubSubTransport"),
-        ("private import", "spark/_acks.py", "eoclient.subscriber.ack_records"),
-        ("private import", "spark/_acks.py", "eoclient.subscriber.ack_records.ACK_IDS_PER_REQUEST"),
-        ("private import", "spark/_acks.py", "eoclient.subscriber.ack_results"),
-        (
-            "private import",
-            "spark/_acks.py",
-            "eoclient.subscriber.ack_results.classify_unary_error",
-        ),
-        ("private import", "spark/_decisions.py", "eoclient.subscriber.leases"),
-        ("private import", "spark/_decisions.py", "eoclient.subscriber.leases.LeaseTable"),
-        ("private import", "spark/_decisions.py", "eoclient.subscriber.leases.renewal_margin"),
-        ("private import", "spark/_decisions.py", "eoclient.subscriber.settings"),
-        ("private import", "spark/_decisions.py", "eoclient.subscriber.settings.MAX_ACK_DEADLINE"),
-        ("private import", "spark/_keeper.py", "eoclient._transport.PubSubTransport"),
-        ("private import", "spark/_pull.py", "eoclient._transport.Endpoint"),
-        ("private import", "spark/_pull.py", "eoclient._transport.PubSubTransport"),
-        ("private import", "spark/_pull.py", "eoclient._transport.create_channel"),
-        ("private import", "spark/_pull.py", "eoclient._transport.rpc_error_from_grpc"),
-        ("private import", "spark/_reader.py", "eoclient._transport.PubSubTransport"),
-        ("private import", "spark/_runner.py", "eoclient._transport.PubSubTransport"),
-        ("private import", "spark/_settle.py", "eoclient._transport.PubSubTransport"),
     }
 )
 

@@ -5,9 +5,12 @@ up when it says so, on the clock and with the random source its owner was given
 (docs/architecture.md#one-retry-mechanism):
 
 * :func:`call_with_retry`, the loop around one unary call: the publisher's ``Publish``,
-  every admin call, ``SubscriberClient.pull``;
+  every admin call, ``SubscriberClient.pull`` and ``pull_raw`` (and so the Spark
+  connector's Pull calls);
 * the ack ledger's unary Acknowledge / ModifyAckDeadline calls, whose retries go id by id
-  (a call's answer settles some ids and leaves others to retry: ``subscriber/sender.py``);
+  (a call's answer settles some ids and leaves others to retry: ``subscriber/sender.py``),
+  ``SubscriberClient.acknowledge`` / ``modify_ack_deadline`` among them (and so the Spark
+  connector's acks and lease extensions);
 * the subscriber's stream reconnects (``subscriber/receiver.py``), whose backoff starts
   over once a stream delivered something.
 

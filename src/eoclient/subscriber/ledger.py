@@ -230,11 +230,7 @@ class AckLedger:
             probe = [r for r in batch if r.operation is Operation.MODACK]
             if probe:
                 outgoing.stream = self._stream.requests(probe, now, await_confirmation=True)
-        outgoing.unary = self.unary.plan(
-            [(record, index) for record in batch for index in range(len(record.ack_ids))],
-            now,
-            ambiguous=False,
-        )
+        outgoing.unary = self.unary.plan_records(batch, now)
         return outgoing
 
     # ----------------------------------------------------------- stream answers

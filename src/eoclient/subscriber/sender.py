@@ -298,9 +298,9 @@ class AckSender:
 
     async def _call_with_retry(self, call: UnaryCall) -> None:
         ledger = self.ledger
-        while call.positions:
+        while call:
             ack_ids = call.ack_ids()
-            attempted = call.positions
+            attempted = call.positions if self.spans is not None else []
             spans = (
                 None if self.spans is None else self.spans.calling(call.kind, call.seconds, ack_ids)
             )
@@ -321,7 +321,7 @@ class AckSender:
             self._deliver(resolved)
             if error is not None:
                 _log_unary_failure(self.subscription, call, len(ack_ids), error)
-            if not call.positions:
+            if not call:
                 return
             elapsed = self.clock.now() - call.started
             delay = retry_delay(ledger.retry, call.attempt, elapsed, self.rng)
@@ -329,14 +329,12 @@ class AckSender:
                 logger.debug(
                     "%s: %d ack ids still failing after the %g s retry deadline: reported OTHER",
                     self.subscription,
-                    len(call.positions),
+                    len(call),
                     ledger.retry.deadline,
                 )
                 self._deliver(ledger.unary.give_up(call))
                 return
-            logger.debug(
-                "%s: retrying %d ack ids in %.3f s", self.subscription, len(call.positions), delay
-            )
+            logger.debug("%s: retrying %d ack ids in %.3f s", self.subscription, len(call), delay)
             await self.clock.sleep(delay)
 
 
@@ -384,5 +382,5 @@ def _log_unary_failure(subscription: str, call: UnaryCall, sent: int, error: Rpc
         subscription,
         call.attempt,
         error,
-        len(call.positions),
+        len(call),
     )
