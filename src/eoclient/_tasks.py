@@ -59,10 +59,6 @@ class TaskOwner:
         """Tasks not yet finished."""
         return len(self._tasks)
 
-    @property
-    def is_open(self) -> bool:
-        return self._group is not None
-
     async def open(self) -> None:
         """Open the group (in a task: a TaskGroup needs one). Idempotent; a closed owner
         stays closed."""

@@ -128,10 +128,6 @@ class AckOutcome:
     final: Mapping[str, AckResult] = field(default_factory=dict)
     retry: Mapping[str, str] = field(default_factory=dict)
 
-    @property
-    def retry_ids(self) -> frozenset[str]:
-        return frozenset(self.retry)
-
 
 def classify_unary(
     ack_ids: Iterable[str],
