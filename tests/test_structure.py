@@ -8,7 +8,10 @@
   ``loop.create_task`` or ``ensure_future`` anywhere else
   (docs/architecture.md#every-background-task-belongs-to-one-taskgroup);
 * the Spark connector is built on the SDK's public names: it imports no private module of
-  the SDK (``_tasks``, ``_clock`` and ``_proto`` are shared infrastructure).
+  the SDK (``_tasks``, ``_clock`` and ``_proto`` are shared infrastructure);
+* outside the reference server, only the transport modules (``_transport``, ``_endpoint``)
+  import grpc when they run; the others name its types for the type checker only (under
+  ``if TYPE_CHECKING:``).
 
 ``KNOWN_EXCEPTIONS`` lists what the server's redesign is still to fix, by rule and module;
 the list must shrink to empty, and ``test_no_stale_exceptions`` fails while an entry names
@@ -58,6 +61,25 @@ _PUBLIC = {
     "eoclient.publisher",
     "eoclient.subscriber",
 }
+
+
+# The SDK's modules that talk to grpc itself.
+_TRANSPORT_MODULES = {"_transport.py", "_endpoint.py"}
+
+
+def _runtime_imports(tree: ast.Module) -> Iterator[str]:
+    """What a module imports when it runs: not under ``if TYPE_CHECKING:``."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(inner) for inner in ast.walk(node))
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module
 
 
 def _modules() -> Iterator[tuple[str, Path]]:
@@ -146,6 +168,10 @@ def violations() -> set[tuple[str, str, str]]:
             ]
             if sum(_forwards(method) for method in methods) > MAX_FORWARDERS:
                 found.add(("forwarders", name, node.name))
+        transport = name.startswith("server_stub/") or name in _TRANSPORT_MODULES
+        grpc_imported = any(m == "grpc" or m.startswith("grpc.") for m in _runtime_imports(tree))
+        if grpc_imported and not transport:
+            found.add(("grpc at run time", name, ""))
         if name.startswith("spark/"):
             for imported in _imports(tree):
                 if imported.startswith("eoclient.") and not _spark_may_import(imported):
