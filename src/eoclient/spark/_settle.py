@@ -86,8 +86,8 @@ async def acknowledge(
     """Ack ``ack_ids`` in bulk; the ids that did not succeed, with their status (a transient
     failure that outlived ``retry.deadline``: OTHER).
 
-    The subscription is taken to have exactly-once delivery (the SDK reports a by-id ack on
-    one without it as SUCCESS); the source only makes failed ids *pending* (a redelivery is
-    acked, not emitted), which is right for any subscription."""
+    A failed id only becomes *pending* (its redelivery is acked, not emitted), which is right
+    for any subscription: without exactly-once delivery the server does not check ack ids,
+    and none fails."""
     results = await client.acknowledge(subscription, ack_ids, ack_retry=retry)
     return {ack_id: result.status for ack_id, result in results.failed.items()}
