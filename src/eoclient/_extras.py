@@ -3,10 +3,11 @@ how to get a missing one.
 
 ``pip install eoclient`` is the SDK alone; extras add the rest (pyproject.toml)::
 
-    eoclient[cli]      click, rich: the eoclient command's admin verbs
-    eoclient[server]   the command, plus aiohttp, fastavro, grpcio-tools and
-                       prometheus-client: the reference server (eoclient serve), push,
-                       schemas, metrics, the dashboard and the pytest plugin's server
+    eoclient[cli]      click, rich, pyyaml: the eoclient command's admin verbs
+    eoclient[server]   the command, plus aiohttp, fastavro, grpcio-tools,
+                       prometheus-client, duckdb and mini-racer: the reference server
+                       (eoclient serve), push, schemas, metrics, message transforms, the
+                       dashboard, the BigQuery stand-in and the pytest plugin's server
 
 The entry points that need an extra (the ``eoclient`` command, the pytest plugin) ask
 here first, so a missing extra is one line naming the ``pip install`` that brings it,
@@ -27,7 +28,7 @@ Extra = Literal["cli", "server"]
 
 # Each extra's top-level modules, mapped to the distributions that install them (the
 # names pyproject.toml lists; tests/packaging keeps the two in step).
-_CLI_MODULES = {"click": "click", "rich": "rich"}
+_CLI_MODULES = {"click": "click", "rich": "rich", "yaml": "pyyaml"}
 EXTRA_MODULES: Mapping[Extra, Mapping[str, str]] = {
     "cli": _CLI_MODULES,
     "server": {
@@ -36,6 +37,9 @@ EXTRA_MODULES: Mapping[Extra, Mapping[str, str]] = {
         "fastavro": "fastavro",
         "grpc_tools": "grpcio-tools",
         "prometheus_client": "prometheus-client",
+        "duckdb": "duckdb",
+        # Message transforms' JavaScript engine (the transforms extra, part of the server's).
+        "py_mini_racer": "mini-racer",
     },
 }
 

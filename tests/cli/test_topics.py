@@ -21,6 +21,7 @@ def test_create_describe_list_delete_in_json(eo: Eo) -> None:
         "labels": {"env": "dev", "team": "pay"},
         "messageRetentionDuration": "3600s",
         "kmsKeyName": "",
+        "messageTransforms": [],
         "state": "ACTIVE",
     }
     assert eo.json("topics", "describe", name) == created

@@ -185,3 +185,36 @@ async def test_emulator_lists_schemas_in_full_by_default(
             full = view == sp.SchemaView.FULL or address == emulator
             assert schema.definition == (AVRO if full else "")
         await schema_call(wire, "DeleteSchema", sp.DeleteSchemaRequest(name=name), empty_pb2.Empty)
+
+
+async def test_a_mask_of_revision_ids_keeps_the_schema(target: Wire) -> None:
+    """UpdateTopic with ``schema_settings`` holding only the revision ids and a mask naming
+    them (Google's schema sample does this): both keep the schema and the encoding."""
+    sid = unique("schema").rsplit("/", 1)[1]
+    name = f"{PROJECT}/schemas/{sid}"
+    create = sp.CreateSchemaRequest(parent=PROJECT, schema=avro(), schema_id=sid)
+    first = await schema_call(target, "CreateSchema", create, sp.Schema)
+    commit = sp.CommitSchemaRequest(name=name, schema=avro())
+    second = await schema_call(target, "CommitSchema", commit, sp.Schema)
+    topic = unique("topic")
+    settings = pb.SchemaSettings(schema=name, encoding=sp.JSON)
+    await target.CreateTopic(pb.Topic(name=topic, schema_settings=settings))
+    revisions = pb.SchemaSettings(
+        first_revision_id=first.revision_id, last_revision_id=second.revision_id
+    )
+    update = pb.UpdateTopicRequest(
+        topic=pb.Topic(name=topic, schema_settings=revisions),
+        update_mask={
+            "paths": ["schema_settings.first_revision_id", "schema_settings.last_revision_id"]
+        },
+    )
+    updated = await target.UpdateTopic(update)
+    expected = pb.SchemaSettings(
+        schema=name,
+        encoding=sp.JSON,
+        first_revision_id=first.revision_id,
+        last_revision_id=second.revision_id,
+    )
+    assert updated.schema_settings == expected
+    shown = await target.GetTopic(pb.GetTopicRequest(topic=topic))
+    assert shown.schema_settings == expected

@@ -58,8 +58,19 @@ FENCE = re.compile(
     re.DOTALL,
 )
 RUN = {"python", "bash"}
-# Shown, never run: output, configuration files, directives of the site itself.
-SHOWN = {"text", "toml", "yaml", "json", "ini", "console", "{toctree}", "{eval-rst}"}
+# Shown, never run: output, configuration files, directives of the site itself, and the
+# JavaScript of message transforms (the server runs it; the page's Python blocks show that).
+SHOWN = {
+    "text",
+    "toml",
+    "yaml",
+    "json",
+    "ini",
+    "console",
+    "{toctree}",
+    "{eval-rst}",
+    "javascript",
+}
 PROJECT = "my-project"
 
 

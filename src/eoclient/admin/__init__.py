@@ -32,6 +32,7 @@ from eoclient.admin.policies import (
     TopicPolicyCounters,
 )
 from eoclient.admin.schemas import Encoding, Schema, SchemaSettings, SchemaType, SchemaView
+from eoclient.admin.transforms import JavaScriptUdf, MessageTransform
 from eoclient.admin.types import (
     UNSET,
     DeadLetterPolicy,
@@ -58,6 +59,8 @@ __all__ = [
     "DeadLetterPolicy",
     "Encoding",
     "ExpirationPolicy",
+    "JavaScriptUdf",
+    "MessageTransform",
     "Policy",
     "PushConfig",
     "RetentionPolicy",

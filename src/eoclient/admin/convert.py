@@ -31,6 +31,7 @@ from google.protobuf import empty_pb2, timestamp_pb2
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient.admin.calls import Request
 from eoclient.admin.schemas import settings_from_pb, settings_to_pb
+from eoclient.admin.transforms import transforms_from_pb, transforms_to_pb
 from eoclient.admin.types import (
     UNSET,
     DeadLetterPolicy,
@@ -96,6 +97,7 @@ def topic_to_pb(topic: Topic) -> pb.Topic:
         message.message_retention_duration.FromTimedelta(topic.message_retention_duration)
     if topic.schema_settings is not None:
         settings_to_pb(topic.schema_settings, message.schema_settings)
+    transforms_to_pb(topic.message_transforms, message.message_transforms)
     return message
 
 
@@ -114,6 +116,7 @@ def topic_from_pb(message: pb.Topic) -> Topic:
             if message.HasField("schema_settings")
             else None
         ),
+        message_transforms=transforms_from_pb(message.message_transforms),
         state=_topic_state(message.state),
     )
 
@@ -171,6 +174,7 @@ def subscription_to_pb(subscription: Subscription) -> pb.Subscription:
         message.retry_policy.maximum_backoff.FromTimedelta(retry.maximum_backoff)
     if subscription.push_config is not None:
         _push_config_to_pb(subscription.push_config, message.push_config)
+    transforms_to_pb(subscription.message_transforms, message.message_transforms)
     return message
 
 
@@ -218,6 +222,7 @@ def subscription_from_pb(message: pb.Subscription) -> Subscription:
         retry_policy=retry,
         enable_exactly_once_delivery=message.enable_exactly_once_delivery,
         push_config=push,
+        message_transforms=transforms_from_pb(message.message_transforms),
         detached=message.detached,
         topic_message_retention_duration=(
             message.topic_message_retention_duration.ToTimedelta()

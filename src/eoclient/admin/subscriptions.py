@@ -9,12 +9,13 @@ move its ack state.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from eoclient._retrying import DEFAULT
 from eoclient.admin import convert
 from eoclient.admin.calls import AdminCalls, AsyncPager, Retry, Timeout
 from eoclient.admin.paths import project_of, subscription_path
+from eoclient.admin.transforms import MessageTransform
 from eoclient.admin.types import (
     UNSET,
     DeadLetterPolicy,
@@ -49,6 +50,7 @@ class SubscriptionAdmin(AdminCalls):
         retry_policy: RetryPolicy | None = None,
         enable_exactly_once_delivery: bool = False,
         push_config: PushConfig | None = None,
+        message_transforms: Sequence[MessageTransform] = (),
         retry: Retry = DEFAULT,
         timeout: Timeout = DEFAULT,
     ) -> Subscription:
@@ -67,6 +69,7 @@ class SubscriptionAdmin(AdminCalls):
             retry_policy=retry_policy,
             enable_exactly_once_delivery=enable_exactly_once_delivery,
             push_config=push_config,
+            message_transforms=tuple(message_transforms),
         )
         return convert.subscription_from_pb(
             await self._call(convert.create_subscription(subscription), retry, timeout)
@@ -92,6 +95,7 @@ class SubscriptionAdmin(AdminCalls):
         retry_policy: RetryPolicy | Unset | None = UNSET,
         enable_exactly_once_delivery: bool | Unset = UNSET,
         push_config: PushConfig | Unset | None = UNSET,
+        message_transforms: Sequence[MessageTransform] | Unset = UNSET,
         retry: Retry = DEFAULT,
         timeout: Timeout = DEFAULT,
     ) -> Subscription:
@@ -99,7 +103,7 @@ class SubscriptionAdmin(AdminCalls):
 
         ``filter`` and ``enable_message_ordering`` cannot change after creation (the
         service refuses), so they are not parameters; ``push_config=None`` turns a
-        push subscription into a pull one.
+        push subscription into a pull one; ``message_transforms=()`` removes them all.
         """
         changes = {
             "ack_deadline_seconds": ack_deadline_seconds,
@@ -111,6 +115,11 @@ class SubscriptionAdmin(AdminCalls):
             "retry_policy": retry_policy,
             "enable_exactly_once_delivery": enable_exactly_once_delivery,
             "push_config": push_config,
+            "message_transforms": (
+                message_transforms
+                if isinstance(message_transforms, Unset)
+                else tuple(message_transforms)
+            ),
         }
         return convert.subscription_from_pb(
             await self._call(convert.update_subscription(name, changes), retry, timeout)

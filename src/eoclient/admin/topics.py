@@ -10,13 +10,14 @@ changes, as in the reference server's core.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from eoclient._retrying import DEFAULT
 from eoclient.admin import convert
 from eoclient.admin.calls import AdminCalls, AsyncPager, Retry, Timeout
 from eoclient.admin.paths import project_of, topic_path
 from eoclient.admin.schemas import SchemaSettings
+from eoclient.admin.transforms import MessageTransform
 from eoclient.admin.types import UNSET, Topic, Unset
 
 __all__ = ["TopicAdmin"]
@@ -35,6 +36,7 @@ class TopicAdmin(AdminCalls):
         message_retention_duration: datetime.timedelta | None = None,
         kms_key_name: str = "",
         schema_settings: SchemaSettings | None = None,
+        message_transforms: Sequence[MessageTransform] = (),
         retry: Retry = DEFAULT,
         timeout: Timeout = DEFAULT,
     ) -> Topic:
@@ -45,6 +47,7 @@ class TopicAdmin(AdminCalls):
             message_retention_duration=message_retention_duration,
             kms_key_name=kms_key_name,
             schema_settings=schema_settings,
+            message_transforms=tuple(message_transforms),
         )
         return convert.topic_from_pb(await self._call(convert.create_topic(topic), retry, timeout))
 
@@ -61,15 +64,22 @@ class TopicAdmin(AdminCalls):
         message_retention_duration: datetime.timedelta | Unset | None = UNSET,
         kms_key_name: str | Unset = UNSET,
         schema_settings: SchemaSettings | Unset | None = UNSET,
+        message_transforms: Sequence[MessageTransform] | Unset = UNSET,
         retry: Retry = DEFAULT,
         timeout: Timeout = DEFAULT,
     ) -> Topic:
-        """Change the given properties (the update mask names exactly those)."""
+        """Change the given properties (the update mask names exactly those;
+        ``message_transforms=()`` removes them all)."""
         changes = {
             "labels": labels,
             "message_retention_duration": message_retention_duration,
             "kms_key_name": kms_key_name,
             "schema_settings": schema_settings,
+            "message_transforms": (
+                message_transforms
+                if isinstance(message_transforms, Unset)
+                else tuple(message_transforms)
+            ),
         }
         return convert.topic_from_pb(
             await self._call(convert.update_topic(name, changes), retry, timeout)

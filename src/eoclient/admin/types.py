@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import Final
 
 from eoclient.admin.schemas import SchemaSettings
+from eoclient.admin.transforms import MessageTransform
 
 __all__ = [
     "UNSET",
@@ -90,6 +91,8 @@ class Topic:
             governed by each subscription.
         kms_key_name: Cloud KMS key protecting messages; ``""`` = Google-managed.
         schema_settings: the schema published messages must match (``None``: none).
+        message_transforms: UDFs applied, in order, to each message published, before
+            it is stored (any sequence passed in is kept as a tuple).
         state: output only.
     """
 
@@ -98,10 +101,12 @@ class Topic:
     message_retention_duration: datetime.timedelta | None = None
     kms_key_name: str = ""
     schema_settings: SchemaSettings | None = None
+    message_transforms: tuple[MessageTransform, ...] = ()
     state: TopicState = TopicState.STATE_UNSPECIFIED
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", _labels(self.labels))
+        object.__setattr__(self, "message_transforms", tuple(self.message_transforms))
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +195,8 @@ class Subscription:
         retry_policy: ``None`` = redeliver as soon as possible.
         enable_exactly_once_delivery: exactly-once delivery.
         push_config: ``None`` = a pull subscription.
+        message_transforms: UDFs applied, in order, to each message the subscription
+            delivers (any sequence passed in is kept as a tuple).
         detached: output only in practice; set by ``AdminClient.detach_subscription``.
         topic_message_retention_duration: output only, the topic's retention.
         state: output only.
@@ -208,12 +215,14 @@ class Subscription:
     retry_policy: RetryPolicy | None = None
     enable_exactly_once_delivery: bool = False
     push_config: PushConfig | None = None
+    message_transforms: tuple[MessageTransform, ...] = ()
     detached: bool = False
     topic_message_retention_duration: datetime.timedelta | None = None
     state: SubscriptionState = SubscriptionState.STATE_UNSPECIFIED
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", _labels(self.labels))
+        object.__setattr__(self, "message_transforms", tuple(self.message_transforms))
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@
     eoclient snapshots create|list|describe|update|delete
     eoclient publish TOPIC [MESSAGE...]  (else stdin, or --file)
     eoclient pull SUB   eoclient tail SUB   eoclient seek SUB --time|--snapshot
+    eoclient bigquery mk-dataset|mk|ls|show|query|rm|rm-dataset   (the BigQuery stand-in)
 
 Every verb takes ``--project``, ``--endpoint`` and ``--format table|json``;
 ``eoclient COMMAND --help`` lists the rest.
@@ -75,7 +76,16 @@ def __getattr__(name: str) -> Any:
 @functools.cache
 def _command() -> EoclientGroup:
     """The ``eoclient`` group with every verb added (once)."""
-    from eoclient.cli import policies, publish, receive, serve, snapshots, subscriptions, topics
+    from eoclient.cli import (
+        bigquery,
+        policies,
+        publish,
+        receive,
+        serve,
+        snapshots,
+        subscriptions,
+        topics,
+    )
     from eoclient.cli.app import cli
 
     cli.add_command(serve.serve)
@@ -87,6 +97,7 @@ def _command() -> EoclientGroup:
     cli.add_command(receive.pull)
     cli.add_command(receive.tail)
     cli.add_command(subscriptions.seek)
+    cli.add_command(bigquery.bigquery)
     # gcloud's spellings too: topics publish, subscriptions pull, subscriptions seek.
     topics.topics.add_command(publish.publish)
     subscriptions.subscriptions.add_command(receive.pull)

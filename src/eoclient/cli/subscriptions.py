@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import click
@@ -29,6 +30,12 @@ from eoclient.cli.flags import (
     labels_option,
     merged,
     updated_labels,
+)
+from eoclient.cli.transforms_file import (
+    clear_transforms_option,
+    read_transforms,
+    transforms_change,
+    transforms_file_option,
 )
 from eoclient.cli.values import wire_time
 from eoclient.cli.views import (
@@ -123,6 +130,7 @@ def _policy_options(command: Any) -> Any:
     "--retain-acked-messages", is_flag=True, help="Keep acked messages (for seek --time)."
 )
 @labels_option
+@transforms_file_option
 @common_options
 def create(
     invocation: Invocation,
@@ -143,9 +151,11 @@ def create(
     message_filter: str,
     retain_acked_messages: bool,
     labels: Sequence[Mapping[str, str]],
+    message_transforms_file: Path | None,
 ) -> None:
     """Create SUBSCRIPTION to --topic."""
     name = invocation.name("subscription", subscription)
+    transforms = read_transforms(message_transforms_file) if message_transforms_file else ()
     topic_name = invocation.name("topic", topic, topic_project)
     dead_letter = None
     if dead_letter_topic is not None:
@@ -178,6 +188,7 @@ def create(
                 retry_policy=retry,
                 enable_exactly_once_delivery=enable_exactly_once_delivery,
                 push_config=PushConfig(push_endpoint) if push_endpoint else None,
+                message_transforms=transforms,
             )
 
     show_subscription(invocation, invocation.run(call()), "created")
@@ -236,6 +247,8 @@ def describe(invocation: Invocation, subscription: str) -> None:
     "--clear-push-config", is_flag=True, help="Make a push subscription a pull one again."
 )
 @label_update_options
+@transforms_file_option
+@clear_transforms_option
 @common_options
 def update(
     invocation: Invocation,
@@ -257,6 +270,8 @@ def update(
     update_labels: Sequence[Mapping[str, str]],
     remove_labels: Sequence[str],
     clear_labels: bool,
+    message_transforms_file: Path | None,
+    clear_message_transforms: bool,
 ) -> None:
     """Change SUBSCRIPTION (only what the flags name; filter and ordering are fixed)."""
     name = invocation.name("subscription", subscription)
@@ -287,6 +302,9 @@ def update(
         changes["push_config"] = None
     elif push_endpoint:
         changes["push_config"] = PushConfig(push_endpoint)
+    transforms = transforms_change(message_transforms_file, clear_message_transforms)
+    if transforms is not None:
+        changes["message_transforms"] = transforms
     relabel = label_changes_requested(update_labels, remove_labels, clear_labels)
     merges = (
         relabel

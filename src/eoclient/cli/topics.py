@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import click
 
@@ -18,6 +19,12 @@ from eoclient.cli.flags import (
     labels_option,
     merged,
     updated_labels,
+)
+from eoclient.cli.transforms_file import (
+    clear_transforms_option,
+    read_transforms,
+    transforms_change,
+    transforms_file_option,
 )
 from eoclient.cli.views import TOPIC_COLUMNS, Column, topic_fields, topic_record
 
@@ -46,6 +53,7 @@ def show_topic(invocation: Invocation, topic: Topic, done: str = "") -> None:
     help=duration_help("How long the topic keeps messages, 10m..31d"),
 )
 @click.option("--topic-encryption-key", default="", help="Cloud KMS key name.")
+@transforms_file_option
 @common_options
 def create(
     invocation: Invocation,
@@ -53,9 +61,11 @@ def create(
     labels: Sequence[Mapping[str, str]],
     message_retention_duration: datetime.timedelta | None,
     topic_encryption_key: str,
+    message_transforms_file: Path | None,
 ) -> None:
     """Create TOPIC."""
     name = invocation.name("topic", topic)
+    transforms = read_transforms(message_transforms_file) if message_transforms_file else ()
 
     async def call() -> Topic:
         async with invocation.admin() as admin:
@@ -64,6 +74,7 @@ def create(
                 labels=merged(labels),
                 message_retention_duration=message_retention_duration,
                 kms_key_name=topic_encryption_key,
+                message_transforms=transforms,
             )
 
     show_topic(invocation, invocation.run(call()), "created")
@@ -117,6 +128,8 @@ def describe(invocation: Invocation, topic: str) -> None:
     help="Keep no messages in the topic (subscriptions decide).",
 )
 @click.option("--topic-encryption-key", default=None, help="Cloud KMS key name.")
+@transforms_file_option
+@clear_transforms_option
 @common_options
 def update(
     invocation: Invocation,
@@ -127,9 +140,12 @@ def update(
     message_retention_duration: datetime.timedelta | None,
     clear_message_retention_duration: bool,
     topic_encryption_key: str | None,
+    message_transforms_file: Path | None,
+    clear_message_transforms: bool,
 ) -> None:
-    """Change TOPIC's labels, retention or key (only what the flags name)."""
+    """Change TOPIC's labels, retention, key or transforms (only what the flags name)."""
     name = invocation.name("topic", topic)
+    transforms = transforms_change(message_transforms_file, clear_message_transforms)
     if message_retention_duration is not None and clear_message_retention_duration:
         raise UsageProblem(
             "--message-retention-duration and --clear-message-retention-duration "
@@ -141,7 +157,8 @@ def update(
     elif clear_message_retention_duration:
         retention = None
     relabel = label_changes_requested(update_labels, remove_labels, clear_labels)
-    if retention is UNSET and topic_encryption_key is None and not relabel:
+    nothing = retention is UNSET and topic_encryption_key is None and not relabel
+    if nothing and transforms is None:
         raise UsageProblem("nothing to update: pass at least one flag (see --help)")
 
     async def call() -> Topic:
@@ -155,6 +172,7 @@ def update(
                 labels=labels,
                 message_retention_duration=retention,
                 kms_key_name=UNSET if topic_encryption_key is None else topic_encryption_key,
+                message_transforms=UNSET if transforms is None else transforms,
             )
 
     show_topic(invocation, invocation.run(call()), "updated")

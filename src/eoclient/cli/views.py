@@ -24,6 +24,7 @@ from eoclient.admin import (
     Subscription,
     Topic,
 )
+from eoclient.admin.transforms import MessageTransform
 from eoclient.cli.values import format_duration, wire_duration, wire_time
 from eoclient.subscriber import AckResult, Message
 
@@ -40,6 +41,28 @@ class Column(Generic[T]):
 
 
 # ================================================================ small forms
+
+
+def transforms_record(transforms: Sequence[MessageTransform]) -> list[Record]:
+    """Message transforms in the REST form (what --message-transforms-file reads)."""
+    records: list[Record] = []
+    for transform in transforms:
+        record: Record = {"disabled": transform.disabled}
+        if transform.javascript_udf is not None:
+            udf = transform.javascript_udf
+            record["javascriptUdf"] = {"functionName": udf.function_name, "code": udf.code}
+        records.append(record)
+    return records
+
+
+def human_transforms(transforms: Sequence[MessageTransform]) -> str:
+    """``redactSSN, audit (disabled)``: each transform's function, in order."""
+    names = []
+    for transform in transforms:
+        udf = transform.javascript_udf
+        name = udf.function_name if udf is not None else "(not a JavaScript UDF)"
+        names.append(f"{name} (disabled)" if transform.disabled else name)
+    return ", ".join(names)
 
 
 def _labels(labels: Mapping[str, str]) -> dict[str, str]:
@@ -80,6 +103,7 @@ def topic_record(topic: Topic) -> Record:
         "labels": _labels(topic.labels),
         "messageRetentionDuration": _duration(topic.message_retention_duration),
         "kmsKeyName": topic.kms_key_name,
+        "messageTransforms": transforms_record(topic.message_transforms),
         "state": topic.state.name,
     }
 
@@ -93,6 +117,7 @@ def topic_fields(topic: Topic) -> list[tuple[str, str]]:
             human_duration(topic.message_retention_duration, "none (subscriptions decide)"),
         ),
         ("kms key", topic.kms_key_name),
+        ("message transforms", human_transforms(topic.message_transforms)),
         ("state", topic.state.name),
     ]
 
@@ -158,6 +183,7 @@ def subscription_record(subscription: Subscription) -> Record:
         "retryPolicy": _retry_record(s.retry_policy),
         "enableExactlyOnceDelivery": s.enable_exactly_once_delivery,
         "pushConfig": _push_record(s.push_config),
+        "messageTransforms": transforms_record(s.message_transforms),
         "detached": s.detached,
         "topicMessageRetentionDuration": _duration(s.topic_message_retention_duration),
         "state": s.state.name,
@@ -200,6 +226,7 @@ def subscription_fields(subscription: Subscription) -> list[tuple[str, str]]:
         ("message retention", human_duration(s.message_retention_duration, "default (7d)")),
         ("expiration", _human_expiration(s.expiration_policy)),
         ("push endpoint", s.push_config.endpoint if s.push_config else ""),
+        ("message transforms", human_transforms(s.message_transforms)),
         ("labels", human_labels(s.labels)),
         ("detached", _yes(s.detached)),
         ("topic retention", human_duration(s.topic_message_retention_duration)),

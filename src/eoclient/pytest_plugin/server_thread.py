@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -36,8 +37,10 @@ class ServerThread:
         record_history: bool = True,
         rest: bool = True,
         host: str = "127.0.0.1",
+        bigquery_db: str | os.PathLike[str] | None = None,
     ) -> None:
         self._clock = clock
+        self._bigquery_db = bigquery_db  # BigQuery subscriptions write there (DuckDB)
         self._record_history = record_history
         self._rest = rest
         self._host = host
@@ -77,6 +80,7 @@ class ServerThread:
                 clock=self._clock,
                 record_history=self._record_history,
                 rest_port=0 if self._rest else None,
+                bigquery_db=self._bigquery_db,
             ) as server:
                 self._server = server
                 self.address = server.address

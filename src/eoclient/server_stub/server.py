@@ -28,6 +28,8 @@ from aiohttp import web
 from eoclient._clock import Clock, SystemClock
 from eoclient._tasks import cancel_and_wait
 from eoclient.server_stub.access.security import DoorSecurity, exposure_warnings
+from eoclient.server_stub.bigquery import BigQueryStandIn
+from eoclient.server_stub.bigquery.page import BigQueryPage
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.history import MessageHistory
 from eoclient.server_stub.core.leasing import DEFAULT_MAX_LEASES
@@ -40,6 +42,7 @@ from eoclient.server_stub.observe.metrics import ServerMetrics
 from eoclient.server_stub.push import PushSender
 from eoclient.server_stub.services.faults import InjectedStatus, RpcFaults
 from eoclient.server_stub.services.table import Services
+from eoclient.server_stub.transforms import TransformLimits
 
 logger = logging.getLogger("eoclient.server_stub")
 
@@ -51,19 +54,33 @@ MAX_TICK_INTERVAL = 0.25
 
 
 class ReferenceServer:
-    def __init__(self, broker: Broker, clock: Clock, security: DoorSecurity | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        clock: Clock,
+        security: DoorSecurity | None = None,
+        bigquery: BigQueryStandIn | None = None,
+        transform_limits: TransformLimits | None = None,
+    ) -> None:
         self.broker = broker
         self.clock = clock
         self.security = security or DoorSecurity()
         self.faults = RpcFaults()
         self.streams = StreamRegistry(self.security.stream_limits)
         self.group_commit = GroupCommit(broker.store)
-        self.services = Services(broker, self.faults, self.group_commit, self.security.tokens)
+        self.services = Services(
+            broker, self.faults, self.group_commit, self.security.tokens, transform_limits
+        )
         # Push subscriptions are delivered by the server itself (``push/``).
-        self.push = PushSender(broker, clock)
+        self.push = PushSender(broker, clock, deliver=self.services.transforms.deliver)
         broker.set_listener(self._notify)
-        self.metrics = ServerMetrics(broker)  # /metrics on the REST door (observe/metrics.py)
+        # /metrics on the REST door (observe/metrics.py)
+        self.metrics = ServerMetrics(broker, self.services.transforms)
         self.dashboard = Dashboard(self.services, clock)  # / on the REST door (observe/dashboard/)
+        # BigQuery subscriptions write to the stand-in; /eoclient/bigquery/ serves it (bigquery/).
+        self.bigquery = bigquery
+        self.services.subscriber.bigquery = bigquery
+        self.bigquery_page = BigQueryPage(lambda: self.bigquery)
         self.host = ""
         self.port = 0
         self.rest_port: int | None = None
@@ -139,7 +156,8 @@ class ReferenceServer:
     async def _start_rest(self, host: str, port: int) -> int:
         # gRPC (HTTP/2) and HTTP/1.1 cannot share grpc.aio's port: REST gets its own.
         policy = self.security.browser.with_host(host)
-        runner = RestDoor(self.services, policy, (self.metrics, self.dashboard)).runner()
+        pages = (self.metrics, self.dashboard, self.bigquery_page)
+        runner = RestDoor(self.services, policy, pages).runner()
         await runner.setup()
         self._rest = runner
         site = web.TCPSite(runner, host, port, ssl_context=self.security.rest_ssl_context())
@@ -166,6 +184,7 @@ class ReferenceServer:
             self._grpc = None
         await self.group_commit.aclose()
         self.group_commit.commit()  # what the last calls changed, answered or not
+        self.services.transforms.close()  # the UDFs' isolates and threads
 
     async def wait_closed(self) -> None:
         if self._grpc is not None:
@@ -225,18 +244,22 @@ async def run_server(
     data_dir: str | os.PathLike[str] | None = None,
     security: DoorSecurity | None = None,
     max_leases: int = DEFAULT_MAX_LEASES,
+    bigquery_db: str | os.PathLike[str] | None = None,
+    transform_limits: TransformLimits | None = None,
 ) -> AsyncIterator[ReferenceServer]:
     """Run a reference server for the duration of the block (REST too unless ``rest_port``
-    is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used)."""
+    is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used);
+    BigQuery subscriptions write to the DuckDB file ``bigquery_db`` when given."""
     clock = clock or SystemClock()
     store = None
     if data_dir is not None:
         from eoclient.server_stub.storage.sqlite import SqliteStore
 
         store = SqliteStore(data_dir)
+    bigquery = BigQueryStandIn(bigquery_db, clock=clock) if bigquery_db is not None else None
     try:
         broker = Broker(clock, record_history=record_history, store=store, max_leases=max_leases)
-        server = ReferenceServer(broker, clock, security)
+        server = ReferenceServer(broker, clock, security, bigquery, transform_limits)
         await server.start(host, port, rest_port)
         try:
             yield server
@@ -245,3 +268,5 @@ async def run_server(
     finally:
         if store is not None:
             store.close()
+        if bigquery is not None:
+            bigquery.close()

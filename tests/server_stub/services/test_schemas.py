@@ -223,3 +223,71 @@ async def test_schemas_survive_a_restart(tmp_path: Any) -> None:
         http.get(f"/v1/{PROJECT}/schemas/{sid}") as response,
     ):
         assert await response.json() == created
+
+
+def _revision_mask_flow(c: OfficialClients) -> None:
+    """Google's own sample (schema.py ``update_topic_schema``): a ``schema_settings``
+    holding only the revision ids and a mask naming just them. The mask names what
+    changes; the stored schema and encoding stay, and the merged settings are checked."""
+    sid = schema_id()
+    name = f"{PROJECT}/schemas/{sid}"
+    first = c.schemas.create_schema(
+        parent=PROJECT, schema=Schema(type_=Schema.Type.AVRO, definition=AVRO), schema_id=sid
+    )
+    second = c.schemas.commit_schema(
+        name=name, schema=Schema(name=name, type_=Schema.Type.AVRO, definition=AVRO)
+    )
+    topic = unique("topic")
+    c.publisher.create_topic(
+        request={"name": topic, "schema_settings": {"schema": name, "encoding": "BINARY"}}
+    )
+    mask = "schemaSettings.firstRevisionId,schemaSettings.lastRevisionId"
+    updated = c.publisher.update_topic(
+        request={
+            "topic": {
+                "name": topic,
+                "schema_settings": {
+                    "first_revision_id": first.revision_id,
+                    "last_revision_id": second.revision_id,
+                },
+            },
+            "update_mask": mask,
+        }
+    )
+    settings = updated.schema_settings
+    assert (settings.schema, settings.encoding) == (name, Encoding.BINARY)
+    assert (settings.first_revision_id, settings.last_revision_id) == (
+        first.revision_id,
+        second.revision_id,
+    )
+    assert c.publisher.get_topic(topic=topic).schema_settings == settings
+    # The merged result is what is checked: a revision the schema lacks is refused and
+    # nothing changes; a path naming no field of schema_settings is refused.
+    with pytest.raises(api_exceptions.NotFound):
+        c.publisher.update_topic(
+            request={
+                "topic": {"name": topic, "schema_settings": {"last_revision_id": "zzzzzzzz"}},
+                "update_mask": "schemaSettings.lastRevisionId",
+            }
+        )
+    with pytest.raises(api_exceptions.BadRequest, match="not a known Topic field"):
+        c.publisher.update_topic(
+            request={"topic": {"name": topic}, "update_mask": "schemaSettings.nope"}
+        )
+    assert c.publisher.get_topic(topic=topic).schema_settings == settings
+    # One path clears one field; the whole field cleared unbinds the schema.
+    cleared = c.publisher.update_topic(
+        request={"topic": {"name": topic}, "update_mask": "schemaSettings.firstRevisionId"}
+    )
+    assert (cleared.schema_settings.schema, cleared.schema_settings.first_revision_id) == (
+        name,
+        "",
+    )
+    unbound = c.publisher.update_topic(
+        request={"topic": {"name": topic}, "update_mask": "schemaSettings"}
+    )
+    assert not unbound.schema_settings.schema
+
+
+async def test_a_mask_of_revision_ids_keeps_the_schema(clients: OfficialClients) -> None:
+    await in_thread(lambda: _revision_mask_flow(clients))

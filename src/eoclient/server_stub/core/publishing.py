@@ -75,6 +75,15 @@ class Publishing:
         counters.published_bytes += request_bytes or sum(message_size(m) for m in messages)
         return ids
 
+    def reserve_ids(self, count: int) -> list[str]:
+        """``count`` message ids no message will have: a message a topic's transform
+        filtered out still gets an id in the Publish response (one per message sent),
+        and it must not name a stored message. Nothing is stored for them (after a
+        restart the counter resumes from the last stored message)."""
+        first = self.last_seq + 1
+        self.last_seq += count
+        return [str(seq) for seq in range(first, first + count)]
+
     def _apply_backlog_quota(self, topic: TopicState, now: float) -> None:
         """A subscription over the topic's quota: evict, refuse or hold (policies.py)."""
         quota = topic.config.policies.backlog_quota

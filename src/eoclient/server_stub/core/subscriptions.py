@@ -82,7 +82,9 @@ SUBSCRIPTION_MASK = MaskRules(
         "name": "",
         "detached": " Use DetachSubscription.",
     },
-    opaque=frozenset({"push_config", "bigquery_config", "cloud_storage_config"}),
+    opaque=frozenset(
+        {"push_config", "bigquery_config", "cloud_storage_config", "message_transforms"}
+    ),
     policies={
         "dead_letter_policy": DeadLetterPolicy(""),
         "retry_policy": RetryPolicy(),

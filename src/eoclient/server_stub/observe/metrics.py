@@ -56,6 +56,9 @@ This server's own (``eoclient_``; no Cloud metric exists):
 * ``eoclient_topic_backlog_quota_publishes_total{outcome}`` — Publish requests a backlog
   quota held then admitted (``held_admitted``), held then refused (``held_refused``) or
   refused at once (``refused``);
+* ``eoclient_topic_message_transforms_total{outcome}`` and
+  ``eoclient_subscription_message_transforms_total{outcome}`` — what message transforms
+  did: ``transformed``, ``filtered``, ``failed`` (``transforms/metrics.py``);
 * ``eoclient_topic_retained_messages``, ``eoclient_topic_retained_bytes``,
   ``eoclient_topic_oldest_retained_message_age_seconds`` — what a topic's retention (its
   policy and its message_retention_duration) keeps (topics with either only).
@@ -91,6 +94,8 @@ from eoclient.server_stub.access.tokens import Grant
 from eoclient.server_stub.core import Broker, names
 from eoclient.server_stub.core.stats import BrokerStats, SubscriptionStats, TopicStats
 from eoclient.server_stub.doors.rest.errors import HttpProblem
+from eoclient.server_stub.transforms import MessageTransforms
+from eoclient.server_stub.transforms.metrics import TransformCollector
 
 METRICS_PATH = "/metrics"
 _METHODS = ("GET", "HEAD")
@@ -316,12 +321,16 @@ class ServerMetrics:
     """One reference server's metrics: its own registry, rendered for each scrape."""
 
     broker: Broker
+    # Message transforms' counts (transforms/metrics.py), when the server runs them.
+    transforms: MessageTransforms | None = None
     registry: CollectorRegistry = field(init=False)
 
     def __post_init__(self) -> None:
         # auto_describe=False: describing a custom collector would collect it once more.
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(self.broker))
+        if self.transforms is not None:
+            self.registry.register(TransformCollector(self.transforms, None))
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
@@ -334,6 +343,8 @@ class ServerMetrics:
             return encoder(self.registry), content_type
         limited = CollectorRegistry(auto_describe=False)
         limited.register(BrokerCollector(self.broker, grant.projects))
+        if self.transforms is not None:
+            limited.register(TransformCollector(self.transforms, grant.projects))
         return encoder(limited), content_type
 
     def matches(self, path: str) -> bool:

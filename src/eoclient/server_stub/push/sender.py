@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -38,6 +39,11 @@ from eoclient.server_stub.push.payload import (
 )
 
 logger = logging.getLogger("eoclient.server_stub.push")
+
+# What leaves a subscription passes through its message transforms first: given the
+# subscription and what was leased, the deliveries to send (transforms/stage.py settles
+# the ones filtered out or failed).
+Deliver = Callable[[str, list[Delivery]], Awaitable[list[Delivery]]]
 
 # A worker looks at its subscription (config, leases, backoff) at least this often, so a
 # FakeClock advanced by a test or a config changed by UpdateSubscription is noticed.
@@ -85,10 +91,17 @@ class _Worker:
 class PushSender:
     """Pushes the messages of every push subscription of one broker."""
 
-    def __init__(self, broker: Broker, clock: Clock, settings: PushSettings | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        clock: Clock,
+        settings: PushSettings | None = None,
+        deliver: Deliver | None = None,
+    ) -> None:
         self.broker = broker
         self.clock = clock
         self.settings = settings or PushSettings()
+        self._deliver = deliver
         self._workers: dict[str, _Worker] = {}
         self._metrics: dict[str, PushMetrics] = {}
         self._scan_now = asyncio.Event()
@@ -176,6 +189,8 @@ class PushSender:
                         leased = self.broker.leasing.pull(worker.name, room)
                     except RpcError:
                         return  # deleted, detached: the next scan decides
+                    if self._deliver is not None and leased:
+                        leased = await self._deliver(worker.name, leased)
                     self._admit(worker, leased, now)
                 self._observe(worker)
                 await self._idle(worker)

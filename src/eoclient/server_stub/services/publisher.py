@@ -8,7 +8,9 @@ refused request changes nothing:
 * settings the server cannot honour (``unsupported_settings``);
 * a topic's ``schema_settings`` naming no schema, an unknown one, or revisions it does not
   have, and a Publish whose messages do not match the topic's schema (``schemas``: the
-  core keeps those settings opaque, in the topic's ``extras``).
+  core keeps those settings opaque, in the topic's ``extras``);
+* ``message_transforms`` whose code does not load (``transforms/``, which also runs a
+  topic's transforms on each Publish before anything is stored).
 
 A Publish refused by a backlog quota that holds the producer waits here for room
 (``publish_hold``): waiting is the service's part, the core never awaits.
@@ -21,9 +23,11 @@ from google.protobuf import empty_pb2
 from eoclient._proto import pubsub_pb2
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.policies import BacklogQuotaHeld
+from eoclient.server_stub.core.topics import TOPIC_MASK
 from eoclient.server_stub.services import schemas, translate, unsupported_settings
 from eoclient.server_stub.services.publish_hold import publish_held
 from eoclient.server_stub.services.rpc import RpcMethod, rpc_methods
+from eoclient.server_stub.transforms import MessageTransforms
 
 SERVICE = "google.pubsub.v1.Publisher"
 
@@ -31,8 +35,9 @@ SERVICE = "google.pubsub.v1.Publisher"
 class PublisherService:
     """The nine Publisher methods over one broker."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, transforms: MessageTransforms | None = None) -> None:
         self.broker = broker
+        self.transforms = transforms or MessageTransforms(broker)
 
     def methods(self) -> list[RpcMethod]:
         P = pubsub_pb2
@@ -70,14 +75,21 @@ class PublisherService:
         if request.HasField("schema_settings"):
             schemas.check_schema_settings(self.broker, request.schema_settings)
         unsupported_settings.check_topic(request)
+        await self.transforms.check("topic", request.message_transforms)
         view = self.broker.topics.create(translate.topic_from_pb(request))
         return self._topic_answer(translate.topic_to_pb(view))
 
     async def update_topic(self, request: pubsub_pb2.UpdateTopicRequest) -> pubsub_pb2.Topic:
         fields = translate.top_level_fields(request.update_mask.paths)
-        if "schema_settings" in fields and request.topic.HasField("schema_settings"):
-            schemas.check_schema_settings(self.broker, request.topic.schema_settings)
+        if "schema_settings" in fields:
+            # A mask names what changes: the stored settings with the masked paths merged
+            # in are what must hold (docs/protocol.md#update-masks), not the request's part.
+            merged = self._merged_topic(request)
+            if merged.HasField("schema_settings"):
+                schemas.check_schema_settings(self.broker, merged.schema_settings)
         unsupported_settings.check_topic(request.topic, fields)
+        if "message_transforms" in fields:
+            await self.transforms.check("topic", request.topic.message_transforms)
         view = self.broker.topics.update(
             translate.topic_from_pb(request.topic),
             list(request.update_mask.paths),
@@ -85,15 +97,31 @@ class PublisherService:
         )
         return self._topic_answer(translate.topic_to_pb(view))
 
+    def _merged_topic(self, request: pubsub_pb2.UpdateTopicRequest) -> pubsub_pb2.Topic:
+        """The topic's opaque settings as the update would leave them (nothing stored)."""
+        stored = self.broker.topics.get(request.topic.name).config.extras
+        requested = translate.topic_from_pb(request.topic).extras
+        paths = [
+            path for path in request.update_mask.paths if path.split(".", 1)[0] in TOPIC_MASK.opaque
+        ]
+        return pubsub_pb2.Topic.FromString(translate.merge_topic_extras(stored, requested, paths))
+
     async def publish(self, request: pubsub_pb2.PublishRequest) -> pubsub_pb2.PublishResponse:
-        # Checked against the topic's schema first; the schema attributes are added to
-        # ``request``'s messages, so they are part of what is stored.
-        schemas.check_publish(self.broker, request)
-        messages = translate.new_messages(request)
-        try:
-            ids = self.broker.publishing.publish(request.topic, messages, request.ByteSize())
-        except BacklogQuotaHeld as held:
-            ids = await publish_held(self.broker, request.topic, messages, request.ByteSize(), held)
+        # The topic's transforms first: what they return is what is checked and stored.
+        staged = await self.transforms.publish(request)
+        request = staged.request
+        ids: list[str] = []
+        if request.messages or not staged.filtered:
+            # Checked against the topic's schema; the schema attributes are added to
+            # ``request``'s messages, so they are part of what is stored.
+            schemas.check_publish(self.broker, request)
+            messages = translate.new_messages(request)
+            size = request.ByteSize()
+            try:
+                ids = self.broker.publishing.publish(request.topic, messages, size)
+            except BacklogQuotaHeld as held:
+                ids = await publish_held(self.broker, request.topic, messages, size, held)
+        ids = staged.message_ids(ids, self.broker.publishing.reserve_ids)
         return pubsub_pb2.PublishResponse(message_ids=ids)
 
     async def get_topic(self, request: pubsub_pb2.GetTopicRequest) -> pubsub_pb2.Topic:

@@ -20,11 +20,18 @@ import contextlib
 from google.protobuf import empty_pb2
 
 from eoclient._proto import pubsub_pb2
+from eoclient.server_stub.bigquery import BigQueryStandIn
 from eoclient.server_stub.core import Broker, Delivery
-from eoclient.server_stub.services import ack_settling, translate, unsupported_settings
+from eoclient.server_stub.services import (
+    ack_settling,
+    bigquery_config,
+    translate,
+    unsupported_settings,
+)
 from eoclient.server_stub.services.errors import ExactlyOnceAckFailure
 from eoclient.server_stub.services.push_config import check_push_config
 from eoclient.server_stub.services.rpc import RpcMethod, rpc_methods
+from eoclient.server_stub.transforms import MessageTransforms
 
 SERVICE = "google.pubsub.v1.Subscriber"
 
@@ -35,8 +42,12 @@ PULL_WAIT_SECONDS = 1.0
 class SubscriberService:
     """The Subscriber methods over one broker (StreamingPull is the gRPC door's own)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, transforms: MessageTransforms | None = None) -> None:
         self.broker = broker
+        # Where BigQuery subscriptions write (the server sets it; ``bigquery_config``).
+        self.bigquery: BigQueryStandIn | None = None
+        # A subscription's transforms run on what leaves it (``transforms/``).
+        self.transforms = transforms or MessageTransforms(broker)
         self._pull_waiters: dict[str, set[asyncio.Event]] = {}
 
     def methods(self) -> list[RpcMethod]:
@@ -91,6 +102,8 @@ class SubscriberService:
     ) -> pubsub_pb2.Subscription:
         check_push_config(request.push_config, exactly_once=request.enable_exactly_once_delivery)
         unsupported_settings.check_subscription(request)
+        bigquery_config.check_subscription(self.broker, request, self.bigquery)
+        await self.transforms.check("subscription", request.message_transforms)
         view = self.broker.subscriptions.create(translate.subscription_from_pb(request))
         return translate.subscription_to_pb(view)
 
@@ -116,6 +129,9 @@ class SubscriberService:
             )
             check_push_config(push.push_config, exactly_once=exactly_once)
         unsupported_settings.check_subscription(request.subscription, fields)
+        bigquery_config.check_subscription(self.broker, request.subscription, self.bigquery, fields)
+        if "message_transforms" in fields:
+            await self.transforms.check("subscription", request.subscription.message_transforms)
         view = self.broker.subscriptions.update(
             translate.subscription_from_pb(request.subscription),
             list(request.update_mask.paths),
@@ -177,7 +193,7 @@ class SubscriberService:
                 if not waiters:
                     self._pull_waiters.pop(request.subscription, None)
             deliveries = self.broker.leasing.pull(request.subscription, request.max_messages)
-        return deliveries
+        return await self.transforms.deliver(request.subscription, deliveries)
 
     async def acknowledge(self, request: pubsub_pb2.AcknowledgeRequest) -> empty_pb2.Empty:
         return _answer(ack_settling.acknowledge(self.broker, request.subscription, request.ack_ids))

@@ -27,6 +27,7 @@ from eoclient.server_stub.services.publisher import PublisherService
 from eoclient.server_stub.services.rpc import RpcMethod
 from eoclient.server_stub.services.schemas import SchemaService
 from eoclient.server_stub.services.subscriber import SubscriberService
+from eoclient.server_stub.transforms import MessageTransforms, TransformLimits
 
 
 class Services:
@@ -38,6 +39,7 @@ class Services:
         faults: RpcFaults | None = None,
         group_commit: GroupCommit | None = None,
         tokens: TokenTable | None = None,
+        transform_limits: TransformLimits | None = None,
     ) -> None:
         self.broker = broker
         self.faults = faults or RpcFaults()
@@ -45,9 +47,12 @@ class Services:
         self.tokens = tokens
         # The subscriber service keeps the unary Pulls waiting for a message: the
         # server wakes them (``notify``) when the broker has one.
-        self.subscriber = SubscriberService(broker)
+        # Message transforms: the Publish handler, every Pull and StreamingPull, the push
+        # sender and the exports run a resource's UDFs through this one stage.
+        self.transforms = MessageTransforms(broker, transform_limits)
+        self.subscriber = SubscriberService(broker, self.transforms)
         self.methods: dict[str, RpcMethod] = _one_table(
-            PublisherService(broker).methods(),
+            PublisherService(broker, self.transforms).methods(),
             self.subscriber.methods(),
             IamPolicyService(broker).methods(),
             SchemaService(broker).methods(),

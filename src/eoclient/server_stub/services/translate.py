@@ -15,6 +15,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
 from eoclient._proto import pubsub_pb2
+from eoclient.errors import InvalidArgument
 from eoclient.server_stub.core import (
     DeadLetterPolicy,
     Delivery,
@@ -197,23 +198,55 @@ def subscription_to_pb(view: SubscriptionView) -> pubsub_pb2.Subscription:
     return sub
 
 
+def _copy_field(target: Message, source: Message, field: str) -> None:
+    """``target.field`` becomes ``source.field``: unset there clears it here."""
+    target.ClearField(field)
+    descriptor = source.DESCRIPTOR.fields_by_name[field]
+    if descriptor.is_repeated:  # message_transforms, maps
+        value = getattr(source, field)
+        if descriptor.message_type is not None and descriptor.message_type.GetOptions().map_entry:
+            getattr(target, field).update(value)
+        else:
+            getattr(target, field).extend(value)
+    elif descriptor.message_type is not None:
+        if source.HasField(field):
+            getattr(target, field).CopyFrom(getattr(source, field))
+    elif not descriptor.has_presence or source.HasField(field):
+        setattr(target, field, getattr(source, field))
+
+
 def _merge_extras(
     message_type: type[Message], old: bytes, new: bytes, paths: Sequence[str]
 ) -> bytes:
-    """Copy each masked top-level field from ``new`` to ``old`` (both serialized)."""
+    """Copy each masked field from ``new`` to ``old`` (both serialized).
+
+    A dotted path changes one field inside a message and keeps its others: the mask
+    ``schema_settings.first_revision_id`` replaces the revision and leaves the schema and
+    encoding as stored (docs/protocol.md#update-masks). A path naming no field of the
+    message is INVALID_ARGUMENT.
+    """
     target = message_type.FromString(old)
     source = message_type.FromString(new)
     for path in paths:
-        field = path.split(".", 1)[0]
-        target.ClearField(field)
-        try:
-            present = source.HasField(field)
-        except ValueError:  # repeated (message_transforms): HasField does not apply
-            getattr(target, field).extend(getattr(source, field))
-            continue
-        if present:
-            getattr(target, field).CopyFrom(getattr(source, field))
+        *parents, leaf = path.split(".")
+        into, from_ = target, source
+        for name in parents:
+            descriptor = into.DESCRIPTOR.fields_by_name.get(name)
+            if descriptor is None or descriptor.message_type is None or descriptor.is_repeated:
+                raise _unknown_path(message_type, path)
+            into, from_ = getattr(into, name), getattr(from_, name)
+        if leaf not in into.DESCRIPTOR.fields_by_name:
+            raise _unknown_path(message_type, path)
+        _copy_field(into, from_, leaf)
     return target.SerializeToString(deterministic=True)
+
+
+def _unknown_path(message_type: type[Message], path: str) -> InvalidArgument:
+    kind = message_type.DESCRIPTOR.name
+    return InvalidArgument(
+        f"Invalid update_mask provided in the Update{kind}Request: "
+        f"{path!r} is not a known {kind} field."
+    )
 
 
 def top_level_fields(paths: Sequence[str]) -> list[str]:

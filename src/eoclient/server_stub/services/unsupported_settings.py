@@ -1,7 +1,7 @@
 """Resource settings the reference server cannot honour are refused, never stored and ignored.
 
-The service exports subscriptions to BigQuery, Cloud Storage and Bigtable, runs message
-transforms (JavaScript UDFs) on topics and subscriptions, and ingests into topics from
+The service exports subscriptions to Cloud Storage and Bigtable (BigQuery exports are
+written to the server's BigQuery stand-in, ``bigquery/``), and ingests into topics from
 outside sources (Kinesis, Cloud Storage, Event Hubs, MSK, Confluent Cloud). None of that
 exists here, and accepting such a resource and then never doing what it says is worse
 than refusing it (nothing is accepted that is then ignored): a test that
@@ -24,14 +24,11 @@ from eoclient.errors import Unimplemented
 
 # field -> what it would make the service do (for the error message).
 _SUBSCRIPTION_FIELDS = {
-    "bigquery_config": "export messages to BigQuery",
     "cloud_storage_config": "export messages to Cloud Storage",
     "bigtable_config": "export messages to Bigtable",
-    "message_transforms": "run message transforms (UDFs)",
 }
 _TOPIC_FIELDS = {
     "ingestion_data_source_settings": "ingest messages from an outside source",
-    "message_transforms": "run message transforms (UDFs)",
 }
 
 
@@ -58,11 +55,11 @@ def _refuse(
 def check_subscription(
     subscription: pubsub_pb2.Subscription, update_paths: Iterable[str] | None = None
 ) -> None:
-    """UNIMPLEMENTED if ``subscription`` sets an export or transform this server lacks;
+    """UNIMPLEMENTED if ``subscription`` sets an export this server lacks;
     for an update, only the fields named by the mask (top-level names) count."""
     _refuse("subscription", subscription, _SUBSCRIPTION_FIELDS, update_paths)
 
 
 def check_topic(topic: pubsub_pb2.Topic, update_paths: Iterable[str] | None = None) -> None:
-    """UNIMPLEMENTED if ``topic`` sets an ingestion source or transform this server lacks."""
+    """UNIMPLEMENTED if ``topic`` sets an ingestion source this server lacks."""
     _refuse("topic", topic, _TOPIC_FIELDS, update_paths)

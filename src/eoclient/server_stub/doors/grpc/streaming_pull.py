@@ -332,6 +332,12 @@ class _StreamSession:
         if len(self.confirming) >= MAX_GROUPS_WAITING:
             return False  # a commit behind: the loop writes what it holds first
         deliveries = self.broker.leasing.stream_pull(self.stream_id, MAX_MESSAGES_PER_RESPONSE)
+        if deliveries and self.services.transforms.active(self.handle.subscription):
+            deliveries = await self.services.transforms.deliver(
+                self.handle.subscription, deliveries
+            )
+            if not deliveries:
+                return True  # all filtered or failed, settled there: lease again
         if not deliveries:
             return False
         exactly_once, ordering = self.broker.subscriptions.properties(self.handle.subscription)
