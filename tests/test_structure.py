@@ -45,6 +45,11 @@ KNOWN_EXCEPTIONS: frozenset[tuple[str, str, str]] = frozenset(
         ("forwarders", "server_stub/storage/sqlite.py", "SqliteStore"),
         ("module lines", "server_stub/bigquery/standin.py", ""),
         ("class lines", "server_stub/bigquery/standin.py", "BigQueryStandIn"),
+        # Grown past the limits by the merge of exports, ingestion and transforms.
+        ("class lines", "server_stub/exports/cloud_storage.py", "CloudStorageWorker"),
+        ("module lines", "admin/convert.py", ""),
+        ("module lines", "cli/subscriptions.py", ""),
+        ("module lines", "server_stub/ingestion/shell.py", ""),
     }
 )
 
