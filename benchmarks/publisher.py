@@ -19,6 +19,11 @@ included), client CPU microseconds per message (user + system of the publisher
 process, imports and client construction excluded), and the publisher's peak RSS.
 ``--profile`` runs the eoclient publisher under cProfile instead and prints the top
 functions. Results are appended to docs/benchmarks.md only with ``--write``.
+
+``--baseline-src DIR`` compares this checkout's library with another one's (``git archive
+OLD src | tar -x -C DIR``): each eoclient run is preceded by one with ``DIR/src`` first on
+the publisher's import path, the two alternating against the same server, and both medians
+(by CPU) are reported; the official client is left out.
 """
 
 from __future__ import annotations
@@ -152,6 +157,7 @@ def run_scenario(
     index: int,
     server_pid: int,
     profile: bool = False,
+    library_src: str | None = None,
 ) -> dict[str, float]:
     mode = f"ordered{keys}" if keys else "plain"
     topic = f"projects/bench/topics/pub-{index}-{client}-{mode}"
@@ -174,8 +180,14 @@ def run_scenario(
     if profile:
         subprocess.run(command, check=True, timeout=1800)
         return {}
+    env = None
+    if library_src is not None:
+        # PYTHONPATH comes before site-packages, where the editable install points here.
+        env = {**os.environ, "PYTHONPATH": library_src}
     server_before = _process_cpu(server_pid)
-    output = subprocess.run(command, check=True, capture_output=True, text=True, timeout=1800)
+    output = subprocess.run(
+        command, check=True, capture_output=True, text=True, timeout=1800, env=env
+    )
     server_cpu = _process_cpu(server_pid) - server_before
     result: dict[str, float] = json.loads(output.stdout.strip().splitlines()[-1])
     result["server_cpu_us_per_msg"] = server_cpu / count * 1e6
@@ -211,6 +223,10 @@ def main() -> int:
     parser.add_argument(
         "--write", action="store_true", help="append the table to docs/benchmarks.md"
     )
+    parser.add_argument(
+        "--baseline-src",
+        help="a checkout (with src/eoclient) whose library alternates with this one's",
+    )
     options = parser.parse_args()
     if options.command == "publish":
         publish_main(options)
@@ -226,6 +242,8 @@ def main() -> int:
                 address, "eoclient", options.profile_keys, options.messages, 0, server.pid, True
             )
             return 0
+        if options.baseline_src:
+            return _compare(options, address, server.pid)
         rows = []
         scenarios = [
             ("eoclient", 0),
@@ -273,6 +291,38 @@ def main() -> int:
             )
         with (ROOT / "docs" / "benchmarks.md").open("a") as handle:
             handle.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _compare(options: argparse.Namespace, address: str, server_pid: int) -> int:
+    """This library against ``--baseline-src``'s, alternating run by run (CPU medians)."""
+    baseline = str(Path(options.baseline_src).resolve() / "src")
+    for keys in (0, options.keys):
+        runs: dict[str, list[dict[str, float]]] = {"baseline": [], "this checkout": []}
+        for repeat in range(options.repeat):
+            for offset, (label, src) in enumerate(
+                (("baseline", baseline), ("this checkout", None))
+            ):
+                index = 1000 + keys * 100 + repeat * 2 + offset
+                runs[label].append(
+                    run_scenario(
+                        address,
+                        "eoclient",
+                        keys,
+                        options.messages,
+                        index,
+                        server_pid,
+                        library_src=src,
+                    )
+                )
+        for label, results in runs.items():
+            cpu = sorted(r["cpu_us_per_msg"] for r in results)
+            rate = sorted(r["msg_per_s"] for r in results)
+            print(
+                f"{label:14} keys={keys:<3} median {cpu[len(cpu) // 2]:.2f} µs/msg "
+                f"{rate[len(rate) // 2]:,.0f} msg/s (runs: {', '.join(f'{c:.2f}' for c in cpu)})",
+                flush=True,
+            )
     return 0
 
 

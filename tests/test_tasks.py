@@ -1,4 +1,5 @@
-"""``eoclient._tasks.cancel_and_wait``: stops a task, never swallows the caller's cancellation."""
+"""``eoclient._tasks``: ``cancel_and_wait`` never swallows the caller's cancellation; a
+``TaskOwner`` owns tasks between open and close."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import asyncio
 
 import pytest
 
-from eoclient._tasks import cancel_and_wait
+from eoclient._tasks import TaskOwner, cancel_and_wait
 
 
 async def _forever() -> None:
@@ -58,3 +59,48 @@ async def test_the_callers_cancellation_is_not_swallowed() -> None:
     with pytest.raises(asyncio.CancelledError):
         await outer
     assert not reached_after
+
+
+async def test_a_task_owner_starts_tasks_only_while_open() -> None:
+    owner = TaskOwner()
+    ran: list[str] = []
+
+    async def work(name: str) -> None:
+        ran.append(name)
+
+    assert owner.spawn(work("before"), "early") is None  # closed, never run: no warning
+    await owner.open()
+    task = owner.spawn(work("during"), "on time")
+    assert task is not None
+    await task
+    await owner.close()
+    assert owner.spawn(work("after"), "late") is None
+    assert ran == ["during"]
+    await owner.close()  # idempotent
+    await owner.open()  # a closed owner stays closed
+    assert owner.spawn(work("reopened"), "late") is None
+
+
+async def test_closing_lets_tasks_finish_within_the_grace_then_cancels_the_rest() -> None:
+    owner = TaskOwner()
+    await owner.open()
+    quick_done, slow_cancelled = asyncio.Event(), asyncio.Event()
+
+    async def quick() -> None:
+        await asyncio.sleep(0.01)
+        quick_done.set()
+
+    async def slow() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            slow_cancelled.set()
+            raise
+
+    owner.spawn(quick(), "quick")
+    owner.spawn(slow(), "slow")
+    assert len(owner) == 2
+    await owner.close(grace=0.5)
+    assert quick_done.is_set()
+    assert slow_cancelled.is_set()
+    assert len(owner) == 0

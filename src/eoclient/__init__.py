@@ -28,10 +28,12 @@ from eoclient.publisher import (
     PublishRetrySettings,
 )
 from eoclient.subscriber import (
+    AckIdResults,
     AcknowledgeStatus,
     AckResult,
     AckRetrySettings,
     FlowControl,
+    LeaseGroups,
     LeaseSettings,
     Message,
     MessageBatch,
@@ -43,6 +45,7 @@ from eoclient.subscriber import (
 )
 
 __all__ = [
+    "AckIdResults",
     "AckResult",
     "AckRetrySettings",
     "AcknowledgeStatus",
@@ -50,6 +53,7 @@ __all__ = [
     "BatchSettings",
     "Endpoint",
     "FlowControl",
+    "LeaseGroups",
     "LeaseSettings",
     "LimitExceededBehavior",
     "Message",

@@ -1,8 +1,24 @@
-"""Retrying one unary call: which failures, how long to wait, when to give up.
+"""The SDK's one retry mechanism: which failures, how long to wait, when to give up.
 
-One loop (:func:`call_with_retry`) serves the publisher's ``Publish`` and every admin call.
-Its rules are the official clients' (``google.api_core.retry`` with the GAPIC settings of
-each method), with two differences on purpose:
+Every retry of the SDK and the Spark connector waits what :func:`retry_delay` says and gives
+up when it says so, on the clock and with the random source its owner was given
+(docs/architecture.md#one-retry-mechanism):
+
+* :func:`call_with_retry`, the loop around one unary call: the publisher's ``Publish``,
+  every admin call, ``SubscriberClient.pull`` and ``pull_raw`` (and so the Spark
+  connector's Pull calls);
+* the ack ledger's unary Acknowledge / ModifyAckDeadline calls, whose retries go id by id
+  (a call's answer settles some ids and leaves others to retry: ``subscriber/sender.py``),
+  ``SubscriberClient.acknowledge`` / ``modify_ack_deadline`` among them (and so the Spark
+  connector's acks and lease extensions);
+* the subscriber's stream reconnects (``subscriber/receiver.py``), whose backoff starts
+  over once a stream delivered something.
+
+Delays are the official clients' truncated exponential backoff with full jitter
+(``google.api_core.retry.exponential_sleep_generator``: a uniform draw between 0 and
+``initial_backoff * multiplier ** (attempt - 1)``, that bound capped at ``max_backoff``).
+For one unary call the rules are ``google.api_core.retry`` with the GAPIC settings of each
+method, with two differences on purpose:
 
 * a call's ``timeout`` is its whole time budget, retries included: each attempt is sent
   with the time that remains (``google.api_core.timeout.TimeToDeadlineTimeout``, which
@@ -37,6 +53,7 @@ __all__ = [
     "backoff_delay",
     "call_with_retry",
     "check_timeout",
+    "retry_delay",
 ]
 
 T = TypeVar("T")
@@ -179,17 +196,40 @@ def check_timeout(timeout: object, what: str = "timeout") -> float | None:
 def backoff_delay(settings: Backoff, attempt: int, rng: random.Random) -> float:
     """The wait after failed attempt number ``attempt`` (1 = the first).
 
-    ``initial_backoff * multiplier ** (attempt - 1)``, capped at ``max_backoff``, plus up
-    to ``initial_backoff`` of jitter (never above ``max_backoff``): the shape of
-    tenacity's ``wait_exponential_jitter``, with the random source passed in.
+    A uniform draw from 0 to ``initial_backoff * multiplier ** (attempt - 1)``, that bound
+    capped at ``max_backoff``: the official clients' full jitter
+    (``google.api_core.retry.exponential_sleep_generator``), with the random source passed
+    in. Full jitter spreads clients that failed together over the whole interval.
     """
     exponent = attempt - 1
-    delay = settings.max_backoff
+    bound = settings.max_backoff
     if settings.multiplier == 1:
-        delay = settings.initial_backoff
+        bound = settings.initial_backoff
     elif exponent < math.log(settings.max_backoff / settings.initial_backoff, settings.multiplier):
-        delay = settings.initial_backoff * settings.multiplier**exponent  # no overflow
-    return min(settings.max_backoff, delay + rng.uniform(0, settings.initial_backoff))
+        bound = settings.initial_backoff * settings.multiplier**exponent  # no overflow
+    return rng.uniform(0, min(bound, settings.max_backoff))
+
+
+def retry_delay(
+    settings: Backoff,
+    attempt: int,
+    elapsed: float,
+    rng: random.Random,
+    *,
+    budget: float = math.inf,
+) -> float | None:
+    """How long to wait before retrying after failed attempt number ``attempt``, or
+    ``None``: give up.
+
+    ``elapsed`` is the time since the first attempt started. No attempt starts once
+    ``settings.deadline`` or ``budget`` (a call's whole timeout) has passed: a wait that
+    would end past either gives up at once instead of sleeping first (tenacity's
+    ``stop_before_delay``; api_core gives up the same way for its deadline).
+    """
+    delay = backoff_delay(settings, attempt, rng)
+    if elapsed + delay >= min(settings.deadline, budget):
+        return None
+    return delay
 
 
 def retried(error: BaseException, codes: Iterable[str]) -> bool:
@@ -239,9 +279,8 @@ async def call_with_retry(
         except RpcError as error:
             if backoff is None or not retried(error, codes):
                 raise
-            delay = backoff_delay(backoff, number, rng)
-            elapsed = now() - started
-            if elapsed + delay >= min(backoff.deadline, budget):
+            delay = retry_delay(backoff, number, now() - started, rng, budget=budget)
+            if delay is None:
                 raise
             if on_retry is not None:
                 on_retry(number, error, delay)

@@ -193,6 +193,30 @@ class PubSubTransport:
             timeout=timeout,
         )
 
+    async def pull_serialized(
+        self, subscription: str, max_messages: int, *, timeout: float | None = 60.0
+    ) -> bytes:
+        """A Pull whose answer stays the ``PullResponse``'s wire bytes (for decoders of
+        their own: ``SubscriberClient.pull_raw``)."""
+        key = "/google.pubsub.v1.Subscriber/Pull#bytes"
+        call = self._calls.get(key)
+        if call is None:
+            call = self._calls[key] = self.channel.unary_unary(
+                "/google.pubsub.v1.Subscriber/Pull",
+                request_serializer=_serialize,
+                response_deserializer=None,  # the bytes as they came
+            )
+        try:
+            answer = await call(
+                pubsub_pb2.PullRequest(subscription=subscription, max_messages=max_messages),
+                timeout=timeout,
+                metadata=_routing("subscription", subscription),
+            )
+        except grpc.aio.AioRpcError as error:
+            raise rpc_error_from_grpc(error) from error
+        assert isinstance(answer, bytes)
+        return answer
+
     def open_stream(self, subscription: str) -> GrpcPullStream:
         """Open a StreamingPull call (``subscriber.transport.SubscriberTransport``)."""
         key = "/google.pubsub.v1.Subscriber/StreamingPull"

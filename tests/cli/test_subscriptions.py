@@ -58,6 +58,8 @@ def test_create_with_the_gcloud_flags(eo: Eo) -> None:
         "retryPolicy": {"minimumBackoff": "5s", "maximumBackoff": "120s"},
         "enableExactlyOnceDelivery": True,
         "pushConfig": None,
+        "bigqueryConfig": None,
+        "cloudStorageConfig": None,
         "messageTransforms": [],
         "detached": False,
         "topicMessageRetentionDuration": None,

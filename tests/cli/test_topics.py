@@ -22,6 +22,7 @@ def test_create_describe_list_delete_in_json(eo: Eo) -> None:
         "messageRetentionDuration": "3600s",
         "kmsKeyName": "",
         "messageTransforms": [],
+        "ingestionDataSourceSettings": None,
         "state": "ACTIVE",
     }
     assert eo.json("topics", "describe", name) == created

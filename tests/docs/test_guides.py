@@ -2,9 +2,10 @@
 
 Each page is a session of its own, as for a reader who follows it from the top: a fresh
 reference server that ``PUBSUB_EMULATOR_HOST`` points at (``PUBSUB_PROJECT_ID`` is
-``my-project``), a fresh working directory, and one namespace for the page's Python blocks
-(a reader pastes them, in order, into one ``python -m asyncio``, which accepts top-level
-``await``). Shell blocks run line by line (a trailing backslash continues a line).
+``my-project``; its bucket directories in ``buckets/``), a fresh working directory, and
+one namespace for the page's Python blocks (a reader pastes them, in order, into one
+``python -m asyncio``, which accepts top-level ``await``). Shell blocks run line by line
+(a trailing backslash continues a line).
 
 A block may be preceded by a mark:
 
@@ -209,7 +210,10 @@ async def run_page(
     ``python -m asyncio``); how many ran."""
     ran = 0
     monkeypatch.chdir(cwd)
-    async with run_server() as srv:
+    # Its bucket directories are buckets/ of the working directory and its BigQuery stand-in
+    # bigquery.duckdb there, as for a server started with `eoclient serve --buckets-dir
+    # buckets --bigquery-db bigquery.duckdb` (the exports guide reads them).
+    async with run_server(buckets_dir=cwd / "buckets", bigquery_db=cwd / "bigquery.duckdb") as srv:
         monkeypatch.setenv("PUBSUB_EMULATOR_HOST", srv.address)
         monkeypatch.setenv("PUBSUB_PROJECT_ID", PROJECT)
         for _ in range(rounds):

@@ -11,13 +11,13 @@ DEADLINE_EXCEEDED at the caller's timeout, not the server's hold.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import itertools
 from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
+from eoclient._clock import MonotonicClock
 from eoclient.admin import AdminClient, BacklogQuotaAction
 from eoclient.errors import DeadlineExceeded, Unavailable
 from eoclient.publisher import BatchSettings, PublisherClient, PublishRetrySettings
@@ -100,11 +100,12 @@ async def test_the_timeout_bounds_all_attempts_together(srv: ReferenceServer) ->
     srv.faults.fail("Publish", "UNAVAILABLE", times=-1)
     delays: list[float] = []
 
-    async def sleep(seconds: float) -> None:
-        delays.append(seconds)
-        await asyncio.sleep(seconds)
+    class RecordingClock(MonotonicClock):
+        async def sleep(self, seconds: float) -> None:
+            delays.append(seconds)
+            await super().sleep(seconds)
 
-    async with PublisherClient(srv.address, retry=FAST_RETRY, sleep=sleep) as client:
+    async with PublisherClient(srv.address, retry=FAST_RETRY, clock=RecordingClock()) as client:
         with pytest.raises(Unavailable):
             await client.publish(topic, b"doomed", timeout=0.3)
         stats = client.statistics()

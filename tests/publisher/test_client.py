@@ -28,7 +28,7 @@ from eoclient.errors import (
     SizeLimitExceeded,
     Unavailable,
 )
-from eoclient.publisher.client import PublisherClient, PublisherState
+from eoclient.publisher import PublisherClient, PublisherState
 from eoclient.publisher.settings import (
     BatchSettings,
     LimitExceededBehavior,

@@ -50,7 +50,6 @@ def sender_over(pipeline: Pipeline, wake: asyncio.Event) -> Sender:
         wake=wake,
         clock=MonotonicClock(),
         retry=PublishRetrySettings(),
-        sleep=asyncio.sleep,
         rng=random.Random(0),
         spans=None,
     )

@@ -11,7 +11,6 @@ from eoclient.spark._decisions import (
     CLOCK_SKEW_SECONDS,
     Admission,
     Known,
-    Leases,
     Verdict,
     assign_settles,
     give_back,
@@ -21,6 +20,7 @@ from eoclient.spark._decisions import (
     unconfirmed,
 )
 from eoclient.spark._keeper import StringColumn
+from eoclient.subscriber import LeaseGroups
 
 
 def _admit(admission: Admission, *deliveries: tuple[str, str, int]) -> list[Verdict]:
@@ -179,8 +179,9 @@ def test_a_settled_message_is_confirmed_by_any_of_its_ack_ids() -> None:
 
 
 def test_leases_extend_a_group_before_its_deadline_by_the_sdk_rules() -> None:
-    leases = Leases(lease_seconds=60)
-    leases.add("0/1", ["a", "b"], leased_until=110.0, now=100.0)
+    """The keeper's groups, their ends counted CLOCK_SKEW_SECONDS early (``_keeper``)."""
+    leases = LeaseGroups(lease_seconds=60)
+    leases.add("0/1", ["a", "b"], leased_until=110.0 - CLOCK_SKEW_SECONDS, now=100.0)
     assert "0/1" in leases
     # 10 s until the end (9 counting the clock skew); the SDK's renewal margin for a 9 s
     # lease is 4.5 s: due from 104.5.
@@ -192,7 +193,7 @@ def test_leases_extend_a_group_before_its_deadline_by_the_sdk_rules() -> None:
     leases.remove("0/1")
     assert len(leases) == 0
     # A group found with its lease already over is due at once (its modack will tell).
-    leases.add("0/2", ["c"], leased_until=50.0, now=100.0)
+    leases.add("0/2", ["c"], leased_until=50.0 - CLOCK_SKEW_SECONDS, now=100.0)
     assert leases.next_wakeup(100.0) == pytest.approx(100.0, abs=1e-3)
     assert leases.due(100.001) == {"0/2": ["c"]}
     assert CLOCK_SKEW_SECONDS == 1.0
@@ -200,9 +201,9 @@ def test_leases_extend_a_group_before_its_deadline_by_the_sdk_rules() -> None:
 
 def test_a_group_held_as_an_arrow_column_is_extended_as_strings() -> None:
     """A read task's part hands its ack id column over as it is (``StringColumn``)."""
-    leases = Leases(lease_seconds=60)
+    leases = LeaseGroups(lease_seconds=60)
     column = pa.chunked_array([pa.array(["b", "a"]), pa.array(["c"])])
-    leases.add("0/1", StringColumn(column), leased_until=110.0, now=100.0)
+    leases.add("0/1", StringColumn(column), leased_until=109.0, now=100.0)
     leases.lost("0/1", ["c", "x"])
     assert leases.due(104.6) == {"0/1": ["a", "b"]}
     assert "a" in StringColumn(column)

@@ -24,13 +24,14 @@ import pytest
 pytest.importorskip("pyarrow", reason="the spark extra is not installed")
 pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
+from eoclient._clock import SystemClock
 from eoclient.server_stub.core import NewMessage, SubscriptionConfig, TopicConfig
 from eoclient.server_stub.server import ReferenceServer, run_server
 from eoclient.spark._decisions import Admission, Known
 from eoclient.spark._journal import Journal
 from eoclient.spark._lease_log import LeaseLog
 from eoclient.spark._options import SourceSettings
-from eoclient.spark._pull import Pulled, open_transport, pull_part
+from eoclient.spark._pull import Pulled, open_client, pull_part
 from eoclient.spark._reader import ReadTask, close_workers, read_part
 from eoclient.spark._runner import Runner
 
@@ -384,16 +385,17 @@ async def test_a_message_delivered_twice_in_one_pull_leaves_room_for_another(
                 self.released = True
                 srv.broker.acks.modify_ack_deadline(subscription, [ack_ids[0]], 0)
 
-    transport = open_transport(srv.address)
+    clock = SystemClock()
+    client = open_client(srv.address, clock)
     pulled = Pulled(Admission(Known()))
     log = ReleasingLog(scene.path.parent / "pull.log")
     try:
         await pull_part(
-            transport, subscription, pulled, log, max_rows=6, deadline=time.monotonic() + 30
+            client, subscription, pulled, log, max_rows=6, deadline=clock.now() + 30, clock=clock
         )
     finally:
         log.close(delete=True)
-        await transport.close()
+        await client.aclose()
     admission = pulled.admission
     assert (admission.delivered, len(admission.emitted), len(admission.superseded)) == (6, 5, 1)
     # 5 (all there were), the redelivery (1: room for 6), then one more for the 6th.
@@ -586,13 +588,13 @@ async def test_a_pull_in_flight_when_a_puller_died_makes_available_now_wait(
     else:
         crashed.log.sent()
     scene.kill(crashed)
-    before = time.monotonic()
+    before = time.time()  # the runner's clock: wall-clock time
 
     restarted = await scene.runner()
 
     # The call may have leased messages nobody recorded: an availableNow run looks for
     # them until the call's timeout (10 s) + the ack deadline (10 s) + 2 s have passed.
-    assert before + 17 < restarted.grace_until < time.monotonic() + 22.5
+    assert before + 17 < restarted.grace_until < time.time() + 22.5
 
 
 async def test_a_journal_of_the_version_whose_driver_acked_goes_on(scene: Scene) -> None:

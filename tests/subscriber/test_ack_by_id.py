@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from eoclient import AcknowledgeStatus, AckRetrySettings, Message, SubscriberClient
+from eoclient import AckIdResults, AcknowledgeStatus, AckRetrySettings, Message, SubscriberClient
+from eoclient._proto import pubsub_pb2
 from eoclient.errors import ClosedError
 from eoclient.server_stub.server import ReferenceServer, run_server
 
@@ -149,4 +150,47 @@ async def test_fire_and_forget_acks_of_pulled_messages_finish_before_aclose(
         for message in await pull_all(client, env, 30):
             message.ack()
     # aclose() waited for the acks in flight instead of closing the channel under them.
+    assert env.backlog() == 0
+
+
+async def test_bulk_results_list_only_the_failures_apart(srv: ReferenceServer) -> None:
+    """5,001 ids: three calls in flight together; ``failed`` holds the ids that did not
+    succeed (here: the superseded delivery), every other id maps to SUCCESS."""
+    env = make_env(srv)
+    env.publish(3)
+    async with SubscriberClient(srv.address) as client:
+        first, second, third = await pull_all(client, env, 3)
+        srv.broker.acks.modify_ack_deadline(env.subscription, [second.ack_id], 0)
+        unknown = [f"{first.ack_id[:-1]}x{n}" for n in range(4998)]  # ids never issued
+        ack_ids = [first.ack_id, second.ack_id, third.ack_id, *unknown]
+        results = await client.acknowledge(env.subscription, ack_ids)
+        assert isinstance(results, AckIdResults)
+        assert len(results) == 5001
+        assert results[first.ack_id].status is AcknowledgeStatus.SUCCESS
+        assert results[third.ack_id].status is AcknowledgeStatus.SUCCESS
+        assert second.ack_id in results.failed
+        assert first.ack_id not in results.failed
+        assert set(results.failed) == {r for r, v in results.items() if v.status.name != "SUCCESS"}
+        assert env.backlog() == 1
+        # All applied: nothing failed, and one shared result (no object per id).
+        (again,) = await pull_all(client, env, 1)
+        clean = await client.acknowledge(env.subscription, [again.ack_id])
+        assert clean.failed == {}
+        assert repr(clean) == "<AckIdResults of 1 ack ids, 0 failed>"
+
+
+async def test_pull_raw_answers_the_pull_response_bytes(srv: ReferenceServer) -> None:
+    env = make_env(srv)
+    ids = env.publish(3)
+    async with SubscriberClient(srv.address) as client:
+        received: list[pubsub_pb2.ReceivedMessage] = []
+        async with asyncio.timeout(5):
+            while len(received) < 3:
+                raw = await client.pull_raw(env.subscription, 3 - len(received))
+                assert isinstance(raw, bytes)
+                received += pubsub_pb2.PullResponse.FromString(raw).received_messages
+        assert sorted(r.message.message_id for r in received) == sorted(ids)
+        # Settled by id, in bulk.
+        results = await client.acknowledge(env.subscription, [r.ack_id for r in received])
+        assert results.failed == {}
     assert env.backlog() == 0

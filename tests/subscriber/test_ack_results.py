@@ -168,7 +168,7 @@ def test_partial_success_unlisted_ids_succeed() -> None:
     )
     assert _summary(outcome) == {"stale": S.INVALID_ACK_ID, "valid": S.SUCCESS, "unordered": RETRY}
     assert outcome.final["valid"] == AckResult(S.SUCCESS)
-    assert outcome.retry_ids == {"unordered"}
+    assert set(outcome.retry) == {"unordered"}
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eoclient._proto import pubsub_pb2
+from eoclient.subscriber.ack_records import Operation, Position
 from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
 from eoclient.subscriber.dispatch import Dispatcher
-from eoclient.subscriber.ledger import AckLedger, AckMode, Operation, Position
+from eoclient.subscriber.ledger import AckLedger, AckMode
 from eoclient.subscriber.message import Message
 from eoclient.subscriber.settings import (
     AckRetrySettings,

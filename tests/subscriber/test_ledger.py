@@ -13,25 +13,19 @@ from hypothesis import strategies as st
 
 from eoclient._clock import FakeClock
 from eoclient._proto import pubsub_pb2
+from eoclient._retrying import retry_delay
 from eoclient.errors import RpcError
+from eoclient.subscriber.ack_records import ACK_IDS_PER_REQUEST, AckRecord, Operation
 from eoclient.subscriber.ack_results import (
     PERMANENT_FAILURE_INVALID_ACK_ID,
     TEMPORARY_FAILURE,
     AcknowledgeStatus,
     AckResult,
 )
-from eoclient.subscriber.ledger import (
-    ACK_IDS_PER_REQUEST,
-    CONFIRMATION_TIMEOUT,
-    PROBE_TIMEOUT,
-    AckLedger,
-    AckMode,
-    AckRecord,
-    Operation,
-    UnaryCall,
-)
+from eoclient.subscriber.ledger import CONFIRMATION_TIMEOUT, PROBE_TIMEOUT, AckLedger, AckMode
 from eoclient.subscriber.sender import AckSender
 from eoclient.subscriber.settings import AckRetrySettings
+from eoclient.subscriber.unary_acks import UnaryCall
 
 from .fake_transport import ACKNOWLEDGE, FakeTransport, eod_ack_failure, rpc_error
 
@@ -247,7 +241,7 @@ def test_the_first_confirmation_makes_the_mode_stream_and_probes_stand_first() -
     outgoing = ledger.take(T0, stream_open=True, stopping=False)
     assert wire(outgoing.stream) == [("modack", "r", 60)]
     (call,) = outgoing.unary
-    assert ledger.apply_unary_answer(call, None) == [record]  # the unary copy answers first
+    assert ledger.unary.apply_answer(call, None) == [record]  # the unary copy answers first
     assert ledger.on_confirmation(confirmation(modacks=["r"])) == ([], [])
     assert ledger.mode is AckMode.STREAM
     assert ledger.idle()
@@ -289,8 +283,8 @@ def test_an_ack_lost_with_its_stream_never_reports_a_wrong_invalid_ack_id() -> N
     ledger = eod_ledger()
     record, _ = ledger.submit("a", ACK)
     ledger.take(T0, stream_open=True, stopping=False)
-    (call,) = ledger.plan_unary(ledger.stream_lost(), T0, ambiguous=True)
-    ledger.apply_unary_answer(call, eod_ack_failure({"a": PERMANENT_FAILURE_INVALID_ACK_ID}))
+    (call,) = ledger.unary.plan(ledger.stream_lost(), T0, ambiguous=True)
+    ledger.unary.apply_answer(call, eod_ack_failure({"a": PERMANENT_FAILURE_INVALID_ACK_ID}))
     result = record.result(0)
     assert result is not None
     assert result.status is AcknowledgeStatus.OTHER
@@ -315,6 +309,13 @@ def test_fail_all_resolves_pending_awaiting_and_unary() -> None:
 # ---------------------------------------------------------------- retries
 
 
+class TopJitter(random.Random):
+    """Full jitter draws from 0 to the bound; this one always draws the bound."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
 @pytest.mark.parametrize(
     ("attempt", "elapsed", "expected"),
     [
@@ -322,20 +323,23 @@ def test_fail_all_resolves_pending_awaiting_and_unary() -> None:
         (2, 0.3, 0.2),
         (5, 3.0, 1.6),
         (20, 100.0, 10.0),  # capped at max_backoff
-        (3, 599.9, 0.4),
-        (3, 600.0, None),  # the deadline has passed: give up
+        (3, 599.5, 0.4),
+        (3, 599.7, None),  # the retry would start after the deadline: give up now
+        (3, 600.0, None),
     ],
 )
-def test_retry_delay_table(attempt: int, elapsed: float, expected: float | None) -> None:
-    delay = AckLedger(AckRetrySettings()).retry_delay(attempt, elapsed, NoJitter())
+def test_ack_retry_delay_table(attempt: int, elapsed: float, expected: float | None) -> None:
+    """Ack retries wait what the SDK's one backoff says (``_retrying.retry_delay``)."""
+    delay = retry_delay(AckRetrySettings(), attempt, elapsed, TopJitter())
     assert delay == (pytest.approx(expected) if expected is not None else None)
 
 
-def test_retry_jitter_is_at_most_one_initial_backoff() -> None:
-    ledger = AckLedger(AckRetrySettings(initial_backoff=0.5, max_backoff=4, deadline=60))
+def test_ack_retry_jitter_is_full() -> None:
+    settings = AckRetrySettings(initial_backoff=0.5, max_backoff=4, deadline=60)
     rng = random.Random(7)
-    delays = [ledger.retry_delay(3, 1.0, rng) for _ in range(200)]
-    assert all(d is not None and 2.0 <= d <= 2.5 for d in delays)
+    delays = [retry_delay(settings, 3, 1.0, rng) for _ in range(200)]
+    assert all(d is not None and 0.0 <= d <= 2.0 for d in delays)
+    assert min(d for d in delays if d is not None) < 0.5 < max(d for d in delays if d is not None)
 
 
 @pytest.mark.parametrize(
@@ -355,7 +359,7 @@ def test_what_a_unary_answer_settles(
 ) -> None:
     ledger = eod_ledger(AckMode.UNARY)
     record, _ = ledger.submit("a", ACK)
-    (call,) = ledger.plan_unary([(record, 0)], T0, ambiguous=ambiguous)
+    (call,) = ledger.unary.plan([(record, 0)], T0, ambiguous=ambiguous)
     errors: dict[str | None, RpcError | None] = {
         None: None,
         "invalid": eod_ack_failure({"a": PERMANENT_FAILURE_INVALID_ACK_ID}),
@@ -363,7 +367,7 @@ def test_what_a_unary_answer_settles(
         "denied": rpc_error("PERMISSION_DENIED"),
         "unavailable": rpc_error("UNAVAILABLE"),
     }
-    resolved = ledger.apply_unary_answer(call, errors[error])
+    resolved = ledger.unary.apply_answer(call, errors[error])
     if expected is None:
         assert resolved == []
         assert call.positions == [(record, 0)]
@@ -380,7 +384,9 @@ async def test_unary_retries_wait_on_the_clock_and_give_up_at_the_deadline() -> 
     transport = FakeTransport()
     transport.on_acknowledge = lambda call: rpc_error("UNAVAILABLE", "down")
     ledger = eod_ledger(AckMode.UNARY)
-    sender = AckSender(ledger, transport, SUB, clock=clock, rng=NoJitter(), spawn=print, fail=print)
+    sender = AckSender(
+        ledger, transport, SUB, clock=clock, rng=TopJitter(), spawn=print, fail=print
+    )
     record, _ = ledger.submit("a", ACK)
     start = clock.now()
     outgoing = ledger.take(clock.now(), stream_open=False, stopping=True)
@@ -389,7 +395,8 @@ async def test_unary_retries_wait_on_the_clock_and_give_up_at_the_deadline() -> 
     assert result is not None
     assert result.status is AcknowledgeStatus.OTHER
     assert "600 s retry deadline" in result.info
-    assert clock.now() - start >= 600
+    # No retry starts past the deadline: it gives up when the next wait would end there.
+    assert 590 <= clock.now() - start < 600
     calls = transport.calls(ACKNOWLEDGE)
     # 0.1, 0.2, ..., 6.4 s, then 10 s each until 600 s: about 66 attempts, not thousands.
     assert 50 <= len(calls) <= 80
@@ -462,7 +469,7 @@ def test_an_ack_reported_success_was_applied_and_one_reported_invalid_never_was(
 
     def answer_unary(call: UnaryCall, fail: bool) -> None:
         if call.kind is not ACK:
-            ledger.apply_unary_answer(call, None)  # modacks: always applied
+            ledger.unary.apply_answer(call, None)  # modacks: always applied
             return
         failures = {}
         for ack_id in call.ack_ids():
@@ -471,7 +478,7 @@ def test_an_ack_reported_success_was_applied_and_one_reported_invalid_never_was(
                 failures[ack_id] = (
                     PERMANENT_FAILURE_INVALID_ACK_ID if outcome == "invalid" else TEMPORARY_FAILURE
                 )
-        ledger.apply_unary_answer(call, eod_ack_failure(failures) if failures else None)
+        ledger.unary.apply_answer(call, eod_ack_failure(failures) if failures else None)
 
     fresh = iter(range(10_000))
     acked: list[str] = []
@@ -520,7 +527,7 @@ def test_an_ack_reported_success_was_applied_and_one_reported_invalid_never_was(
                 request.modify_deadline_ack_ids
             )
             _, retry = ledger.on_confirmation(response)
-            calls += ledger.plan_unary(retry, now, ambiguous=False)
+            calls += ledger.unary.plan(retry, now, ambiguous=False)
         elif action == "unary" and calls:
             call = calls[0]
             answer_unary(call, fail=bool(arg))
@@ -528,15 +535,15 @@ def test_an_ack_reported_success_was_applied_and_one_reported_invalid_never_was(
                 calls.pop(0)
         elif action == "stream_lost":
             server.written.clear()
-            calls += ledger.plan_unary(ledger.stream_lost(), now, ambiguous=True)
+            calls += ledger.unary.plan(ledger.stream_lost(), now, ambiguous=True)
         elif action == "overdue":
             now += CONFIRMATION_TIMEOUT
-            calls += ledger.plan_unary(ledger.overdue(now), now, ambiguous=True)
+            calls += ledger.unary.plan(ledger.overdue(now), now, ambiguous=True)
         check(records, server, first_results)
 
     # Answer everything: what is pending goes by unary call, every call until it is done.
     calls += ledger.take(now, stream_open=False, stopping=True).unary
-    calls += ledger.plan_unary(ledger.stream_lost(), now, ambiguous=True)
+    calls += ledger.unary.plan(ledger.stream_lost(), now, ambiguous=True)
     for call in calls:
         while call.positions:
             answer_unary(call, fail=False)

@@ -8,8 +8,9 @@ import datetime
 import pytest
 
 from eoclient._proto import pubsub_pb2
+from eoclient.subscriber.ack_records import Operation, Position
 from eoclient.subscriber.ack_results import AcknowledgeStatus
-from eoclient.subscriber.ledger import AckLedger, AckMode, Operation, Position
+from eoclient.subscriber.ledger import AckLedger, AckMode
 from eoclient.subscriber.message import Message, message_from_wire
 from eoclient.subscriber.settings import AckRetrySettings
 from eoclient.subscriber.waiters import deliver

@@ -121,3 +121,20 @@ async def test_bad_retry_and_timeout_are_refused_clearly(client: SubscriberClien
         await client.pull(SUBSCRIPTION, retry=3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="must be > 0"):
         await client.pull(SUBSCRIPTION, timeout=0)
+
+
+async def test_pull_raw_is_retried_by_the_same_rules_on_the_clients_clock(
+    srv: ReferenceServer, client: SubscriberClient, clock: FakeClock
+) -> None:
+    """``pull_raw`` waits and gives up as ``pull`` does: the fake clock moves only by the
+    backoffs, and a budget spent on it ends the call."""
+    started = clock.now()
+    srv.faults.fail("Pull", "UNAVAILABLE", times=3)
+    raw = await client.pull_raw(SUBSCRIPTION)
+    assert b"order 1" in raw
+    assert 0 < clock.now() - started < 60  # three waits on the fake clock, none for real
+    srv.faults.fail("Pull", "UNAVAILABLE", times=-1)
+    patient = RetrySettings(initial_backoff=1.0, multiplier=2.0, max_backoff=8.0, deadline=600)
+    with pytest.raises(Unavailable):
+        await client.pull_raw(SUBSCRIPTION, retry=patient, timeout=30)
+    assert clock.now() - started < 60 + 30  # no wait past the 30 s budget

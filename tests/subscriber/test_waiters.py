@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 
 from eoclient._proto import pubsub_pb2
+from eoclient.subscriber.ack_records import AckRecord, Operation
 from eoclient.subscriber.ack_results import AcknowledgeStatus
-from eoclient.subscriber.ledger import AckLedger, AckMode, AckRecord, Operation
+from eoclient.subscriber.ledger import AckLedger, AckMode
 from eoclient.subscriber.settings import AckRetrySettings
 from eoclient.subscriber.waiters import completion, deliver, result_of
 

@@ -14,6 +14,7 @@ from eoclient._retrying import (
     backoff_delay,
     call_with_retry,
     check_timeout,
+    retry_delay,
 )
 from eoclient.errors import NotFound, RpcError, SizeLimitExceeded, Unavailable
 
@@ -97,14 +98,37 @@ async def test_other_codes_size_limits_and_no_retry_end_at_once() -> None:
         assert len(server.deadlines) == 1
 
 
-def test_backoff_grows_to_its_cap_with_bounded_jitter() -> None:
+class TopJitter(random.Random):
+    """Always draws the top of the range."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
+def test_backoff_grows_to_its_cap_with_full_jitter() -> None:
+    """The official clients' truncated exponential backoff: a draw from 0 to a bound that
+    grows by ``multiplier`` up to ``max_backoff``."""
     settings = RetrySettings(initial_backoff=0.1, max_backoff=2.0, multiplier=2.0)
+    bounds = [backoff_delay(settings, attempt, TopJitter()) for attempt in range(1, 12)]
+    assert bounds == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, *[2.0] * 6])
     rng = random.Random(1)
-    delays = [backoff_delay(settings, attempt, rng) for attempt in range(1, 12)]
-    for attempt, delay in enumerate(delays, start=1):
-        base = min(2.0, 0.1 * 2 ** (attempt - 1))
-        assert base <= delay <= min(2.0, base + 0.1)
-    assert delays[-1] == 2.0
+    for attempt, bound in enumerate(bounds, start=1):
+        draws = [backoff_delay(settings, attempt, rng) for _ in range(50)]
+        assert all(0.0 <= d <= bound for d in draws)
+        assert min(draws) < bound / 4  # the whole range is drawn from
+        assert max(draws) > bound * 3 / 4
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "budget", "expected"),
+    [(0.0, math.inf, 0.4), (59.0, math.inf, 0.4), (59.6, math.inf, None), (1.0, 1.2, None)],
+)
+def test_retry_delay_gives_up_before_a_wait_past_the_deadline_or_budget(
+    elapsed: float, budget: float, expected: float | None
+) -> None:
+    settings = RetrySettings(initial_backoff=0.1, max_backoff=2.0, multiplier=2.0, deadline=60)
+    delay = retry_delay(settings, 3, elapsed, TopJitter(), budget=budget)
+    assert delay == (None if expected is None else pytest.approx(expected))
 
 
 def test_settings_are_checked() -> None:

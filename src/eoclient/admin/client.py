@@ -33,8 +33,7 @@ for an optional property clears it (the server then applies its default).
 from __future__ import annotations
 
 import random
-
-import grpc
+from typing import TYPE_CHECKING
 
 from eoclient._clock import AsyncClock, MonotonicClock
 from eoclient._retrying import DEFAULT
@@ -48,6 +47,9 @@ from eoclient.admin.snapshots import SnapshotAdmin
 from eoclient.admin.subscriptions import SubscriptionAdmin
 from eoclient.admin.topics import TopicAdmin
 from eoclient.errors import ClosedError
+
+if TYPE_CHECKING:
+    import grpc
 
 __all__ = ["AdminClient"]
 

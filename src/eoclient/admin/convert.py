@@ -29,6 +29,7 @@ from typing import Any
 from google.protobuf import empty_pb2, timestamp_pb2
 
 from eoclient._proto import pubsub_pb2 as pb
+from eoclient.admin import export_configs, ingestion
 from eoclient.admin.calls import Request
 from eoclient.admin.schemas import settings_from_pb, settings_to_pb
 from eoclient.admin.transforms import transforms_from_pb, transforms_to_pb
@@ -98,6 +99,10 @@ def topic_to_pb(topic: Topic) -> pb.Topic:
     if topic.schema_settings is not None:
         settings_to_pb(topic.schema_settings, message.schema_settings)
     transforms_to_pb(topic.message_transforms, message.message_transforms)
+    if topic.ingestion_data_source_settings is not None:
+        ingestion.settings_to_pb(
+            topic.ingestion_data_source_settings, message.ingestion_data_source_settings
+        )
     return message
 
 
@@ -117,6 +122,9 @@ def topic_from_pb(message: pb.Topic) -> Topic:
             else None
         ),
         message_transforms=transforms_from_pb(message.message_transforms),
+        ingestion_data_source_settings=ingestion.settings_from_pb(
+            message.ingestion_data_source_settings
+        ),
         state=_topic_state(message.state),
     )
 
@@ -174,6 +182,12 @@ def subscription_to_pb(subscription: Subscription) -> pb.Subscription:
         message.retry_policy.maximum_backoff.FromTimedelta(retry.maximum_backoff)
     if subscription.push_config is not None:
         _push_config_to_pb(subscription.push_config, message.push_config)
+    if subscription.bigquery_config is not None:
+        export_configs.bigquery_to_pb(subscription.bigquery_config, message.bigquery_config)
+    if subscription.cloud_storage_config is not None:
+        export_configs.cloud_storage_to_pb(
+            subscription.cloud_storage_config, message.cloud_storage_config
+        )
     transforms_to_pb(subscription.message_transforms, message.message_transforms)
     return message
 
@@ -222,6 +236,16 @@ def subscription_from_pb(message: pb.Subscription) -> Subscription:
         retry_policy=retry,
         enable_exactly_once_delivery=message.enable_exactly_once_delivery,
         push_config=push,
+        bigquery_config=(
+            export_configs.bigquery_from_pb(message.bigquery_config)
+            if message.HasField("bigquery_config") and message.bigquery_config.table
+            else None
+        ),
+        cloud_storage_config=(
+            export_configs.cloud_storage_from_pb(message.cloud_storage_config)
+            if message.HasField("cloud_storage_config") and message.cloud_storage_config.bucket
+            else None
+        ),
         message_transforms=transforms_from_pb(message.message_transforms),
         detached=message.detached,
         topic_message_retention_duration=(

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from eoclient._retrying import DEFAULT
 from eoclient.admin import convert
 from eoclient.admin.calls import AdminCalls, AsyncPager, Retry, Timeout
+from eoclient.admin.export_configs import BigQueryConfig, CloudStorageConfig
 from eoclient.admin.paths import project_of, subscription_path
 from eoclient.admin.transforms import MessageTransform
 from eoclient.admin.types import (
@@ -50,6 +51,8 @@ class SubscriptionAdmin(AdminCalls):
         retry_policy: RetryPolicy | None = None,
         enable_exactly_once_delivery: bool = False,
         push_config: PushConfig | None = None,
+        bigquery_config: BigQueryConfig | None = None,
+        cloud_storage_config: CloudStorageConfig | None = None,
         message_transforms: Sequence[MessageTransform] = (),
         retry: Retry = DEFAULT,
         timeout: Timeout = DEFAULT,
@@ -69,6 +72,8 @@ class SubscriptionAdmin(AdminCalls):
             retry_policy=retry_policy,
             enable_exactly_once_delivery=enable_exactly_once_delivery,
             push_config=push_config,
+            bigquery_config=bigquery_config,
+            cloud_storage_config=cloud_storage_config,
             message_transforms=tuple(message_transforms),
         )
         return convert.subscription_from_pb(
@@ -95,6 +100,8 @@ class SubscriptionAdmin(AdminCalls):
         retry_policy: RetryPolicy | Unset | None = UNSET,
         enable_exactly_once_delivery: bool | Unset = UNSET,
         push_config: PushConfig | Unset | None = UNSET,
+        bigquery_config: BigQueryConfig | Unset | None = UNSET,
+        cloud_storage_config: CloudStorageConfig | Unset | None = UNSET,
         message_transforms: Sequence[MessageTransform] | Unset = UNSET,
         retry: Retry = DEFAULT,
         timeout: Timeout = DEFAULT,
@@ -103,7 +110,9 @@ class SubscriptionAdmin(AdminCalls):
 
         ``filter`` and ``enable_message_ordering`` cannot change after creation (the
         service refuses), so they are not parameters; ``push_config=None`` turns a
-        push subscription into a pull one; ``message_transforms=()`` removes them all.
+        push subscription into a pull one, and so do ``bigquery_config=None`` and
+        ``cloud_storage_config=None`` for an export subscription; ``message_transforms=()``
+        removes them all.
         """
         changes = {
             "ack_deadline_seconds": ack_deadline_seconds,
@@ -115,6 +124,8 @@ class SubscriptionAdmin(AdminCalls):
             "retry_policy": retry_policy,
             "enable_exactly_once_delivery": enable_exactly_once_delivery,
             "push_config": push_config,
+            "bigquery_config": bigquery_config,
+            "cloud_storage_config": cloud_storage_config,
             "message_transforms": (
                 message_transforms
                 if isinstance(message_transforms, Unset)

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from eoclient._retrying import DEFAULT
 from eoclient.admin import convert
 from eoclient.admin.calls import AdminCalls, AsyncPager, Retry, Timeout
+from eoclient.admin.ingestion import IngestionSettings
 from eoclient.admin.paths import project_of, topic_path
 from eoclient.admin.schemas import SchemaSettings
 from eoclient.admin.transforms import MessageTransform
@@ -37,6 +38,7 @@ class TopicAdmin(AdminCalls):
         kms_key_name: str = "",
         schema_settings: SchemaSettings | None = None,
         message_transforms: Sequence[MessageTransform] = (),
+        ingestion_data_source_settings: IngestionSettings | None = None,
         retry: Retry = DEFAULT,
         timeout: Timeout = DEFAULT,
     ) -> Topic:
@@ -48,6 +50,7 @@ class TopicAdmin(AdminCalls):
             kms_key_name=kms_key_name,
             schema_settings=schema_settings,
             message_transforms=tuple(message_transforms),
+            ingestion_data_source_settings=ingestion_data_source_settings,
         )
         return convert.topic_from_pb(await self._call(convert.create_topic(topic), retry, timeout))
 
@@ -65,11 +68,13 @@ class TopicAdmin(AdminCalls):
         kms_key_name: str | Unset = UNSET,
         schema_settings: SchemaSettings | Unset | None = UNSET,
         message_transforms: Sequence[MessageTransform] | Unset = UNSET,
+        ingestion_data_source_settings: IngestionSettings | Unset | None = UNSET,
         retry: Retry = DEFAULT,
         timeout: Timeout = DEFAULT,
     ) -> Topic:
         """Change the given properties (the update mask names exactly those;
-        ``message_transforms=()`` removes them all)."""
+        ``message_transforms=()`` removes them all;
+        ``ingestion_data_source_settings=None`` makes an import topic a plain one)."""
         changes = {
             "labels": labels,
             "message_retention_duration": message_retention_duration,
@@ -80,6 +85,7 @@ class TopicAdmin(AdminCalls):
                 if isinstance(message_transforms, Unset)
                 else tuple(message_transforms)
             ),
+            "ingestion_data_source_settings": ingestion_data_source_settings,
         }
         return convert.topic_from_pb(
             await self._call(convert.update_topic(name, changes), retry, timeout)

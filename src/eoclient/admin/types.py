@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
+from eoclient.admin.export_configs import BigQueryConfig, CloudStorageConfig
+from eoclient.admin.ingestion import IngestionSettings
 from eoclient.admin.schemas import SchemaSettings
 from eoclient.admin.transforms import MessageTransform
 
@@ -93,7 +95,10 @@ class Topic:
         schema_settings: the schema published messages must match (``None``: none).
         message_transforms: UDFs applied, in order, to each message published, before
             it is stored (any sequence passed in is kept as a tuple).
-        state: output only.
+        ingestion_data_source_settings: the outside source an import topic publishes
+            from (``None``: a plain topic); see :mod:`eoclient.admin.ingestion`.
+        state: output only (``INGESTION_RESOURCE_ERROR``: the source's own state says why
+            it is not read).
     """
 
     name: str
@@ -102,6 +107,7 @@ class Topic:
     kms_key_name: str = ""
     schema_settings: SchemaSettings | None = None
     message_transforms: tuple[MessageTransform, ...] = ()
+    ingestion_data_source_settings: IngestionSettings | None = None
     state: TopicState = TopicState.STATE_UNSPECIFIED
 
     def __post_init__(self) -> None:
@@ -195,6 +201,9 @@ class Subscription:
         retry_policy: ``None`` = redeliver as soon as possible.
         enable_exactly_once_delivery: exactly-once delivery.
         push_config: ``None`` = a pull subscription.
+        bigquery_config: rows of a BigQuery table (``None``: no BigQuery export).
+        cloud_storage_config: objects in a Cloud Storage bucket (``None``: no Cloud Storage
+            export); at most one of push_config, bigquery_config, cloud_storage_config.
         message_transforms: UDFs applied, in order, to each message the subscription
             delivers (any sequence passed in is kept as a tuple).
         detached: output only in practice; set by ``AdminClient.detach_subscription``.
@@ -215,6 +224,8 @@ class Subscription:
     retry_policy: RetryPolicy | None = None
     enable_exactly_once_delivery: bool = False
     push_config: PushConfig | None = None
+    bigquery_config: BigQueryConfig | None = None
+    cloud_storage_config: CloudStorageConfig | None = None
     message_transforms: tuple[MessageTransform, ...] = ()
     detached: bool = False
     topic_message_retention_duration: datetime.timedelta | None = None

@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -258,8 +258,13 @@ async def publish_all(
 
     loop = asyncio.get_running_loop()
     interrupted = False
-    async with PublisherClient(endpoint, batch=BATCH, enable_message_ordering=True) as client:
-        reader = asyncio.create_task(feed(client), name="eoclient-publish-feed")
+    async with (
+        PublisherClient(endpoint, batch=BATCH, enable_message_ordering=True) as client,
+        asyncio.TaskGroup() as tasks,
+    ):
+        # The reader's error is its result, not raised into the group: it is reported
+        # once what was read before it is published.
+        reader = tasks.create_task(_caught(feed(client)), name="eoclient-publish-feed")
 
         def on_interrupt() -> None:
             # The first Ctrl-C stops reading; what was read is still published. The
@@ -281,7 +286,7 @@ async def publish_all(
                 await settle_oldest()
             report.message_ids = [ids[i] for i in sorted(ids)]
             report.seconds = time.perf_counter() - started
-    bad_input = None if reader.cancelled() else reader.exception()
+    bad_input = None if reader.cancelled() else reader.result()
     if failure is not None:
         raise CliError(
             f"{report.first_failure} — published {report.published} of the "
@@ -299,6 +304,15 @@ async def publish_all(
             f"interrupted — published the {report.published} message(s) read before it",
             EXIT_INTERRUPTED,
         )
+
+
+async def _caught(work: Awaitable[None]) -> Exception | None:
+    """``work``'s exception as a value (``None`` when it returns)."""
+    try:
+        await work
+    except Exception as error:
+        return error
+    return None
 
 
 class _RateColumn(ProgressColumn):

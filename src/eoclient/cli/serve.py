@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,6 +41,8 @@ async def _serve(
     data_dir: Path | None,
     security: DoorSecurity,
     max_leases: int,
+    buckets_dir: Path | None = None,
+    bigquery_db: Path | None = None,
 ) -> None:
     from eoclient.server_stub.server import run_server
 
@@ -51,6 +54,8 @@ async def _serve(
         data_dir=data_dir,
         security=security,
         max_leases=max_leases,
+        buckets_dir=buckets_dir,
+        bigquery_db=bigquery_db,
     ) as server:
         await _announce_and_wait(server, rest_port, data_dir)
 
@@ -66,6 +71,10 @@ async def _announce_and_wait(
     if rest_port is not None:
         print(f"REST/JSON on {server.rest_url}/v1/", flush=True)
         print(f"dashboard on {server.rest_url}/dashboard", flush=True)
+    if server.buckets is not None:
+        print(f"Cloud Storage exports write to {server.buckets.describe()}", flush=True)
+    if server.bigquery is not None:
+        print(f"BigQuery exports write to the DuckDB file {server.bigquery.path}", flush=True)
     security = server.security
     if security.tls is None and security.tokens is None:
         print(f"export PUBSUB_EMULATOR_HOST={server.address}", flush=True)
@@ -112,6 +121,23 @@ async def _announce_and_wait(
     default=None,
     help="Keep topics, subscriptions, snapshots, messages and acks in this directory "
     "(SQLite), so they survive a restart or a crash. Default: in memory only.",
+)
+@click.option(
+    "--buckets-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Cloud Storage buckets as subdirectories of this directory (exports write objects "
+    "there). Default: DATA_DIR/buckets with --data-dir, else a new temporary directory, "
+    "printed at start. Ignored when STORAGE_EMULATOR_HOST is set: objects then go to that "
+    "Cloud Storage emulator's JSON API.",
+)
+@click.option(
+    "--bigquery-db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The DuckDB file standing in for BigQuery (BigQuery subscriptions write rows "
+    "there). Default: DATA_DIR/bigquery.duckdb with --data-dir, else a new temporary file, "
+    "printed at start.",
 )
 # -- door security (eoclient.server_stub.access.security) ----------------------------------
 @click.option(
@@ -172,6 +198,8 @@ def serve(
     max_streams_per_connection: int,
     max_streams: int,
     max_leases: int,
+    buckets_dir: Path | None,
+    bigquery_db: Path | None,
 ) -> None:
     """Run the reference server (google.pubsub.v1 over gRPC and REST/JSON).
 
@@ -197,8 +225,21 @@ def serve(
         )
     except ValueError as error:  # a missing or unreadable certificate, key or token file
         raise UsageProblem(f"serve: {error}") from error
+    if buckets_dir is None and data_dir is None:
+        # Kept after the server stops: what was exported stays readable.
+        buckets_dir = Path(tempfile.mkdtemp(prefix="eoclient-buckets-"))
+    if bigquery_db is None:
+        bigquery_db = (
+            data_dir / "bigquery.duckdb"
+            if data_dir is not None
+            else Path(tempfile.mkdtemp(prefix="eoclient-bigquery-")) / "bigquery.duckdb"
+        )
     try:
-        asyncio.run(_serve(host, port, rest, history, data_dir, security, max_leases))
+        asyncio.run(
+            _serve(
+                host, port, rest, history, data_dir, security, max_leases, buckets_dir, bigquery_db
+            )
+        )
     except KeyboardInterrupt:  # a second Ctrl-C while shutting down
         pass
     except StoreError as error:  # foreign or corrupt files, another server on the directory

@@ -20,6 +20,12 @@ from eoclient.admin import (
 from eoclient.cli import policies, policy_values
 from eoclient.cli.app import Invocation, common_options
 from eoclient.cli.errors import CliError, UsageProblem
+from eoclient.cli.export_flags import (
+    apply_update_exports,
+    create_exports,
+    export_options,
+    update_exports,
+)
 from eoclient.cli.flags import (
     DURATION,
     EXPIRATION,
@@ -129,6 +135,7 @@ def _policy_options(command: Any) -> Any:
 @click.option(
     "--retain-acked-messages", is_flag=True, help="Keep acked messages (for seek --time)."
 )
+@export_options(update=False)
 @labels_option
 @transforms_file_option
 @common_options
@@ -152,8 +159,11 @@ def create(
     retain_acked_messages: bool,
     labels: Sequence[Mapping[str, str]],
     message_transforms_file: Path | None,
+    **export_flags: Any,
 ) -> None:
-    """Create SUBSCRIPTION to --topic."""
+    """Create SUBSCRIPTION to --topic (a pull subscription unless --push-endpoint,
+    --bigquery-table or --cloud-storage-bucket makes it push or export)."""
+    exports = create_exports(export_flags)
     name = invocation.name("subscription", subscription)
     transforms = read_transforms(message_transforms_file) if message_transforms_file else ()
     topic_name = invocation.name("topic", topic, topic_project)
@@ -189,6 +199,7 @@ def create(
                 enable_exactly_once_delivery=enable_exactly_once_delivery,
                 push_config=PushConfig(push_endpoint) if push_endpoint else None,
                 message_transforms=transforms,
+                **exports,
             )
 
     show_subscription(invocation, invocation.run(call()), "created")
@@ -246,6 +257,7 @@ def describe(invocation: Invocation, subscription: str) -> None:
 @click.option(
     "--clear-push-config", is_flag=True, help="Make a push subscription a pull one again."
 )
+@export_options(update=True)
 @label_update_options
 @transforms_file_option
 @clear_transforms_option
@@ -272,6 +284,7 @@ def update(
     clear_labels: bool,
     message_transforms_file: Path | None,
     clear_message_transforms: bool,
+    **export_flags: Any,
 ) -> None:
     """Change SUBSCRIPTION (only what the flags name; filter and ordering are fixed)."""
     name = invocation.name("subscription", subscription)
@@ -305,9 +318,12 @@ def update(
     transforms = transforms_change(message_transforms_file, clear_message_transforms)
     if transforms is not None:
         changes["message_transforms"] = transforms
+    export_changes, export_merges = update_exports(export_flags)
+    changes.update(export_changes)
     relabel = label_changes_requested(update_labels, remove_labels, clear_labels)
     merges = (
-        relabel
+        export_merges
+        or relabel
         or dead_letter_topic_name is not None
         or max_delivery_attempts is not None
         or min_retry_delay is not None
@@ -321,6 +337,7 @@ def update(
             if merges:
                 # Flags that change part of a policy keep the rest of it as it is.
                 current = await admin.get_subscription(name)
+                changes.update(apply_update_exports(export_flags, current))
                 if relabel:
                     changes["labels"] = updated_labels(
                         current.labels, update_labels, remove_labels, clear_labels

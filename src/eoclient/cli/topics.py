@@ -5,10 +5,11 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
-from eoclient.admin import UNSET, Topic, Unset
+from eoclient.admin import UNSET, IngestionSettings, Topic, Unset
 from eoclient.cli.app import Invocation, common_options
 from eoclient.cli.errors import UsageProblem
 from eoclient.cli.flags import (
@@ -20,6 +21,7 @@ from eoclient.cli.flags import (
     merged,
     updated_labels,
 )
+from eoclient.cli.ingestion import ingestion_from_flags, ingestion_options
 from eoclient.cli.transforms_file import (
     clear_transforms_option,
     read_transforms,
@@ -54,6 +56,7 @@ def show_topic(invocation: Invocation, topic: Topic, done: str = "") -> None:
 )
 @click.option("--topic-encryption-key", default="", help="Cloud KMS key name.")
 @transforms_file_option
+@ingestion_options(update=False)
 @common_options
 def create(
     invocation: Invocation,
@@ -62,10 +65,12 @@ def create(
     message_retention_duration: datetime.timedelta | None,
     topic_encryption_key: str,
     message_transforms_file: Path | None,
+    **ingestion_flags: Any,
 ) -> None:
-    """Create TOPIC."""
+    """Create TOPIC (an import topic with one source's --*-ingestion-* flags)."""
     name = invocation.name("topic", topic)
     transforms = read_transforms(message_transforms_file) if message_transforms_file else ()
+    ingestion = ingestion_from_flags(ingestion_flags)
 
     async def call() -> Topic:
         async with invocation.admin() as admin:
@@ -75,6 +80,7 @@ def create(
                 message_retention_duration=message_retention_duration,
                 kms_key_name=topic_encryption_key,
                 message_transforms=transforms,
+                ingestion_data_source_settings=ingestion,
             )
 
     show_topic(invocation, invocation.run(call()), "created")
@@ -130,6 +136,7 @@ def describe(invocation: Invocation, topic: str) -> None:
 @click.option("--topic-encryption-key", default=None, help="Cloud KMS key name.")
 @transforms_file_option
 @clear_transforms_option
+@ingestion_options(update=True)
 @common_options
 def update(
     invocation: Invocation,
@@ -142,8 +149,11 @@ def update(
     topic_encryption_key: str | None,
     message_transforms_file: Path | None,
     clear_message_transforms: bool,
+    clear_ingestion_data_source_settings: bool,
+    **ingestion_flags: Any,
 ) -> None:
-    """Change TOPIC's labels, retention, key or transforms (only what the flags name)."""
+    """Change TOPIC's labels, retention, key, transforms or ingestion source (only what the
+    flags name; a source's flags replace its ingestion settings whole)."""
     name = invocation.name("topic", topic)
     transforms = transforms_change(message_transforms_file, clear_message_transforms)
     if message_retention_duration is not None and clear_message_retention_duration:
@@ -157,8 +167,16 @@ def update(
     elif clear_message_retention_duration:
         retention = None
     relabel = label_changes_requested(update_labels, remove_labels, clear_labels)
+    ingestion: IngestionSettings | Unset | None = ingestion_from_flags(ingestion_flags) or UNSET
+    if clear_ingestion_data_source_settings:
+        if ingestion is not UNSET:
+            raise UsageProblem(
+                "--clear-ingestion-data-source-settings and an ingestion source's flags "
+                "contradict each other"
+            )
+        ingestion = None
     nothing = retention is UNSET and topic_encryption_key is None and not relabel
-    if nothing and transforms is None:
+    if nothing and transforms is None and ingestion is UNSET:
         raise UsageProblem("nothing to update: pass at least one flag (see --help)")
 
     async def call() -> Topic:
@@ -173,6 +191,7 @@ def update(
                 message_retention_duration=retention,
                 kms_key_name=UNSET if topic_encryption_key is None else topic_encryption_key,
                 message_transforms=UNSET if transforms is None else transforms,
+                ingestion_data_source_settings=ingestion,
             )
 
     show_topic(invocation, invocation.run(call()), "updated")

@@ -25,6 +25,8 @@ from eoclient.admin import (
     Topic,
 )
 from eoclient.admin.transforms import MessageTransform
+from eoclient.cli.export_flags import export_fields, export_records
+from eoclient.cli.ingestion import ingestion_record, ingestion_summary
 from eoclient.cli.values import format_duration, wire_duration, wire_time
 from eoclient.subscriber import AckResult, Message
 
@@ -104,6 +106,7 @@ def topic_record(topic: Topic) -> Record:
         "messageRetentionDuration": _duration(topic.message_retention_duration),
         "kmsKeyName": topic.kms_key_name,
         "messageTransforms": transforms_record(topic.message_transforms),
+        "ingestionDataSourceSettings": ingestion_record(topic.ingestion_data_source_settings),
         "state": topic.state.name,
     }
 
@@ -118,6 +121,7 @@ def topic_fields(topic: Topic) -> list[tuple[str, str]]:
         ),
         ("kms key", topic.kms_key_name),
         ("message transforms", human_transforms(topic.message_transforms)),
+        ("ingestion", ingestion_summary(topic.ingestion_data_source_settings)),
         ("state", topic.state.name),
     ]
 
@@ -183,6 +187,7 @@ def subscription_record(subscription: Subscription) -> Record:
         "retryPolicy": _retry_record(s.retry_policy),
         "enableExactlyOnceDelivery": s.enable_exactly_once_delivery,
         "pushConfig": _push_record(s.push_config),
+        **export_records(s),
         "messageTransforms": transforms_record(s.message_transforms),
         "detached": s.detached,
         "topicMessageRetentionDuration": _duration(s.topic_message_retention_duration),
@@ -226,6 +231,7 @@ def subscription_fields(subscription: Subscription) -> list[tuple[str, str]]:
         ("message retention", human_duration(s.message_retention_duration, "default (7d)")),
         ("expiration", _human_expiration(s.expiration_policy)),
         ("push endpoint", s.push_config.endpoint if s.push_config else ""),
+        *export_fields(s),
         ("message transforms", human_transforms(s.message_transforms)),
         ("labels", human_labels(s.labels)),
         ("detached", _yes(s.detached)),

@@ -31,16 +31,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import enum
 import logging
 import random
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 
-import grpc
-
-from eoclient._clock import Clock, MonotonicClock
+from eoclient._clock import AsyncClock, MonotonicClock
 from eoclient._retrying import DEFAULT, Default
 from eoclient._transport import Endpoint, PubSubTransport
 from eoclient.errors import ClosedError
@@ -53,56 +48,20 @@ from eoclient.publisher.settings import (
     PublishRetrySettings,
     call_options,
 )
+from eoclient.publisher.state import PublisherState, PublisherStatistics
 from eoclient.publisher.threadsafe import accept_from_thread
 
 if TYPE_CHECKING:
+    import grpc
+
     # Imported at run time only by a client with tracing on (they import opentelemetry).
     from opentelemetry.trace import TracerProvider
 
     from eoclient.publisher.spans import PublishSpans
 
-__all__ = ["PublisherClient", "PublisherState", "PublisherStatistics"]
+__all__ = ["PublisherClient"]
 
 _log = logging.getLogger("eoclient.publisher")
-
-
-class PublisherState(enum.Enum):
-    UNOPENED = "unopened"  # constructed, not entered
-    OPEN = "open"  # accepting publishes
-    CLOSING = "closing"  # aclose() running: no new publishes, sending what is left
-    CLOSED = "closed"  # tasks ended, channel closed
-
-
-@dataclass(frozen=True, slots=True)
-class PublisherStatistics:
-    """A snapshot of one client (:meth:`PublisherClient.statistics`).
-
-    Attributes:
-        state: the client's :class:`PublisherState`.
-        published_messages: futures resolved with a message id.
-        failed_messages: futures failed (server errors, paused keys, closing).
-        publish_rpcs: ``Publish`` attempts, retries included.
-        retried_rpcs: attempts that failed with a retryable status and were retried.
-        batching_messages: messages in batches not yet handed to the sequencer.
-        batches_in_flight: batches sent (or being retried) and not yet resolved.
-        outstanding_messages / outstanding_bytes: admitted by flow control, not yet
-            resolved (counted under every behaviour).
-        waiting_messages / waiting_bytes: parked by ``BLOCK`` flow control.
-        paused_keys: (topic, ordering key) pairs paused by a failure, in pause order.
-    """
-
-    state: PublisherState
-    published_messages: int
-    failed_messages: int
-    publish_rpcs: int
-    retried_rpcs: int
-    batching_messages: int
-    batches_in_flight: int
-    outstanding_messages: int
-    outstanding_bytes: int
-    waiting_messages: int
-    waiting_bytes: int
-    paused_keys: tuple[tuple[str, str], ...]
 
 
 class PublisherClient:
@@ -127,10 +86,9 @@ class PublisherClient:
             ``eoclient[otel]``). Spans go to the global tracer provider.
         tracer_provider: an OpenTelemetry ``TracerProvider`` for this client's spans
             instead of the global one (with ``enable_open_telemetry_tracing=True``).
-        clock: monotonic seconds for batch latencies (only ever compared with
-            each other; the timer waits the differences on the event loop).
-        sleep: what retry backoff awaits (tests may pass a faster one); retry
-            deadlines and timeouts are measured in monotonic time.
+        clock: monotonic seconds for batch latencies, retry deadlines and timeouts,
+            and what retry backoff awaits (tests pass a ``FakeClock``); the batch
+            timer waits the differences on the event loop.
         rng: the random source of the backoff jitter.
 
     Use it as ``async with PublisherClient() as client:``; publishing before entering
@@ -148,8 +106,7 @@ class PublisherClient:
         enable_message_ordering: bool = False,
         enable_open_telemetry_tracing: bool = False,
         tracer_provider: TracerProvider | None = None,
-        clock: Clock | None = None,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: AsyncClock | None = None,
         rng: random.Random | None = None,
     ) -> None:
         if endpoint is not None and channel is not None:
@@ -183,7 +140,6 @@ class PublisherClient:
             wake=wake,
             clock=clock,
             retry=self.retry_settings,
-            sleep=sleep,
             rng=rng or random.Random(),
             spans=spans,
         )

@@ -10,7 +10,7 @@ new attempt that would start after ``retry.deadline`` or the call's ``timeout``
 (:func:`eoclient._retrying.call_with_retry`) — and reports the outcome to
 :meth:`Pipeline.finish`, sending what that releases.
 
-Every task belongs to the sender's ``asyncio.TaskGroup``, the client's one
+Every task belongs to the sender's TaskGroup (a ``_tasks.TaskOwner``), the client's one
 (docs/architecture.md#every-background-task-belongs-to-one-taskgroup), and none ever raises
 into it: a bug in the client itself fails what is waiting and is kept in :attr:`fatal`, so
 that the client refuses new publishes. A send task cancelled by :meth:`Sender.stop` fails
@@ -25,11 +25,12 @@ import contextlib
 import logging
 import math
 import random
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
-from eoclient._clock import Clock, MonotonicClock
+from eoclient._clock import AsyncClock
 from eoclient._retrying import call_with_retry
+from eoclient._tasks import TaskOwner
 from eoclient._transport import PubSubTransport
 from eoclient.errors import ClosedError, Internal, RpcError
 from eoclient.publisher.pipeline import Pipeline, PublishBatch
@@ -56,10 +57,10 @@ class Sender:
     Args:
         pipeline: what decides which batches may leave.
         wake: set when the pipeline has something for the sender (its ``notify_sender``).
-        clock: monotonic seconds for batch latencies (the pipeline's).
+        clock: monotonic seconds for batch latencies (the pipeline's), retry deadlines
+            and timeouts; what retry backoff awaits.
         retry: the client's retry settings: the cap of one attempt
             (``attempt_timeout``) when a message was published with ``retry=None``.
-        sleep: what retry backoff awaits.
         rng: the random source of the backoff jitter.
         spans: the client's OpenTelemetry spans, ``None`` with tracing off.
     """
@@ -69,24 +70,19 @@ class Sender:
         pipeline: Pipeline,
         *,
         wake: asyncio.Event,
-        clock: Clock,
+        clock: AsyncClock,
         retry: PublishRetrySettings,
-        sleep: Callable[[float], Awaitable[None]],
         rng: random.Random,
         spans: PublishSpans | None,
     ) -> None:
         self._pipeline = pipeline
         self._wake = wake
         self._clock = clock
-        # Retry deadlines are real durations, whatever clock paces the batches.
-        self._retry_clock = MonotonicClock()
         self._retry_settings = retry
-        self._sleep = sleep
         self._rng = rng
         self._spans = spans
         self._transport: PubSubTransport | None = None
-        self._group: asyncio.TaskGroup | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskOwner()
         # Batches whose send task has not run yet, by id: a task cancelled before its first
         # step never runs its body, so stop() fails these itself.
         self._unstarted: dict[int, PublishBatch] = {}
@@ -103,8 +99,7 @@ class Sender:
     async def start(self, transport: PubSubTransport) -> None:
         """Open the task group and start the sender task, which sends on ``transport``."""
         self._transport = transport
-        self._group = asyncio.TaskGroup()
-        await self._group.__aenter__()
+        await self._tasks.open()
         self._spawn(self._run(), "eoclient-publish-sender")
 
     async def stop(self) -> None:
@@ -114,13 +109,9 @@ class Sender:
         self._stopping = True
         self._pipeline.stop()
         try:
-            for task in list(self._tasks):
-                task.cancel()
-            group, self._group = self._group, None
-            if group is not None:
-                # Waits for the cancelled tasks even if this caller is cancelled meanwhile
-                # (TaskGroup absorbs it, then re-raises it after its tasks are done).
-                await group.__aexit__(None, None, None)
+            # Waits for the cancelled tasks even if this caller is cancelled meanwhile
+            # (TaskGroup absorbs it, then re-raises it after its tasks are done).
+            await self._tasks.close()
         finally:
             self._transport = None
             unstarted, self._unstarted = self._unstarted, {}
@@ -130,13 +121,10 @@ class Sender:
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> bool:
         """Start a task in the group; ``False`` (and the coroutine closed) once stopping."""
-        if self._group is None or self._stopping:
+        if self._stopping:
             coroutine.close()
             return False
-        task: asyncio.Task[None] = self._group.create_task(coroutine, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return True
+        return self._tasks.spawn(coroutine, name) is not None
 
     def _crash(self, bug: Exception) -> None:
         """A bug in the client itself: fail what is waiting, refuse new publishes."""
@@ -243,8 +231,8 @@ class Sender:
             backoff=options.retry,
             codes=RETRYABLE_PUBLISH_CODES,
             timeout=options.timeout,
-            now=self._retry_clock.now,
-            sleep=self._sleep,
+            now=self._clock.now,
+            sleep=self._clock.sleep,
             rng=self._rng,
             attempt_timeout=None if math.isinf(attempt_timeout) else attempt_timeout,
             on_retry=on_retry,

@@ -12,6 +12,11 @@ history of deliveries/acks/modacks (``srv.history``), and time: pass a
 ``run_server(data_dir=...)`` (and ``eoclient serve --data-dir``) keep the state in a
 ``SqliteStore``: it survives a restart or a crash, and nothing is answered before it is
 committed (``group_commit``).
+
+Export subscriptions are delivered by the server (``exports/``): Cloud Storage objects go
+to the Cloud Storage JSON API at ``STORAGE_EMULATOR_HOST`` when it is set, else into bucket
+directories (``buckets_dir``; default ``<data_dir>/buckets``, else a temporary directory
+removed when the block ends).
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ import asyncio
 import contextlib
 import logging
 import os
+import tempfile
 from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
 
 import grpc
 from aiohttp import web
@@ -30,13 +37,20 @@ from eoclient._tasks import cancel_and_wait
 from eoclient.server_stub.access.security import DoorSecurity, exposure_warnings
 from eoclient.server_stub.bigquery import BigQueryStandIn
 from eoclient.server_stub.bigquery.page import BigQueryPage
+from eoclient.server_stub.buckets import BucketStore, open_bucket_store
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.history import MessageHistory
 from eoclient.server_stub.core.leasing import DEFAULT_MAX_LEASES
 from eoclient.server_stub.doors.grpc.door import GrpcDoor
 from eoclient.server_stub.doors.grpc.streams import StreamRegistry
 from eoclient.server_stub.doors.rest.door import RestDoor
+from eoclient.server_stub.exports import ExportRunner
+from eoclient.server_stub.exports.bigquery import bigquery_workers
+from eoclient.server_stub.exports.metrics import ExportCollector
 from eoclient.server_stub.group_commit import GroupCommit
+from eoclient.server_stub.ingestion import IngestedObjects, Ingestion
+from eoclient.server_stub.ingestion.cloud_storage import DEFAULT_POLL_INTERVAL
+from eoclient.server_stub.ingestion.metrics import IngestionCollector
 from eoclient.server_stub.observe.dashboard.site import Dashboard
 from eoclient.server_stub.observe.metrics import ServerMetrics
 from eoclient.server_stub.push import PushSender
@@ -61,6 +75,9 @@ class ReferenceServer:
         security: DoorSecurity | None = None,
         bigquery: BigQueryStandIn | None = None,
         transform_limits: TransformLimits | None = None,
+        ingestion: Ingestion | None = None,
+        *,
+        exports: ExportRunner | None = None,
     ) -> None:
         self.broker = broker
         self.clock = clock
@@ -68,16 +85,41 @@ class ReferenceServer:
         self.faults = RpcFaults()
         self.streams = StreamRegistry(self.security.stream_limits)
         self.group_commit = GroupCommit(broker.store)
+        # Import topics are fed by the server itself (``ingestion/``); the services ask it
+        # for their states.
+        self.ingestion = ingestion or Ingestion(broker, clock)
+        # Export subscriptions are delivered by the server itself too (``exports/``); the
+        # services fill in their state from it.
+        self.exports = exports
         self.services = Services(
-            broker, self.faults, self.group_commit, self.security.tokens, transform_limits
+            broker,
+            self.faults,
+            self.group_commit,
+            self.security.tokens,
+            transform_limits,
+            self.ingestion,
+            export_states=exports.fill_states if exports is not None else None,
         )
         # Push subscriptions are delivered by the server itself (``push/``).
         self.push = PushSender(broker, clock, deliver=self.services.transforms.deliver)
         broker.set_listener(self._notify)
-        # /metrics on the REST door (observe/metrics.py)
-        self.metrics = ServerMetrics(broker, self.services.transforms)
+        # /metrics on the REST door (observe/metrics.py), with the message transforms', the
+        # import topics' and the exports' series.
+        self.metrics = ServerMetrics(
+            broker,
+            lambda projects: [
+                IngestionCollector(self.ingestion, projects),
+                *([ExportCollector(exports, projects)] if exports is not None else []),
+            ],
+            transforms=self.services.transforms,
+        )
+        if exports is not None:
+            # What an export leases passes through the subscription's transforms first.
+            exports.deliver = self.services.transforms.deliver
         self.dashboard = Dashboard(self.services, clock)  # / on the REST door (observe/dashboard/)
-        # BigQuery subscriptions write to the stand-in; /eoclient/bigquery/ serves it (bigquery/).
+        self.buckets: BucketStore | None = None  # where Cloud Storage exports write
+        # BigQuery subscriptions write to the stand-in (through the export runner);
+        # /eoclient/bigquery/ serves it (bigquery/).
         self.bigquery = bigquery
         self.services.subscriber.bigquery = bigquery
         self.bigquery_page = BigQueryPage(lambda: self.bigquery)
@@ -88,13 +130,17 @@ class ReferenceServer:
         self._rest: web.AppRunner | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._pusher: asyncio.Task[None] | None = None
+        self._exporter: asyncio.Task[None] | None = None
         self._sampler: asyncio.Task[None] | None = None
+        self._ingester: asyncio.Task[None] | None = None
 
     def _notify(self, subscription: str) -> None:
         """The broker has messages for ``subscription``: wake whoever waits for them."""
         self.streams.notify(subscription)
         self.services.subscriber.notify(subscription)
         self.push.notify(subscription)
+        if self.exports is not None:
+            self.exports.notify(subscription)
 
     def __repr__(self) -> str:
         return f"<ReferenceServer {self.address} {self.broker!r}>"
@@ -147,6 +193,13 @@ class ReferenceServer:
                 raise
         self._ticker = asyncio.create_task(self._tick_forever(), name="reference-server-ticker")
         self._pusher = asyncio.create_task(self.push.run(), name="reference-server-push")
+        self._ingester = asyncio.create_task(
+            self.ingestion.run(self.services), name="reference-server-ingestion"
+        )
+        if self.exports is not None:
+            self._exporter = asyncio.create_task(
+                self.exports.run(), name="reference-server-exports"
+            )
         self._sampler = asyncio.create_task(
             self.dashboard.sample_forever(), name="reference-server-dashboard"
         )
@@ -169,6 +222,11 @@ class ReferenceServer:
         # Pushes in flight end (their leases lapse).
         pusher, self._pusher = self._pusher, None
         await cancel_and_wait(pusher)
+        ingester, self._ingester = self._ingester, None
+        await self.ingestion.finish(ingester)  # the object under way first (bounded)
+        # Batches being filled are given back (their messages wait in the subscription).
+        exporter, self._exporter = self._exporter, None
+        await cancel_and_wait(exporter)
         ticker, self._ticker = self._ticker, None
         await cancel_and_wait(ticker)
         sampler, self._sampler = self._sampler, None
@@ -244,29 +302,71 @@ async def run_server(
     data_dir: str | os.PathLike[str] | None = None,
     security: DoorSecurity | None = None,
     max_leases: int = DEFAULT_MAX_LEASES,
+    buckets_dir: str | os.PathLike[str] | None = None,
     bigquery_db: str | os.PathLike[str] | None = None,
     transform_limits: TransformLimits | None = None,
+    ingestion_poll_interval: float = DEFAULT_POLL_INTERVAL,
 ) -> AsyncIterator[ReferenceServer]:
     """Run a reference server for the duration of the block (REST too unless ``rest_port``
-    is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used);
-    BigQuery subscriptions write to the DuckDB file ``bigquery_db`` when given."""
+    is None); durable in ``data_dir`` when given (``StoreError`` if it cannot be used).
+
+    Cloud Storage exports and import topics use the Cloud Storage JSON API at
+    ``STORAGE_EMULATOR_HOST`` when it is set, else the bucket directories of ``buckets_dir``
+    (default: ``<data_dir>/buckets``, else a temporary directory removed at the end of the
+    block); ``srv.buckets`` is the store, and ``ingestion_poll_interval`` how often import
+    topics list their buckets. BigQuery subscriptions write to the DuckDB stand-in
+    ``bigquery_db`` when given (``srv.bigquery``); without it they wait in NOT_FOUND."""
     clock = clock or SystemClock()
     store = None
     if data_dir is not None:
         from eoclient.server_stub.storage.sqlite import SqliteStore
 
         store = SqliteStore(data_dir)
-    bigquery = BigQueryStandIn(bigquery_db, clock=clock) if bigquery_db is not None else None
-    try:
-        broker = Broker(clock, record_history=record_history, store=store, max_leases=max_leases)
-        server = ReferenceServer(broker, clock, security, bigquery, transform_limits)
-        await server.start(host, port, rest_port)
+    with contextlib.ExitStack() as scratch:
         try:
-            yield server
+            if buckets_dir is None:
+                buckets_dir = (
+                    Path(data_dir) / "buckets"
+                    if data_dir is not None
+                    else scratch.enter_context(
+                        tempfile.TemporaryDirectory(prefix="eoclient-buckets-")
+                    )
+                )
+            buckets = open_bucket_store(buckets_dir)
+            broker = Broker(
+                clock, record_history=record_history, store=store, max_leases=max_leases
+            )
+            bigquery = None
+            if bigquery_db is not None:
+                bigquery = BigQueryStandIn(bigquery_db, clock=clock)
+                scratch.callback(bigquery.close)
+            exports = ExportRunner(
+                broker,
+                clock,
+                buckets,
+                work_dir=Path(data_dir) / "exports" if data_dir is not None else None,
+                durable=data_dir is not None,
+                bigquery=bigquery_workers(bigquery) if bigquery is not None else None,
+            )
+            ingestion = Ingestion(
+                broker,
+                clock,
+                buckets,
+                IngestedObjects.in_directory(data_dir),
+                ingestion_poll_interval,
+            )
+            server = ReferenceServer(
+                broker, clock, security, bigquery, transform_limits, ingestion, exports=exports
+            )
+            server.buckets = buckets
+            try:
+                await server.start(host, port, rest_port)
+                try:
+                    yield server
+                finally:
+                    await server.stop()
+            finally:
+                await buckets.aclose()
         finally:
-            await server.stop()
-    finally:
-        if store is not None:
-            store.close()
-        if bigquery is not None:
-            bigquery.close()
+            if store is not None:
+                store.close()

@@ -14,9 +14,9 @@ clock, a file or the network.
   looks them up in Arrow: ``_journal.ids_among``).
 * :func:`unconfirmed`: which messages of a settled part stay *pending* (no ack id of theirs
   succeeded: the next redelivery is acked, not emitted).
-* :class:`Leases`: journaled, unsettled deliveries are kept leased in groups (one group per
-  journal part: its deliveries share their deadline), by the SDK's own lease rules
-  (:class:`eoclient.subscriber.leases.LeaseTable`, keyed by group instead of by ack id).
+* journaled, unsettled deliveries are kept leased in groups (one group per journal part: its
+  deliveries share their deadline) by the SDK's :class:`eoclient.subscriber.LeaseGroups`
+  (``_keeper``), their ends counted ``CLOCK_SKEW_SECONDS`` early.
 * :func:`may_claim_unverified`, :func:`give_back`, :func:`grace_until`,
   :func:`plan_partitions`, :func:`assign_settles`: when a read task may journal without
   re-checking its leases, what a dead puller held that must be given back, how long a
@@ -31,15 +31,11 @@ import itertools
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from eoclient.subscriber.leases import LeaseTable, renewal_margin
-from eoclient.subscriber.settings import MAX_ACK_DEADLINE
+from eoclient.subscriber import renewal_margin
 
 # Pending ids (committed, ack unconfirmed) are forgotten after this long: the default
 # message retention (7 days), after which the service will not redeliver them either.
 PENDING_TTL_SECONDS = 7 * 24 * 3600.0
-# A journaled delivery stays leased until its batch is settled, however long Spark takes:
-# LeaseTable's max_lease (it gives up on a lease after that) is set beyond any batch.
-_NO_MAX_LEASE = PENDING_TTL_SECONDS
 # Clocks of the driver and the executors (wall clock: they are different hosts) may differ
 # by this much (NTP keeps hosts within milliseconds; one second is generous). A journaled
 # lease's end, known from the executor's clock, counts this much earlier on the driver.
@@ -293,65 +289,6 @@ def unconfirmed(
         return []
     confirmed = {m for m, a in zip(message_ids, ack_ids, strict=True) if a not in failed}
     return sorted({m for m in message_ids if m not in confirmed})
-
-
-class Leases:
-    """Journaled deliveries not yet settled, leased in groups by the SDK's lease rules.
-
-    A group is one journal part: its deliveries were pulled together, so their deadlines
-    end together. ``LeaseTable`` (keyed by group) decides when a group is due; the shell
-    extends every live ack id of the group, and reports ids the server found invalid (the
-    lease was lost: the message comes back as a redelivery, handled by admission).
-    """
-
-    def __init__(self, lease_seconds: int) -> None:
-        self.lease_seconds = lease_seconds
-        self._table = LeaseTable(max_lease=_NO_MAX_LEASE)
-        # A group's ack ids as given (a read task's: its part's column, in Arrow, turned
-        # into Python strings only if the group is extended), and those found lost.
-        self._ack_ids: dict[str, Collection[str]] = {}
-        self._lost: dict[str, set[str]] = {}
-
-    def __len__(self) -> int:
-        return len(self._ack_ids)
-
-    def __contains__(self, group: object) -> bool:
-        return group in self._ack_ids
-
-    def add(self, group: str, ack_ids: Collection[str], leased_until: float, now: float) -> None:
-        """A journaled group whose deliveries are leased until ``leased_until`` (as far as
-        the puller knew: its clock; ``now`` is this clock, both wall-clock seconds)."""
-        remaining = leased_until - CLOCK_SKEW_SECONDS - now
-        # LeaseTable takes deadlines in (0, 600]: an expired lease is due at once (and its
-        # extension will report it lost).
-        deadline = min(max(remaining, 1e-3), MAX_ACK_DEADLINE)
-        self._table.add(group, 0, now, deadline=deadline)
-        self._ack_ids[group] = ack_ids
-        self._lost[group] = set()
-
-    def remove(self, group: str) -> None:
-        self._table.remove(group)
-        self._ack_ids.pop(group, None)
-        self._lost.pop(group, None)
-
-    def due(self, now: float) -> dict[str, list[str]]:
-        """Groups to extend now (group → live ack ids), recorded as extended at ``now`` by
-        ``lease_seconds``."""
-        actions = self._table.due(now, self.lease_seconds)
-        return {group: self._live(group) for group in actions.extend}
-
-    def _live(self, group: str) -> list[str]:
-        lost = self._lost[group]
-        return sorted(a for a in self._ack_ids[group] if a not in lost)
-
-    def lost(self, group: str, ack_ids: Iterable[str]) -> None:
-        """Ack ids of ``group`` the server no longer knows (INVALID_ACK_ID)."""
-        lost = self._lost.get(group)
-        if lost is not None:
-            lost.update(ack_ids)
-
-    def next_wakeup(self, now: float) -> float | None:
-        return self._table.next_wakeup(now)
 
 
 def may_claim_unverified(now: float, first_pull_sent: float, ack_deadline: float) -> bool:

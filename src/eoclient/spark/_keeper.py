@@ -6,7 +6,8 @@ the planning of the next. The read task that emits a part hands its ack ids to t
 its Python worker process, which lives on after the task (Spark reuses Python workers, and
 the worker's loop thread runs between tasks). Every ``LEASE_TICK`` the keeper drops the parts
 that are settled (``part-<i>.settled``) or pruned, and extends, by the SDK's lease rules
-(``_decisions.Leases``), those whose deadline nears. An ack id the server no longer knows
+(:class:`eoclient.subscriber.LeaseGroups`, with ``SubscriberClient.modify_ack_deadline``),
+those whose deadline nears. An ack id the server no longer knows
 (the lease was lost anyway) is dropped: its message comes back as a redelivery, which
 admission acks or keeps with its batch.
 
@@ -19,20 +20,22 @@ but that is never settled (the query stopped for good) is kept at most ``MAX_HOL
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
-from eoclient._tasks import cancel_and_wait
-from eoclient._transport import PubSubTransport
-from eoclient.spark import _acks
-from eoclient.spark._decisions import Leases
-from eoclient.subscriber import AcknowledgeStatus, AckRetrySettings
+from eoclient._clock import AsyncClock
+from eoclient._tasks import TaskOwner
+from eoclient.spark._decisions import CLOCK_SKEW_SECONDS
+from eoclient.subscriber import (
+    AcknowledgeStatus,
+    AckRetrySettings,
+    LeaseGroups,
+    SubscriberClient,
+)
 
 # How often the keeper looks for settled parts and leases to extend (seconds).
 LEASE_TICK = 1.0
@@ -72,30 +75,43 @@ class _Held:
 
 class LeaseKeeper:
     """The leases of the parts one worker's read tasks emitted, for one subscription.
-    Every method runs on the worker's loop."""
+    Every method runs on the worker's loop; ``clock`` is wall-clock time (a part's
+    ``leased_until`` comes from another process)."""
 
-    def __init__(self, transport: PubSubTransport, subscription: str, lease_seconds: int) -> None:
-        self._transport = transport
+    def __init__(
+        self, client: SubscriberClient, subscription: str, lease_seconds: int, clock: AsyncClock
+    ) -> None:
+        self._client = client
         self._subscription = subscription
-        self._leases = Leases(lease_seconds)
+        self._clock = clock
+        self._leases = LeaseGroups(lease_seconds)
         self._held: dict[str, _Held] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._tasks = TaskOwner()
+        self._keeping = False
 
     def __len__(self) -> int:
         return len(self._held)
 
-    def hold(
-        self, part: Path, settled: Path, ack_ids: Collection[str], leased_until: float, now: float
+    async def hold(
+        self, part: Path, settled: Path, ack_ids: Collection[str], leased_until: float
     ) -> None:
         """Keep the deliveries of ``part`` leased until ``settled`` exists (or the part is
         pruned). ``leased_until``: when they run out now (the puller's wall clock)."""
+        if self._add(part, settled, ack_ids, leased_until) and not self._keeping:
+            await self._tasks.open()
+            self._keeping = self._tasks.spawn(self._keep(), "eoclient-spark-leases") is not None
+
+    def _add(
+        self, part: Path, settled: Path, ack_ids: Collection[str], leased_until: float
+    ) -> bool:
         group = str(part)
         if group in self._held or settled.exists():
-            return
+            return False
+        now = self._clock.now()
         self._held[group] = _Held(part, settled, now)
-        self._leases.add(group, ack_ids, leased_until, now)
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._keep())
+        # The puller's clock may be ahead of this one: count its lease end that much early.
+        self._leases.add(group, ack_ids, leased_until=leased_until - CLOCK_SKEW_SECONDS, now=now)
+        return True
 
     def release_settled(self, now: float) -> None:
         """Forget the parts that are settled, pruned or held too long."""
@@ -105,28 +121,31 @@ class LeaseKeeper:
                 del self._held[group]
 
     async def _keep(self) -> None:
-        while self._held:
-            now = time.time()
-            wakeup = self._leases.next_wakeup(now)
-            pause = LEASE_TICK if wakeup is None else min(LEASE_TICK, max(0.0, wakeup - now))
-            await asyncio.sleep(pause)
-            self.release_settled(time.time())
-            for group, ack_ids in self._leases.due(time.time()).items():
-                try:
-                    failed = await _acks.modify_ack_deadline(
-                        self._transport,
-                        self._subscription,
-                        ack_ids,
-                        self._leases.lease_seconds,
-                        LEASE_RETRY,
-                    )
-                except Exception as error:  # the next round tries again
-                    logger.warning("extending %d leases failed: %s", len(ack_ids), error)
-                    continue
-                lost = [
-                    a for a, status in failed.items() if status is AcknowledgeStatus.INVALID_ACK_ID
-                ]
-                self._leases.lost(group, lost)
+        clock = self._clock
+        try:
+            while self._held:
+                now = clock.now()
+                wakeup = self._leases.next_wakeup(now)
+                pause = LEASE_TICK if wakeup is None else min(LEASE_TICK, max(0.0, wakeup - now))
+                await clock.sleep(pause)
+                self.release_settled(clock.now())
+                for group, ack_ids in self._leases.due(clock.now()).items():
+                    await self._extend(group, ack_ids)
+        finally:
+            self._keeping = False
+
+    async def _extend(self, group: str, ack_ids: list[str]) -> None:
+        try:
+            results = await self._client.modify_ack_deadline(
+                self._subscription, ack_ids, self._leases.lease_seconds, ack_retry=LEASE_RETRY
+            )
+        except Exception as error:  # the next round tries again
+            logger.warning("extending %d leases failed: %s", len(ack_ids), error)
+            return
+        failed = results.failed.items()
+        self._leases.lost(
+            group, [a for a, r in failed if r.status is AcknowledgeStatus.INVALID_ACK_ID]
+        )
 
     async def close(self) -> None:
-        await cancel_and_wait(self._task)
+        await self._tasks.close()

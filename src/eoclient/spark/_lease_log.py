@@ -27,18 +27,21 @@ import contextlib
 import json
 import os
 import re
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from eoclient._clock import Clock, SystemClock
+
 
 class LeaseLog:
-    """The log of one puller (append-only; ``close(delete=True)`` when done)."""
+    """The log of one puller (append-only; ``close(delete=True)`` when done). Send times
+    are read from ``clock``: wall-clock seconds, which another process compares."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, clock: Clock | None = None) -> None:
         self.path = path
+        self.clock = clock or SystemClock()
         self._file: IO[str] | None = None
         self._calls = 0
 
@@ -54,7 +57,7 @@ class LeaseLog:
     def sent(self) -> int:
         """Record a Pull call about to be sent; its number."""
         self._calls += 1
-        self._write(["sent", self._calls, time.time()])
+        self._write(["sent", self._calls, self.clock.now()])
         return self._calls
 
     def answered(self, call: int, ack_ids: Sequence[str]) -> None:

@@ -1,50 +1,56 @@
 """Pulling one part of a batch: Pull calls in flight, decoded to Arrow, admitted, logged.
 
-Shared by the driver's probe (``_runner.py``) and the read tasks (``_reader.py``).
+Shared by the driver's probe (``_runner.py``) and the read tasks (``_reader.py``). A Pull is
+the SDK's ``SubscriberClient.pull_raw``: the answer's wire bytes, which ``_wire`` decodes
+into columns, with the SDK's retries.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import grpc
 import pyarrow as pa
 
-from eoclient._proto import pubsub_pb2
-from eoclient._transport import Endpoint, PubSubTransport, create_channel, rpc_error_from_grpc
-from eoclient.errors import RpcError
+from eoclient._clock import AsyncClock
+from eoclient.admin import RetrySettings
 from eoclient.spark._decisions import Admission
 from eoclient.spark._lease_log import LeaseLog
 from eoclient.spark._schema import WIRE_SCHEMA
 from eoclient.spark._wire import Received, decode_bytes
-
-_PULL = "/google.pubsub.v1.Subscriber/Pull"
+from eoclient.subscriber import SubscriberClient
 
 # One Pull asks for at most this many messages (the service caps a Pull at 1000).
 PULL_MAX = 1000
 # Pull calls kept in flight at once: with two, the server encodes the next response while
 # this process decodes the last.
 PULLS_IN_FLIGHT = 2
-# A Pull call that takes longer fails (DEADLINE_EXCEEDED): servers hold an empty Pull for a
-# few seconds at most. It also bounds how long after its send a call the puller died during
-# can have leased messages (_decisions.leftovers).
+# A Pull call's whole budget, retries included (each attempt is sent with what remains):
+# servers hold an empty Pull for a few seconds at most. It also bounds how long after its
+# send a call the puller died during can have leased messages (_decisions.grace_until), so
+# it stays short: a restarted availableNow run waits that long for what it may hold.
 PULL_CALL_TIMEOUT = 10.0
 # A Pull that fails with a retryable status (UNAVAILABLE: a busy server slow to accept a
-# connection; DEADLINE_EXCEEDED) is sent again after this long, doubling, up to
-# PULL_RETRIES times in a row; then the error fails the task (Spark retries it). A failed
-# call's deliveries, if the server made any, are never emitted: they come back at their
-# deadline (its lease log shows it unanswered).
-PULL_RETRY_BACKOFF = 0.25
-PULL_RETRIES = 6
+# connection; DEADLINE_EXCEEDED; errors.py's table) is sent again by the SDK's one retry
+# mechanism, from 0.25 s doubling, within the call's budget; then the error fails the task
+# (Spark retries it). A failed attempt's deliveries, if the server made any, are never
+# emitted: they come back at their deadline (the lease log shows the call unanswered).
+PULL_RETRY = RetrySettings(
+    initial_backoff=0.25,
+    max_backoff=8.0,
+    multiplier=2.0,
+    deadline=PULL_CALL_TIMEOUT,
+    codes=frozenset(
+        {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED", "INTERNAL", "UNKNOWN"}
+    ),
+)
 
 
-def open_transport(endpoint: str | None) -> PubSubTransport:
-    """A gRPC channel for raw Pulls (the SDK's transport: its channel options, its error
-    mapping); the caller closes it."""
-    return PubSubTransport(create_channel(Endpoint.resolve(endpoint)))
+def open_client(endpoint: str | None, clock: AsyncClock) -> SubscriberClient:
+    """The SDK client a puller, a settle and a lease keeper share (its channel is made on
+    the loop of its first call); the caller closes it (``aclose``)."""
+    return SubscriberClient(endpoint, clock=clock)
 
 
 @dataclass(slots=True)
@@ -79,96 +85,85 @@ class Pulled:
 
 
 async def pull_part(
-    transport: PubSubTransport,
+    client: SubscriberClient,
     subscription: str,
     pulled: Pulled,
     log: LeaseLog,
     *,
     max_rows: int,
     deadline: float,
+    clock: AsyncClock,
     keep_waiting: Callable[[float], bool] = lambda now: False,
 ) -> None:
-    """Pull until ``max_rows`` messages are emitted, a Pull comes back empty, or the
-    monotonic ``deadline`` passes.
+    """Pull until ``max_rows`` messages are emitted, a Pull comes back empty, or
+    ``deadline`` (on ``clock``) passes.
 
-    ``PULLS_IN_FLIGHT`` calls overlap. Every call asks for no more than is still missing
-    (counting the calls in flight), so the batch never exceeds ``max_rows``. Once it is time
-    to stop, no new call goes out, but those in flight are still awaited and their messages
-    taken: one may hold messages even when another came back empty, and a cancelled call's
-    messages would come back only after their ack deadline. An empty answer ends the pull
-    unless it has nothing yet and ``keep_waiting(now)`` (an ``availableNow`` run waiting for
-    the redeliveries of a dead run).
+    ``PULLS_IN_FLIGHT`` calls overlap, in a TaskGroup. Every call asks for no more than is
+    still missing (counting the calls in flight), so the batch never exceeds ``max_rows``.
+    Once it is time to stop, no new call goes out, but those in flight are still awaited
+    and their messages taken: one may hold messages even when another came back empty, and
+    a cancelled call's messages would come back only after their ack deadline. An empty
+    answer ends the pull unless it has nothing yet and ``keep_waiting(now)`` (an
+    ``availableNow`` run waiting for the redeliveries of a dead run). A call that fails
+    for good ends the pull with its error, once the other calls are cancelled.
     """
-    in_flight: dict[asyncio.Task[bytes], tuple[int, int]] = {}
+    failure: Exception | None = None
+    in_flight: dict[asyncio.Task[bytes | Exception], tuple[int, int]] = {}
     stopping = False
-    failures = 0
-    try:
-        while True:
-            asked = sum(count for _, count in in_flight.values())
-            # At most: a message delivered twice counts twice until it is confirmed below.
-            room = max_rows - pulled.admission.emitted_count - asked
-            while not stopping and room > 0 and len(in_flight) < PULLS_IN_FLIGHT:
-                count = min(PULL_MAX, room)
-                call_number = log.sent()
-                if pulled.first_sent is None:
-                    pulled.first_sent = time.time()
-                call = asyncio.ensure_future(_pull_bytes(transport, subscription, count))
-                in_flight[call] = (call_number, count)
-                room -= count
-            if not in_flight:
-                # Once per pull, unless it found a message twice: then there is room again.
-                if stopping or pulled.admission.confirm() >= max_rows:
-                    return
-                continue
-            answered, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
-            for call in answered:
-                call_number, _ = in_flight.pop(call)
-                error = call.exception()
-                if error is not None:
-                    if not (isinstance(error, RpcError) and error.retryable):
-                        raise error
-                    failures += 1
-                    if failures > PULL_RETRIES:
-                        raise error
-                    await asyncio.sleep(PULL_RETRY_BACKOFF * 2 ** (failures - 1))
+    async with asyncio.TaskGroup() as calls:
+        try:
+            while failure is None:
+                asked = sum(count for _, count in in_flight.values())
+                # At most: a message delivered twice counts twice until it is confirmed.
+                room = max_rows - pulled.admission.emitted_count - asked
+                while not stopping and room > 0 and len(in_flight) < PULLS_IN_FLIGHT:
+                    count = min(PULL_MAX, room)
+                    call_number = log.sent()
+                    if pulled.first_sent is None:
+                        pulled.first_sent = clock.now()
+                    call = calls.create_task(_pull_bytes(client, subscription, count))
+                    in_flight[call] = (call_number, count)
+                    room -= count
+                if not in_flight:
+                    # Once per pull, unless it found a message twice: then there is room.
+                    if stopping or pulled.admission.confirm() >= max_rows:
+                        break
                     continue
-                failures = 0
-                received = decode_bytes(call.result())
-                log.answered(call_number, received.ack_ids)
-                pulled.chunks.append(received)
-                pulled.admission.admit(received.message_ids, received.ack_ids, received.publish_ns)
-                now = time.monotonic()
-                if not received:
-                    waiting = not pulled.admission.emitted_count and keep_waiting(now)
-                    stopping = stopping or not waiting
-                elif now >= deadline:
-                    stopping = True
-    finally:
-        # Only when a call failed or this was cancelled: end the others and collect what
-        # they raised (nobody else will).
-        for call in in_flight:
-            call.cancel()
-        if in_flight:
-            await asyncio.gather(*in_flight, return_exceptions=True)
+                answered, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+                for call in answered:
+                    call_number, _ = in_flight.pop(call)
+                    answer = call.result()
+                    if isinstance(answer, Exception):
+                        failure = answer
+                        break
+                    received = decode_bytes(answer)
+                    log.answered(call_number, received.ack_ids)
+                    pulled.chunks.append(received)
+                    pulled.admission.admit(
+                        received.message_ids, received.ack_ids, received.publish_ns
+                    )
+                    now = clock.now()
+                    if not received:
+                        waiting = not pulled.admission.emitted_count and keep_waiting(now)
+                        stopping = stopping or not waiting
+                    elif now >= deadline:
+                        stopping = True
+        finally:
+            # Only when a call failed or this was cancelled: end the others (the group
+            # waits for them).
+            for call in in_flight:
+                call.cancel()
+    if failure is not None:
+        raise failure
 
 
-async def _pull_bytes(transport: PubSubTransport, subscription: str, count: int) -> bytes:
-    """One Pull call's answer as its serialized ``PullResponse``: ``decode_bytes`` parses it
-    as columns (``PubSubTransport.call`` would parse it into a ``PullResponse`` first). The
-    routing header (docs/protocol.md#request-routing-header) and the error mapping are the
-    transport's."""
-    pull = transport.channel.unary_unary(
-        _PULL,
-        request_serializer=pubsub_pb2.PullRequest.SerializeToString,
-        response_deserializer=None,  # the bytes as they came
-    )
+async def _pull_bytes(client: SubscriberClient, subscription: str, count: int) -> bytes | Exception:
+    """One Pull call's answer as its serialized ``PullResponse`` (``decode_bytes`` parses it
+    as columns), or its error, which ``pull_part`` raises once the other calls are
+    collected (never into the TaskGroup)."""
     try:
-        answer = await pull(
-            pubsub_pb2.PullRequest(subscription=subscription, max_messages=count),
-            timeout=PULL_CALL_TIMEOUT,
-            metadata=(("x-goog-request-params", f"subscription={subscription}"),),
+        return await client.pull_raw(
+            subscription, count, retry=PULL_RETRY, timeout=PULL_CALL_TIMEOUT
         )
-    except grpc.aio.AioRpcError as error:
-        raise rpc_error_from_grpc(error) from error
-    assert isinstance(answer, bytes)
-    return answer
+    except Exception as error:
+        return error

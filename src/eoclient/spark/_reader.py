@@ -34,14 +34,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from eoclient._transport import PubSubTransport
-from eoclient.spark import _acks
+from eoclient._clock import AsyncClock, SystemClock
 from eoclient.spark._decisions import Admission, Known, may_claim_unverified
 from eoclient.spark._faults import fault_point
 from eoclient.spark._journal import Journal, Part, emitted_rows, encode_part, ids_among, local_path
@@ -49,10 +47,10 @@ from eoclient.spark._keeper import LeaseKeeper, StringColumn
 from eoclient.spark._lease_log import LeaseLog
 from eoclient.spark._loop import LoopThread
 from eoclient.spark._options import SourceSettings
-from eoclient.spark._pull import Pulled, open_transport, pull_part
+from eoclient.spark._pull import Pulled, open_client, pull_part
 from eoclient.spark._schema import ROW_SCHEMA, WIRE_SCHEMA
-from eoclient.spark._settle import acknowledge_part, finish, unsettled_part
-from eoclient.subscriber import AckRetrySettings
+from eoclient.spark._settle import acknowledge, acknowledge_part, finish, unsettled_part
+from eoclient.subscriber import AckRetrySettings, SubscriberClient
 
 # Rows an executor gives Spark per Arrow batch; bounds a read task's memory at ~this x
 # message size beyond the part itself.
@@ -84,13 +82,15 @@ class ReadTask:
 
 @dataclass(slots=True)
 class _Worker:
-    """This Python worker's event loop, channel and lease keepers, kept for its next read
+    """This Python worker's event loop, SDK client and lease keepers, kept for its next read
     tasks: Spark reuses a worker process for many tasks (``spark.python.worker.reuse``), so
     a task does not pay for a new connection (a busy server may be slow to accept one), and
-    the keepers go on extending leases between tasks."""
+    the keepers go on extending leases between tasks. ``clock`` is wall-clock time: lease
+    ends and send times are compared across processes."""
 
     loop: LoopThread
-    transport: PubSubTransport
+    client: SubscriberClient
+    clock: AsyncClock
     keepers: dict[tuple[str, str], LeaseKeeper] = field(default_factory=dict)
 
     def keeper(self, settings: SourceSettings) -> LeaseKeeper:
@@ -98,7 +98,7 @@ class _Worker:
         keeper = self.keepers.get(key)
         if keeper is None:
             keeper = self.keepers[key] = LeaseKeeper(
-                self.transport, settings.subscription, settings.lease_seconds
+                self.client, settings.subscription, settings.lease_seconds, self.clock
             )
         return keeper
 
@@ -106,16 +106,12 @@ class _Worker:
 _workers: dict[str | None, _Worker] = {}
 
 
-def _worker(endpoint: str | None) -> _Worker:
+def _worker(endpoint: str | None, clock: AsyncClock | None = None) -> _Worker:
     worker = _workers.get(endpoint)
     if worker is None:
         loop = LoopThread("eoclient-spark-read")
-
-        async def connect() -> PubSubTransport:
-            # On the loop: a grpc.aio channel belongs to the loop it is made on.
-            return open_transport(endpoint)
-
-        worker = _workers[endpoint] = _Worker(loop, loop.run(connect()))
+        clock = clock or SystemClock()
+        worker = _workers[endpoint] = _Worker(loop, open_client(endpoint, clock), clock)
     return worker
 
 
@@ -127,7 +123,7 @@ def close_workers() -> None:
         async def close(worker: _Worker = worker) -> None:
             for keeper in worker.keepers.values():
                 await keeper.close()
-            await worker.transport.close()
+            await worker.client.aclose()
 
         with contextlib.suppress(Exception):
             worker.loop.run(close(), timeout=10)
@@ -169,7 +165,7 @@ def read_part(settings: SourceSettings, task: ReadTask) -> Iterator[pa.RecordBat
         known = Known(cutoff_ns=plan.cutoff_ns, dedupe=settings.dedupe)
         attempt = _Attempt(
             Pulled(Admission(known)),
-            LeaseLog(journal.attempt_log(batch, index)),
+            LeaseLog(journal.attempt_log(batch, index), worker.clock),
             os.getppid(),
             plan.ack_deadline,
         )
@@ -202,30 +198,30 @@ def _settle_one(
         return
     # Outside the worker's loop: a test may hold this task here.
     fault_point("before_settle", settings.fault_points, settings.fault_dir)
-    worker.loop.run(acknowledge_part(worker.transport, settings.subscription, journal, part))
+    worker.loop.run(acknowledge_part(worker.client, settings.subscription, journal, part))
     # Acked, pending written, not yet marked settled.
     fault_point("after_settle", settings.fault_points, settings.fault_dir)
     finish(journal, part)
 
 
 async def _hold(settings: SourceSettings, worker: _Worker, journal: Journal, part: Part) -> None:
-    worker.keeper(settings).hold(
+    await worker.keeper(settings).hold(
         journal.part_path(part.batch, part.index),
         journal.settled_path(part.batch, part.index),
         StringColumn(part.table.column("ack_id")),
         part.leased_until,
-        time.time(),
     )
 
 
 async def _pull(settings: SourceSettings, worker: _Worker, attempt: _Attempt, quota: int) -> None:
     await pull_part(
-        worker.transport,
+        worker.client,
         settings.subscription,
         attempt.pulled,
         attempt.log,
         max_rows=quota,
-        deadline=time.monotonic() + settings.pull_timeout,
+        deadline=worker.clock.now() + settings.pull_timeout,
+        clock=worker.clock,
     )
 
 
@@ -241,7 +237,7 @@ async def _claim(
     """Journal the part; ``None`` once the journal holds it (this attempt's or another's).
     With ``journalReplay`` off (a negative control), the rows this attempt pulled, whether
     or not another attempt's are the journaled ones."""
-    transport, subscription = worker.transport, settings.subscription
+    client, subscription, clock = worker.client, settings.subscription, worker.clock
     pulled = attempt.pulled
     admission = pulled.admission
     # Redeliveries of messages Spark has committed: acked now, not emitted.
@@ -253,19 +249,17 @@ async def _claim(
         admission.ack_committed(ids_among(committed, pulled.emitted_ids()))
     if admission.ack_now:
         with contextlib.suppress(Exception):  # they come back, and are acked then
-            await _acks.acknowledge(
-                transport, subscription, list(admission.ack_now), TASK_ACK_RETRY
-            )
-    await _release(transport, subscription, admission.release)
+            await acknowledge(client, subscription, list(admission.ack_now), TASK_ACK_RETRY)
+    await _release(client, subscription, admission.release)
     # Another part of this batch may have journaled some of these meanwhile (a redelivery
     # after its lease ran out): keep those as ack-only rows.
     elsewhere = journal.message_ids(batch, except_part=index)
     if elsewhere:
         admission.withdraw(ids_among(elsewhere, pulled.emitted_ids()))
-    first_sent = pulled.first_sent or time.time()
+    first_sent = pulled.first_sent or clock.now()
     leased_until = first_sent + attempt.ack_deadline
-    if not may_claim_unverified(time.time(), first_sent, attempt.ack_deadline):
-        leased_until = await _verify_leases(transport, subscription, admission, settings)
+    if not may_claim_unverified(clock.now(), first_sent, attempt.ack_deadline):
+        leased_until = await _verify_leases(client, subscription, admission, settings, clock)
     if os.getppid() != attempt.parent:
         # Orphaned: the executor died under this worker. Journal nothing; the lease log
         # tells the settle what to give back.
@@ -279,35 +273,39 @@ async def _claim(
         attempt.log.close(delete=True)
         return rows  # emitted, never acked: what replay prevents
     # Another attempt journaled this part first: its rows are the part's.
-    await _release(transport, subscription, admission.leased())
+    await _release(client, subscription, admission.leased())
     attempt.log.close(delete=True)
     return None
 
 
-async def _release(transport: PubSubTransport, subscription: str, ack_ids: list[str]) -> None:
+async def _release(client: SubscriberClient, subscription: str, ack_ids: list[str]) -> None:
     """Give deliveries back for redelivery now (modack 0). Best effort: one that is not
     released comes back when its deadline passes."""
     if ack_ids:
         with contextlib.suppress(Exception):
-            await _acks.modify_ack_deadline(transport, subscription, ack_ids, 0, TASK_ACK_RETRY)
+            await client.modify_ack_deadline(subscription, ack_ids, 0, ack_retry=TASK_ACK_RETRY)
 
 
 async def _verify_leases(
-    transport: PubSubTransport, subscription: str, admission: Admission, settings: SourceSettings
+    client: SubscriberClient,
+    subscription: str,
+    admission: Admission,
+    settings: SourceSettings,
+    clock: AsyncClock,
 ) -> float:
     """Extend every lease this attempt holds; drop the messages whose lease is lost. When
     the extended leases end."""
     emitted = dict(admission.emitted_ack_ids)
-    started = time.time()
+    started = clock.now()
     # The ack-only ones too: they are acked with the batch. One of them that is lost is
     # harmless: its message's next redelivery is acked then (its id is in this batch).
-    failed = await _acks.modify_ack_deadline(
-        transport,
+    results = await client.modify_ack_deadline(
         subscription,
         [*emitted.values(), *admission.after_commit],
         settings.lease_seconds,
-        TASK_ACK_RETRY,
+        ack_retry=TASK_ACK_RETRY,
     )
+    failed = results.failed
     lost = [message_id for message_id, ack_id in emitted.items() if ack_id in failed]
     if lost:
         logger.warning("%d leases were lost before journaling: not emitted here", len(lost))

@@ -15,14 +15,11 @@ Spark's calls (``source.py``) hand their work to the loop and wait for it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 
-from eoclient._transport import PubSubTransport
+from eoclient._clock import AsyncClock, SystemClock
 from eoclient.admin import AdminClient
 from eoclient.errors import NotFound, RpcError, SparkConnectorError
-from eoclient.spark import _acks
 from eoclient.spark._decisions import (
     PENDING_TTL_SECONDS,
     Admission,
@@ -41,12 +38,13 @@ from eoclient.spark._pull import (
     PULL_MAX,
     PULLS_IN_FLIGHT,
     Pulled,
-    open_transport,
+    open_client,
     pull_part,
 )
 from eoclient.spark._reader import ReadTask
 from eoclient.spark._schema import WIRE_SCHEMA
-from eoclient.subscriber import AcknowledgeStatus, AckRetrySettings
+from eoclient.spark._settle import acknowledge
+from eoclient.subscriber import AcknowledgeStatus, AckRetrySettings, SubscriberClient
 
 # The driver's probe pull asks for this many messages at most: what its Pull calls in
 # flight bring in one round. A batch whose probe gets fewer is the probe alone; otherwise
@@ -64,10 +62,13 @@ logger = logging.getLogger("eoclient.spark")
 
 
 class Runner:
-    """The source runner's state and work (see the module docstring)."""
+    """The source runner's state and work (see the module docstring). ``clock``: wall-clock
+    time (lease ends and send times are compared with other processes'), by default the
+    system's."""
 
-    def __init__(self, settings: SourceSettings) -> None:
+    def __init__(self, settings: SourceSettings, clock: AsyncClock | None = None) -> None:
         self.settings = settings
+        self.clock = clock or SystemClock()
         self.journal = Journal(local_path(settings.journal_path))
         self.journal.create()
         self.epoch = self.journal.epoch()
@@ -75,8 +76,8 @@ class Runner:
         self.ack_deadline = 10.0
         self.available_now = False
         self.cutoff_ns: int | None = None
-        self.grace_until = 0.0  # monotonic
-        self.transport: PubSubTransport | None = None
+        self.grace_until = 0.0  # on self.clock
+        self.client: SubscriberClient | None = None
         self.keeper: LeaseKeeper | None = None
         self.loop = LoopThread("eoclient-spark-source")
         self.log: LeaseLog | None = None
@@ -86,14 +87,14 @@ class Runner:
 
     async def _start(self) -> None:
         # On the loop: a grpc.aio channel belongs to the loop it is made on.
-        self.transport = open_transport(self.settings.endpoint)
+        self.client = open_client(self.settings.endpoint, self.clock)
         self.keeper = LeaseKeeper(
-            self.transport, self.settings.subscription, self.settings.lease_seconds
+            self.client, self.settings.subscription, self.settings.lease_seconds, self.clock
         )
         await self._check_subscription()
         self._migrate_pending()
         await self._give_back()
-        self.log = LeaseLog(self.journal.new_driver_log())
+        self.log = LeaseLog(self.journal.new_driver_log(), self.clock)
 
     async def _check_subscription(self) -> None:
         name = self.settings.subscription
@@ -143,11 +144,11 @@ class Runner:
         ]
         record = read_logs(driver_logs)
         calls = read_logs(attempt_logs, ack_ids=False)
-        quiet_for = time.time() - max(record.newest_write, calls.newest_write)
+        quiet_for = self.clock.now() - max(record.newest_write, calls.newest_write)
         if (record.paths or calls.paths) and quiet_for < DEAD_PULLER_QUIET:
-            await asyncio.sleep(DEAD_PULLER_QUIET - quiet_for)
+            await self.clock.sleep(DEAD_PULLER_QUIET - quiet_for)
             calls = read_logs(attempt_logs, ack_ids=False)
-        journaled = self._probe_ack_ids()
+        journaled = await self._probe_ack_ids()
         await self._release([ack_id for ack_id in record.answered if ack_id not in journaled])
         for path in record.paths:
             path.unlink(missing_ok=True)
@@ -155,10 +156,10 @@ class Runner:
             grace = self.settings.restart_grace
         else:
             sent = [*record.unanswered_since, *calls.unanswered_since]
-            grace = max(0.0, grace_until(sent, PULL_CALL_TIMEOUT, self.ack_deadline) - time.time())
-        self.grace_until = time.monotonic() + grace
+            grace = grace_until(sent, PULL_CALL_TIMEOUT, self.ack_deadline) - self.clock.now()
+        self.grace_until = self.clock.now() + max(0.0, grace)
 
-    def _probe_ack_ids(self) -> set[str]:
+    async def _probe_ack_ids(self) -> set[str]:
         """The ack ids of probe parts of unsettled batches, leased again (a dead driver's
         log lists those it journaled: they are the batch's, not to be given back)."""
         ids: set[str] = set()
@@ -166,15 +167,15 @@ class Runner:
             if batch >= self.settled and self.journal.part_path(batch, 0).exists():
                 part = self.journal.read_part(batch, 0, ["ack_id"])
                 ack_ids = part.table.column("ack_id").to_pylist()
-                self._hold(batch, ack_ids, part.leased_until)
+                await self._hold(batch, ack_ids, part.leased_until)
                 ids.update(ack_ids)
         return ids
 
-    def _hold(self, batch: int, ack_ids: list[str], leased_until: float) -> None:
+    async def _hold(self, batch: int, ack_ids: list[str], leased_until: float) -> None:
         assert self.keeper is not None
         path = self.journal.part_path(batch, 0)
         settled = self.journal.settled_path(batch, 0)
-        self.keeper.hold(path, settled, ack_ids, leased_until, time.time())
+        await self.keeper.hold(path, settled, ack_ids, leased_until)
 
     # -------------------------------------------------------------- Spark's calls
 
@@ -207,10 +208,10 @@ class Runner:
             return start + 1
         rows = pulled.rows()
         quotas = plan_partitions(rows.num_rows, drained, max_rows, self.settings.num_partitions)
-        leased_until = (pulled.first_sent or time.time()) + self.ack_deadline
+        leased_until = (pulled.first_sent or self.clock.now()) + self.ack_deadline
         self.journal.batch_dir(start).mkdir(exist_ok=True)
         self.journal.claim(start, 0, encode_part(rows, WIRE_SCHEMA.empty_table(), leased_until))
-        self._hold(start, rows.column("ack_id").to_pylist(), leased_until)
+        await self._hold(start, rows.column("ack_id").to_pylist(), leased_until)
         self._write_plan(start, quotas, probe=True, settles=settles)
         self._renew_log()
         return start + 1
@@ -263,7 +264,7 @@ class Runner:
             for batch in self.journal.batches():
                 if batch < self.settled:
                     self.journal.prune(batch)
-        self.journal.expire_pending(time.time() - PENDING_TTL_SECONDS)
+        self.journal.expire_pending(self.clock.now() - PENDING_TTL_SECONDS)
 
     def _unsettled(self, start: int) -> tuple[int, ...]:
         """Committed batches (below ``start``) whose rows no batch's tasks have acked."""
@@ -293,7 +294,7 @@ class Runner:
         """Pull one round for batch ``start``; and whether it found the subscription drained
         (fewer new messages than it asked for)."""
         assert self.log is not None
-        assert self.transport is not None
+        assert self.client is not None
         # Redeliveries of committed messages (the batches being settled, the pending ids):
         # acked, not emitted; looked up per response, so they do not fill the probe.
         committed = [
@@ -308,12 +309,13 @@ class Runner:
         pulled = Pulled(Admission(known))
         asked = min(max_rows, PROBE_ROWS)
         await pull_part(
-            self.transport,
+            self.client,
             self.settings.subscription,
             pulled,
             self.log,
             max_rows=asked,
-            deadline=time.monotonic() + self.settings.pull_timeout,
+            deadline=self.clock.now() + self.settings.pull_timeout,
+            clock=self.clock,
             keep_waiting=lambda now: self.available_now and now < self.grace_until,
         )
         admission = pulled.admission
@@ -330,13 +332,13 @@ class Runner:
         """What the driver's log listed is journaled, acked or given back: a fresh one."""
         assert self.log is not None
         self.log.close(delete=True)
-        self.log = LeaseLog(self.journal.new_driver_log())
+        self.log = LeaseLog(self.journal.new_driver_log(), self.clock)
 
     async def _acknowledge(self, ack_ids: list[str]) -> dict[str, AcknowledgeStatus]:
-        assert self.transport is not None
+        assert self.client is not None
         try:
-            return await _acks.acknowledge(
-                self.transport, self.settings.subscription, ack_ids, PROBE_ACK_RETRY
+            return await acknowledge(
+                self.client, self.settings.subscription, ack_ids, PROBE_ACK_RETRY
             )
         except Exception as error:  # they come back, and are acked then
             logger.warning("acknowledging %d redeliveries failed: %s", len(ack_ids), error)
@@ -345,10 +347,10 @@ class Runner:
     async def _release(self, ack_ids: list[str]) -> None:
         """Give deliveries back for redelivery now (modack 0). Best effort: one that is not
         released comes back when its deadline passes."""
-        if ack_ids and self.transport is not None:
+        if ack_ids and self.client is not None:
             try:
-                await _acks.modify_ack_deadline(
-                    self.transport, self.settings.subscription, ack_ids, 0, PROBE_ACK_RETRY
+                await self.client.modify_ack_deadline(
+                    self.settings.subscription, ack_ids, 0, ack_retry=PROBE_ACK_RETRY
                 )
             except Exception as error:
                 logger.debug("giving back %d deliveries failed: %s", len(ack_ids), error)
@@ -360,5 +362,5 @@ class Runner:
             await self.keeper.close()
         if self.log is not None:
             self.log.close(delete=False)
-        if self.transport is not None:
-            await self.transport.close()
+        if self.client is not None:
+            await self.client.aclose()

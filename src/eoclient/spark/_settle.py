@@ -6,8 +6,9 @@ their parts out to batch ``k``'s read tasks, and each task settles its share bef
 pulls. For one part:
 
 1. if ``part-<i>.settled`` exists, it is done (a retried task, a re-run batch);
-2. ack every ack id of the part (emitted and ack-only rows: ``_acks``, one call per 2,500
-   ids, nothing per id when a call succeeds);
+2. ack every ack id of the part (emitted and ack-only rows: the SDK's bulk
+   ``SubscriberClient.acknowledge``, one call per 2,500 ids, nothing per id when a call
+   succeeds);
 3. give back (modack 0) what the part's dead attempts pulled and never journaled: their
    lease logs (``part-<i>.<attempt>.log``) list it;
 4. write the messages none of whose ack ids succeeded to ``pending/<k>-<i>.arrow``: a
@@ -26,12 +27,10 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from eoclient._transport import PubSubTransport
-from eoclient.spark import _acks
 from eoclient.spark._decisions import give_back, unconfirmed
 from eoclient.spark._journal import Journal, Part
 from eoclient.spark._lease_log import read_logs
-from eoclient.subscriber import AcknowledgeStatus, AckRetrySettings
+from eoclient.subscriber import AcknowledgeStatus, AckRetrySettings, SubscriberClient
 
 # Transient ack failures are retried this long before the ids count as unconfirmed
 # (pending: acked on redelivery). Nothing is lost by giving up.
@@ -51,15 +50,13 @@ def unsettled_part(journal: Journal, batch: int, index: int) -> Part | None:
 
 
 async def acknowledge_part(
-    transport: PubSubTransport, subscription: str, journal: Journal, part: Part
+    client: SubscriberClient, subscription: str, journal: Journal, part: Part
 ) -> None:
     """Steps 2-4: ack the part, give back its dead attempts' deliveries, record what stays
     pending."""
     ack_ids = part.table.column("ack_id").to_pylist()
     try:
-        failed: dict[str, AcknowledgeStatus] = await _acks.acknowledge(
-            transport, subscription, ack_ids, SETTLE_RETRY
-        )
+        failed = await acknowledge(client, subscription, ack_ids, SETTLE_RETRY)
     except Exception as error:  # a broken channel: nothing is confirmed
         logger.warning(
             "acknowledging %d messages failed, they stay pending: %s", len(ack_ids), error
@@ -68,7 +65,7 @@ async def acknowledge_part(
     record = read_logs(journal.attempt_logs(part.batch, part.index))
     if released := give_back(record.answered, set(ack_ids) if record.answered else ()):
         with contextlib.suppress(Exception):  # best effort: else they come back at their deadline
-            await _acks.modify_ack_deadline(transport, subscription, released, 0, SETTLE_RETRY)
+            await client.modify_ack_deadline(subscription, released, 0, ack_retry=SETTLE_RETRY)
     if failed:
         message_ids = part.table.column("message_id").to_pylist()
         pending = unconfirmed(message_ids, ack_ids, failed)
@@ -81,3 +78,16 @@ def finish(journal: Journal, part: Part) -> None:
     journal.mark_settled(part.batch, part.index)
     for path in journal.attempt_logs(part.batch, part.index):
         path.unlink(missing_ok=True)
+
+
+async def acknowledge(
+    client: SubscriberClient, subscription: str, ack_ids: list[str], retry: AckRetrySettings
+) -> dict[str, AcknowledgeStatus]:
+    """Ack ``ack_ids`` in bulk; the ids that did not succeed, with their status (a transient
+    failure that outlived ``retry.deadline``: OTHER).
+
+    A failed id only becomes *pending* (its redelivery is acked, not emitted), which is right
+    for any subscription: without exactly-once delivery the server does not check ack ids,
+    and none fails."""
+    results = await client.acknowledge(subscription, ack_ids, ack_retry=retry)
+    return {ack_id: result.status for ack_id, result in results.failed.items()}

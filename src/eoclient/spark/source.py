@@ -102,7 +102,6 @@ commit of k - 1" ordering the settles rely on.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -180,7 +179,7 @@ class EoclientStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         runner = self._get_runner()
         runner.available_now = True
-        runner.cutoff_ns = time.time_ns()
+        runner.cutoff_ns = round(runner.clock.now() * 1e9)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         runner = self._get_runner()

@@ -1,8 +1,10 @@
 """The asyncio subscriber: StreamingPull with flow control, leases and exactly-once results."""
 
-from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
+from eoclient.subscriber.ack_results import AckIdResults, AcknowledgeStatus, AckResult
 from eoclient.subscriber.batch import MessageBatch
 from eoclient.subscriber.client import SubscriberClient
+from eoclient.subscriber.lease_groups import LeaseGroups
+from eoclient.subscriber.leases import renewal_margin
 from eoclient.subscriber.message import Message
 from eoclient.subscriber.session import StreamingSession, SubscriberStatistics
 from eoclient.subscriber.settings import (
@@ -15,10 +17,12 @@ from eoclient.subscriber.settings import (
 )
 
 __all__ = [
+    "AckIdResults",
     "AckResult",
     "AckRetrySettings",
     "AcknowledgeStatus",
     "FlowControl",
+    "LeaseGroups",
     "LeaseSettings",
     "Message",
     "MessageBatch",
@@ -28,4 +32,5 @@ __all__ = [
     "StreamingSession",
     "SubscriberClient",
     "SubscriberStatistics",
+    "renewal_margin",
 ]

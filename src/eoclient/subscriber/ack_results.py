@@ -29,6 +29,7 @@ __all__ = [
     "TEMPORARY_FAILURE",
     "TRANSIENT_FAILURE_PREFIX",
     "UNORDERED_ACK_ID",
+    "AckIdResults",
     "AckOutcome",
     "AckResult",
     "AcknowledgeStatus",
@@ -90,6 +91,27 @@ class AckResult:
 _SUCCESS = AckResult(AcknowledgeStatus.SUCCESS)
 
 
+class AckIdResults(dict[str, AckResult]):
+    """The result of each distinct ack id of a bulk settlement
+    (:meth:`SubscriberClient.acknowledge`, :meth:`SubscriberClient.modify_ack_deadline`),
+    by ack id.
+
+    Attributes:
+        failed: only the ids whose result is not SUCCESS, with their results: what a
+            caller settling thousands of ids at once looks at, without a step per id
+            that succeeded.
+    """
+
+    __slots__ = ("failed",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed: dict[str, AckResult] = {}
+
+    def __repr__(self) -> str:
+        return f"<AckIdResults of {len(self)} ack ids, {len(self.failed)} failed>"
+
+
 @dataclass(frozen=True, slots=True)
 class AckOutcome:
     """What one server answer means for the ack ids it covers.
@@ -105,10 +127,6 @@ class AckOutcome:
 
     final: Mapping[str, AckResult] = field(default_factory=dict)
     retry: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def retry_ids(self) -> frozenset[str]:
-        return frozenset(self.retry)
 
 
 def classify_unary(

@@ -6,16 +6,18 @@ import asyncio
 import logging
 import random
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from eoclient._clock import AsyncClock, MonotonicClock
 from eoclient._retrying import DEFAULT, Default, RetrySettings, call_with_retry, check_timeout
+from eoclient._tasks import TaskOwner
 from eoclient._transport import Endpoint, PubSubTransport
 from eoclient.errors import ClosedError, RpcError
-from eoclient.subscriber.ack_results import AckResult
+from eoclient.subscriber.ack_records import SUCCESS, Operation, Position
+from eoclient.subscriber.ack_results import AckIdResults, AcknowledgeStatus, AckResult
 from eoclient.subscriber.handler import run_handler
-from eoclient.subscriber.ledger import AckLedger, Operation, Position
+from eoclient.subscriber.ledger import AckLedger
 from eoclient.subscriber.message import Message, message_from_wire
 from eoclient.subscriber.sender import AckSender
 from eoclient.subscriber.session import StreamingSession, new_client_id
@@ -33,7 +35,6 @@ if TYPE_CHECKING:
     import grpc
     from opentelemetry.trace import TracerProvider
 
-    from eoclient._proto import pubsub_pb2
     from eoclient.subscriber.spans import SessionSpans
 
 logger = logging.getLogger("eoclient.subscriber")
@@ -56,6 +57,8 @@ PULL_RETRY = RetrySettings(
     codes=frozenset({"ABORTED", "INTERNAL", "UNAVAILABLE", "UNKNOWN"}),
 )
 PULL_TIMEOUT = 60.0
+
+T = TypeVar("T")
 
 
 class SubscriberClient:
@@ -116,11 +119,10 @@ class SubscriberClient:
         self._rng = random.Random()  # the jitter of pull()'s retries
         # Sessions not yet garbage: aclose() closes the ones still open before the channel.
         self._sessions: weakref.WeakSet[StreamingSession] = weakref.WeakSet()
-        # pull(): one unary sink per subscription and retry settings, and the unary
-        # settlement tasks still running (referenced here: an unreferenced task may be
-        # garbage-collected mid-flight; aclose() waits for them).
+        # pull(): one unary sink per subscription and retry settings, and the group of the
+        # unary settlement tasks (opened by the first pull; aclose() lets them finish).
         self._unary_sinks: dict[tuple[str, AckRetrySettings], _PulledSettler] = {}
-        self._settling: set[asyncio.Task[None]] = set()
+        self._settling = TaskOwner()
 
     def __repr__(self) -> str:
         return f"<SubscriberClient {self._where()}{' closed' if self._closed else ''}>"
@@ -145,13 +147,8 @@ class SubscriberClient:
             await session.aclose()
         for sink in self._unary_sinks.values():
             sink.flush()  # settled in this turn of the loop, not yet sent
-        if self._settling:
-            # Settlements of pulled messages still in flight finish first (bounded).
-            _, late = await asyncio.wait(set(self._settling), timeout=SETTLE_TIMEOUT)
-            for task in late:
-                task.cancel()
-            if late:
-                await asyncio.wait(late)
+        # Settlements of pulled messages still in flight finish first (bounded).
+        await self._settling.close(grace=SETTLE_TIMEOUT)
         transport, self._transport = self._transport, None
         if transport is not None:
             await transport.close()
@@ -238,17 +235,58 @@ class SubscriberClient:
             timeout: the call's whole budget in seconds, retries included (60 by
                 default); ``None``: only the retry deadline bounds it.
         """
+        transport = self._get_transport()
+        response = await self._pull_with_retry(
+            subscription,
+            lambda seconds: transport.pull(subscription, max_messages, timeout=seconds),
+            retry,
+            timeout,
+        )
+        await self._settling.open()  # before any message can be settled
+        sink = self._unary_sink(subscription, ack_retry or AckRetrySettings())
+        now = self._now()
+        return [message_from_wire(received, sink, now) for received in response.received_messages]
+
+    async def pull_raw(
+        self,
+        subscription: str,
+        max_messages: int = 100,
+        *,
+        retry: RetrySettings | Default | None = DEFAULT,
+        timeout: float | Default | None = DEFAULT,
+    ) -> bytes:
+        """One unary Pull whose answer is left undecoded: the wire bytes of a
+        ``google.pubsub.v1.PullResponse``.
+
+        For consumers that decode messages into a form of their own (columns for Arrow or
+        a dataframe, a journal, another process) without a :class:`Message` object per
+        message. The messages are not leased: settle them by ack id with
+        :meth:`acknowledge` / :meth:`modify_ack_deadline` before their deadline, and keep
+        long work leased with :class:`LeaseGroups`. Retried as :meth:`pull` is (``retry``,
+        ``timeout``: the same defaults and meaning).
+        """
+        transport = self._get_transport()
+        return await self._pull_with_retry(
+            subscription,
+            lambda seconds: transport.pull_serialized(subscription, max_messages, timeout=seconds),
+            retry,
+            timeout,
+        )
+
+    async def _pull_with_retry(
+        self,
+        subscription: str,
+        attempt: Callable[[float | None], Awaitable[T]],
+        retry: RetrySettings | Default | None,
+        timeout: float | Default | None,
+    ) -> T:
         if not (retry is DEFAULT or retry is None or isinstance(retry, RetrySettings)):
             raise TypeError(f"retry must be a RetrySettings or None (one attempt), got {retry!r}")
         backoff = PULL_RETRY if retry is DEFAULT else retry
         budget = PULL_TIMEOUT if timeout is DEFAULT else check_timeout(timeout)
         codes = PULL_RETRY.codes if backoff is None or backoff.codes is None else backoff.codes
         assert codes is not None
-        transport = self._get_transport()
         clock = self._clock or MonotonicClock()
-
-        def attempt(seconds: float | None) -> Awaitable[pubsub_pb2.PullResponse]:
-            return transport.pull(subscription, max_messages, timeout=seconds)
 
         def on_retry(number: int, error: RpcError, delay: float) -> None:
             logger.debug(
@@ -259,7 +297,7 @@ class SubscriberClient:
                 delay,
             )
 
-        response = await call_with_retry(
+        return await call_with_retry(
             attempt,
             backoff=backoff,
             codes=frozenset(codes),
@@ -269,9 +307,15 @@ class SubscriberClient:
             rng=self._rng,
             on_retry=on_retry,
         )
-        sink = self._unary_sink(subscription, ack_retry or AckRetrySettings())
-        now = clock.now()
-        return [message_from_wire(received, sink, now) for received in response.received_messages]
+
+    def _now(self) -> float:
+        return self.clock.now()
+
+    @property
+    def clock(self) -> AsyncClock:
+        """What this client measures leases, retries and backoffs on (its ``clock=``, else
+        monotonic time): the ``now`` of a :class:`LeaseGroups` kept for its pulls."""
+        return self._clock or MonotonicClock()
 
     async def acknowledge(
         self,
@@ -279,14 +323,17 @@ class SubscriberClient:
         ack_ids: Iterable[str],
         *,
         ack_retry: AckRetrySettings | None = None,
-    ) -> dict[str, AckResult]:
+    ) -> AckIdResults:
         """Acknowledge deliveries by ack id; the result of each distinct id.
 
-        For ack ids kept from earlier (a journal, another process): on an exactly-once
-        subscription SUCCESS means the message will not be delivered again, and
-        INVALID_ACK_ID that the delivery is no longer current (expired, superseded by a
-        redelivery, or already acked). Transient failures are retried per ``ack_retry``.
-        Without exactly-once the server does not check ids: every id reports SUCCESS.
+        For ack ids kept from earlier (:meth:`pull_raw`, a journal, another process), in
+        bulk: one call per 2,500 ids, all in flight together, and no step per id when a
+        call succeeds. The answer maps every distinct id to its :class:`AckResult`; its
+        ``failed`` holds only those that did not succeed. On an exactly-once subscription
+        SUCCESS means the message will not be delivered again, and INVALID_ACK_ID that the
+        delivery is no longer current (expired, superseded by a redelivery, or already
+        acked). Transient failures are retried per ``ack_retry`` (then OTHER). Without
+        exactly-once the server does not check ids: every id reports SUCCESS.
         """
         return await self._settle_by_id(subscription, ack_ids, Operation.ACK, 0, ack_retry)
 
@@ -297,11 +344,12 @@ class SubscriberClient:
         seconds: int,
         *,
         ack_retry: AckRetrySettings | None = None,
-    ) -> dict[str, AckResult]:
+    ) -> AckIdResults:
         """Set the deadline of deliveries, by ack id, to ``seconds`` from now (0..600).
 
-        ``0`` releases them for redelivery now (a nack). The result of each distinct id,
-        as for :meth:`acknowledge`.
+        ``0`` releases them for redelivery now (a nack); a longer deadline extends their
+        lease (:class:`LeaseGroups` says when). The result of each distinct id, as for
+        :meth:`acknowledge`; an INVALID_ACK_ID lease is lost (the message comes again).
         """
         if not 0 <= seconds <= MAX_ACK_DEADLINE:
             raise ValueError(
@@ -317,23 +365,26 @@ class SubscriberClient:
         operation: Operation,
         seconds: int,
         ack_retry: AckRetrySettings | None,
-    ) -> dict[str, AckResult]:
+    ) -> AckIdResults:
         transport = self._get_transport()  # a closed client refuses (ClosedError)
         distinct = list(dict.fromkeys(ack_ids))
         if not distinct:
-            return {}
+            return AckIdResults()
         # A ledger of its own: these calls are awaited here, apart from pulled messages'.
         settler = _PulledSettler(
-            subscription, transport, ack_retry or AckRetrySettings(), self._clock, set()
+            subscription, transport, ack_retry or AckRetrySettings(), self._clock, self._settling
         )
         records = settler.ledger.submit_many(distinct, operation, seconds)
         await settler.send_now()
-        results: dict[str, AckResult] = {}
+        results = AckIdResults()
         for record in records:
-            for index, ack_id in enumerate(record.ack_ids):
-                result = record.result(index)
-                assert result is not None  # every unary call ends with a result for each id
-                results[ack_id] = result
+            # Every unary call ends with a result for each id.
+            outcomes = cast("list[AckResult]", record.results)
+            results.update(zip(record.ack_ids, outcomes, strict=True))
+            if outcomes.count(SUCCESS) != len(outcomes):  # no step per id when all succeeded
+                for ack_id, result in zip(record.ack_ids, outcomes, strict=True):
+                    if result.status is not AcknowledgeStatus.SUCCESS:
+                        results.failed[ack_id] = result
         return results
 
     def _unary_sink(self, subscription: str, ack_retry: AckRetrySettings) -> _PulledSettler:
@@ -376,7 +427,7 @@ class _PulledSettler:
         transport: PubSubTransport,
         ack_retry: AckRetrySettings,
         clock: AsyncClock | None,
-        tasks: set[asyncio.Task[None]],
+        tasks: TaskOwner,
     ) -> None:
         self._clock = clock or MonotonicClock()
         self._tasks = tasks
@@ -389,7 +440,7 @@ class _PulledSettler:
             subscription,
             clock=self._clock,
             rng=random.Random(),
-            spawn=self._spawn,
+            spawn=tasks.spawn,
             fail=self._log_failure,
         )
         self._flush_scheduled = False
@@ -415,11 +466,6 @@ class _PulledSettler:
         """Send what is pending and wait for every result."""
         outgoing = self.ledger.take(self._clock.now(), stream_open=False, stopping=True)
         await self.sender.send_unary(outgoing.unary)
-
-    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     def _log_failure(self, error: BaseException) -> None:
         logger.error("settling pulled messages failed: %s", error, exc_info=error)

@@ -37,11 +37,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from eoclient._proto import pubsub_pb2
+from eoclient.subscriber.ack_records import Operation, Position, settled_record
 from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
 from eoclient.subscriber.handout import HandOut
 from eoclient.subscriber.histogram import LatencyHistogram, bounded_deadline
 from eoclient.subscriber.leases import LeaseTable
-from eoclient.subscriber.ledger import AckLedger, Operation, Position, settled_record
+from eoclient.subscriber.ledger import AckLedger
 from eoclient.subscriber.message import AckSink, Message
 from eoclient.subscriber.ordering import OrderingGate
 from eoclient.subscriber.receipts import ReceiptGate

@@ -48,7 +48,10 @@ RENEWAL_MARGIN_FRACTION = 0.1
 
 
 def renewal_margin(lease_seconds: float) -> float:
-    """Seconds before the end of a ``lease_seconds`` long deadline to extend it."""
+    """Seconds before the end of a ``lease_seconds`` long deadline to extend it: the larger
+    of 5 s and a tenth of the lease, at most half of it (what a session and
+    :class:`~eoclient.subscriber.LeaseGroups` leave; docs/protocol.md#lease-extension-cadence).
+    Work that must reach a keeper of its leases in time has to hand them over earlier."""
     return min(max(MIN_RENEWAL_MARGIN, RENEWAL_MARGIN_FRACTION * lease_seconds), lease_seconds / 2)
 
 

@@ -3,7 +3,7 @@
 The ledger decides; the sender (``sender.py``) performs. Settlements are entered here,
 the sender asks :meth:`AckLedger.take` what to send and where, writes the stream requests
 or makes the unary calls, and hands every answer back (:meth:`AckLedger.on_confirmation`,
-:meth:`AckLedger.apply_unary_answer`, :meth:`AckLedger.overdue`,
+``AckLedger.unary.apply_answer``, :meth:`AckLedger.overdue`,
 :meth:`AckLedger.stream_lost`). Each of those returns what to send next and the records
 that got results; the sender resolves their waiters (``waiters.deliver``).
 
@@ -42,12 +42,10 @@ finds it invalid reports OTHER, never a wrong INVALID_ACK_ID (``unary_acks.py``)
 from __future__ import annotations
 
 import enum
-import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from eoclient._proto import pubsub_pb2
-from eoclient.errors import RpcError
 from eoclient.subscriber.ack_records import (
     ACK_IDS_PER_REQUEST,
     SUCCESS,
@@ -57,28 +55,13 @@ from eoclient.subscriber.ack_records import (
     Position,
     resolve_all,
     set_result,
-    settled_record,
 )
 from eoclient.subscriber.ack_results import AcknowledgeStatus, AckResult
 from eoclient.subscriber.settings import AckRetrySettings
 from eoclient.subscriber.stream_acks import StreamAcks
 from eoclient.subscriber.unary_acks import UnaryAcks, UnaryCall
 
-# The records and the unary calls are imported from here too (the ledger's vocabulary).
-__all__ = [
-    "ACK_IDS_PER_REQUEST",
-    "CONFIRMATION_TIMEOUT",
-    "PROBE_TIMEOUT",
-    "AckLedger",
-    "AckMode",
-    "AckRecord",
-    "LedgerStatistics",
-    "Operation",
-    "Outgoing",
-    "Position",
-    "UnaryCall",
-    "settled_record",
-]
+__all__ = ["CONFIRMATION_TIMEOUT", "PROBE_TIMEOUT", "AckLedger", "AckMode", "Outgoing"]
 
 # How long the probe modacks sent on the stream wait for a confirmation before the
 # ledger concludes the server does not confirm on streams. Our server answers within
@@ -103,7 +86,7 @@ class Outgoing:
 
     Attributes:
         stream: requests to write on the stream, in order.
-        unary: unary calls to make (each retried per :meth:`AckLedger.retry_delay`).
+        unary: unary calls to make (each retried per ``AckLedger.retry``).
         resolved: records that got their results by being taken (without exactly-once,
             written is done); resolve their waiters once ``stream`` is written.
     """
@@ -124,7 +107,7 @@ class AckLedger:
     """The acks, nacks and modacks of one subscription, from settlement to result.
 
     Args:
-        retry: how transient failures are retried (:meth:`retry_delay`).
+        retry: how transient failures are retried (``_retrying.retry_delay``).
         exactly_once: whether results come from the server (else written is SUCCESS);
             a stream learns it from ``SubscriptionProperties``.
         stream_capable: ``False`` for a ledger with no stream (``pull()``): everything
@@ -149,14 +132,15 @@ class AckLedger:
         self._pending: list[AckRecord] = []
         # The record each kind of single settlement is appended to until the next take.
         self._open: dict[tuple[Operation, int], AckRecord] = {}
-        # The two routes, over the same records and counters (module docstring).
+        # The two routes, over the same records and counters (module docstring). The unary
+        # route is the sender's to drive: it plans, answers and gives up its calls.
         self._stream = StreamAcks(self.stats)
-        self._unary = UnaryAcks(retry, self.stats)
+        self.unary = UnaryAcks(retry, self.stats)
 
     def __repr__(self) -> str:
         return (
             f"<AckLedger {self.mode.value if self.exactly_once else 'plain'} "
-            f"pending={len(self._pending)} records, unary calls={len(self._unary)}>"
+            f"pending={len(self._pending)} records, unary calls={len(self.unary)}>"
         )
 
     # ------------------------------------------------------------------ intake
@@ -246,11 +230,7 @@ class AckLedger:
             probe = [r for r in batch if r.operation is Operation.MODACK]
             if probe:
                 outgoing.stream = self._stream.requests(probe, now, await_confirmation=True)
-        outgoing.unary = self.plan_unary(
-            [(record, index) for record in batch for index in range(len(record.ack_ids))],
-            now,
-            ambiguous=False,
-        )
+        outgoing.unary = self.unary.plan_records(batch, now)
         return outgoing
 
     # ----------------------------------------------------------- stream answers
@@ -296,27 +276,6 @@ class AckLedger:
 
     # ------------------------------------------------------------ unary answers
 
-    def plan_unary(
-        self, positions: Iterable[Position], now: float, *, ambiguous: bool
-    ) -> list[UnaryCall]:
-        """One call per RPC, deadline and ``ACK_IDS_PER_REQUEST`` ids; the calls are
-        independent of each other and may all be in flight together."""
-        return self._unary.plan(positions, now, ambiguous=ambiguous)
-
-    def apply_unary_answer(self, call: UnaryCall, error: RpcError | None) -> list[AckRecord]:
-        """Resolve what one attempt of ``call`` settles (``UnaryAcks.apply_answer``);
-        returns the records that got results."""
-        return self._unary.apply_answer(call, error)
-
-    def retry_delay(self, attempt: int, elapsed: float, rng: random.Random) -> float | None:
-        """Seconds to wait before retry number ``attempt`` (1, 2, ...), or ``None``: give up
-        (``UnaryAcks.retry_delay``)."""
-        return self._unary.retry_delay(attempt, elapsed, rng)
-
-    def give_up(self, call: UnaryCall) -> list[AckRecord]:
-        """The retry deadline has passed: what ``call`` still holds resolves OTHER."""
-        return self._unary.give_up(call)
-
     # ---------------------------------------------------------------- closing
 
     def fail_all(self, info: str) -> list[AckRecord]:
@@ -330,11 +289,11 @@ class AckLedger:
         for record in pending:
             if resolve_all(record, result, stats):
                 resolved[record] = None
-        positions = [*self.stream_lost(), *self._unary.take_all()]
+        positions = [*self.stream_lost(), *self.unary.take_all()]
         for record, index in positions:
             if set_result(record, index, result, stats):
                 resolved[record] = None
         return list(resolved)
 
     def idle(self) -> bool:
-        return not self._pending and not self._stream and not self._unary
+        return not self._pending and not self._stream and not self.unary

@@ -4,7 +4,9 @@ Each stream is opened with its first request (the only one the receiver writes) 
 attached to the sender (``sender.py``), which writes everything else. Each response goes
 to the ack ledger through the sender (its confirmations) and to the dispatch core (its
 subscription properties and deliveries). A stream that ends with a retryable status (or
-OK) is reopened with jittered exponential backoff; any other status ends the session
+OK) is reopened after the SDK's one backoff (``_retrying.retry_delay``: full jitter, doubling
+from ``reconnect_initial_backoff`` to ``reconnect_max_backoff``, no deadline; it starts over
+once a stream delivered something); any other status ends the session
 through ``fail``. The task runs in the session's TaskGroup and never raises into it.
 """
 
@@ -13,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
 from collections.abc import Callable
 
 from eoclient._clock import AsyncClock
 from eoclient._proto import pubsub_pb2
+from eoclient._retrying import RetrySettings, retry_delay
 from eoclient.errors import RpcError, StreamClosedError
 from eoclient.subscriber.dispatch import Dispatcher
 from eoclient.subscriber.sender import AckSender
@@ -27,6 +31,10 @@ from eoclient.subscriber.transport import SubscriberTransport
 __all__ = ["StreamReceiver"]
 
 logger = logging.getLogger("eoclient.subscriber")
+
+# Reopen delays double each attempt (the multiplier of Go's gax.Backoff;
+# docs/protocol.md#stream-reconnection).
+RECONNECT_MULTIPLIER = 2.0
 
 
 class StreamReceiver:
@@ -73,7 +81,14 @@ class StreamReceiver:
 
     async def run(self) -> None:
         """The receiver task."""
-        backoff = self.stream_settings.reconnect_initial_backoff
+        settings = self.stream_settings
+        backoff = RetrySettings(
+            initial_backoff=settings.reconnect_initial_backoff,
+            max_backoff=settings.reconnect_max_backoff,
+            multiplier=RECONNECT_MULTIPLIER,
+            deadline=math.inf,
+        )
+        attempt = 0  # reopens since a stream last delivered something
         sender, dispatch, clock = self.sender, self.dispatch, self.clock
         try:
             while self._receiving():
@@ -93,7 +108,7 @@ class StreamReceiver:
                             request.max_outstanding_bytes,
                         )
                     while (response := await call.receive()) is not None:
-                        backoff = self.stream_settings.reconnect_initial_backoff
+                        attempt = 0
                         if response.HasField("acknowledge_confirmation") or response.HasField(
                             "modify_ack_deadline_confirmation"
                         ):
@@ -121,7 +136,11 @@ class StreamReceiver:
                 else:
                     logger.debug("stream of %s ended by the server (OK)", self.subscription)
                 self.reconnects += 1
-                delay = self.rng.uniform(0, backoff)
+                attempt += 1
+                delay = retry_delay(backoff, attempt, 0.0, self.rng)
+                assert (
+                    delay is not None
+                )  # no deadline: a stream is reopened for as long as it takes
                 logger.debug(
                     "stream of %s: reconnecting in %.3f s (reconnect %d)",
                     self.subscription,
@@ -129,7 +148,6 @@ class StreamReceiver:
                     self.reconnects,
                 )
                 await clock.sleep(delay)
-                backoff = min(backoff * 2, self.stream_settings.reconnect_max_backoff)
         except asyncio.CancelledError:
             raise
         except Exception as unexpected:

@@ -24,17 +24,12 @@ from typing import Any, Protocol
 
 from eoclient._clock import AsyncClock
 from eoclient._proto import pubsub_pb2
+from eoclient._retrying import retry_delay
 from eoclient.errors import EoclientError, RpcError
-from eoclient.subscriber.ledger import (
-    AckLedger,
-    AckMode,
-    AckRecord,
-    Operation,
-    Outgoing,
-    Position,
-    UnaryCall,
-)
+from eoclient.subscriber.ack_records import AckRecord, Operation, Position
+from eoclient.subscriber.ledger import AckLedger, AckMode, Outgoing
 from eoclient.subscriber.transport import PullStream, SubscriberTransport
+from eoclient.subscriber.unary_acks import UnaryCall
 from eoclient.subscriber.waiters import deliver
 
 __all__ = ["ACK_BATCH_LATENCY", "OVERDUE_CHECK_INTERVAL", "AckSender", "RequestSpans"]
@@ -275,7 +270,7 @@ class AckSender:
         """Send ``positions`` by unary call, in a task of their own."""
         if positions:
             self.start_unary(
-                self.ledger.plan_unary(positions, self.clock.now(), ambiguous=ambiguous)
+                self.ledger.unary.plan(positions, self.clock.now(), ambiguous=ambiguous)
             )
 
     def start_unary(self, calls: list[UnaryCall]) -> None:
@@ -303,9 +298,9 @@ class AckSender:
 
     async def _call_with_retry(self, call: UnaryCall) -> None:
         ledger = self.ledger
-        while call.positions:
+        while call:
             ack_ids = call.ack_ids()
-            attempted = call.positions
+            attempted = call.positions if self.spans is not None else []
             spans = (
                 None if self.spans is None else self.spans.calling(call.kind, call.seconds, ack_ids)
             )
@@ -319,28 +314,27 @@ class AckSender:
                     )
             except RpcError as failure:
                 error = failure
-            resolved = ledger.apply_unary_answer(call, error)
+            resolved = ledger.unary.apply_answer(call, error)
             if spans is not None:
                 assert self.spans is not None
                 self.spans.called(spans, attempted, error)
             self._deliver(resolved)
             if error is not None:
                 _log_unary_failure(self.subscription, call, len(ack_ids), error)
-            if not call.positions:
+            if not call:
                 return
-            delay = ledger.retry_delay(call.attempt, self.clock.now() - call.started, self.rng)
+            elapsed = self.clock.now() - call.started
+            delay = retry_delay(ledger.retry, call.attempt, elapsed, self.rng)
             if delay is None:
                 logger.debug(
                     "%s: %d ack ids still failing after the %g s retry deadline: reported OTHER",
                     self.subscription,
-                    len(call.positions),
+                    len(call),
                     ledger.retry.deadline,
                 )
-                self._deliver(ledger.give_up(call))
+                self._deliver(ledger.unary.give_up(call))
                 return
-            logger.debug(
-                "%s: retrying %d ack ids in %.3f s", self.subscription, len(call.positions), delay
-            )
+            logger.debug("%s: retrying %d ack ids in %.3f s", self.subscription, len(call), delay)
             await self.clock.sleep(delay)
 
 
@@ -388,5 +382,5 @@ def _log_unary_failure(subscription: str, call: UnaryCall, sent: int, error: Rpc
         subscription,
         call.attempt,
         error,
-        len(call.positions),
+        len(call),
     )

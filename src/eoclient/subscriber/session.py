@@ -8,7 +8,7 @@ lifecycle, iteration and settlement here, the stream's reading (and reconnecting
 :class:`~eoclient.subscriber.receiver.StreamReceiver`, its writing and the unary calls in
 :class:`~eoclient.subscriber.sender.AckSender`, the ordered way out in
 :class:`~eoclient.subscriber.session_shutdown.SessionShutdown`. Every task belongs to the
-session's one TaskGroup (:class:`~eoclient.subscriber.session_tasks.SessionTasks`;
+session's one TaskGroup (:class:`eoclient._tasks.TaskOwner`;
 docs/architecture.md#every-background-task-belongs-to-one-taskgroup) and never raises into
 it: a permanent failure is stored and reaches the user once, as one exception, on their next
 ``await`` (``__anext__``).
@@ -26,14 +26,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from eoclient._clock import AsyncClock, MonotonicClock
+from eoclient._tasks import TaskOwner
+from eoclient.subscriber.ack_records import Operation, Position
 from eoclient.subscriber.batch import MessageBatch
 from eoclient.subscriber.dispatch import Dispatcher, unsent
-from eoclient.subscriber.ledger import AckLedger, AckMode, Operation, Position
+from eoclient.subscriber.ledger import AckLedger, AckMode
 from eoclient.subscriber.message import Message
 from eoclient.subscriber.receiver import StreamReceiver
 from eoclient.subscriber.sender import AckSender
 from eoclient.subscriber.session_shutdown import SessionShutdown
-from eoclient.subscriber.session_tasks import SessionTasks
 from eoclient.subscriber.settings import (
     AckRetrySettings,
     FlowControl,
@@ -141,7 +142,7 @@ class StreamingSession:
         self.rng = rng or random.Random()
         self.state = SessionState.UNOPENED
         self._ready_event = asyncio.Event()
-        self._tasks = SessionTasks()  # the one TaskGroup (session_tasks.py)
+        self._tasks = TaskOwner()  # the session's one TaskGroup
         self.ledger = AckLedger(ack_retry, on_pending=self._wake_sender)
         self.dispatch = Dispatcher(
             self.ledger,

@@ -26,7 +26,7 @@ running); a session of ``subscribe()`` nacks (:data:`ITERATOR_BEHAVIOR`): once i
 Then, however the way out ended (a timeout, a failure, the caller cancelled): settle what
 the application still holds if step 3 never ran, resolve every waiter still unanswered
 OTHER, and cancel the stream call (:meth:`SessionShutdown.settle_the_rest`); the session
-then cancels its tasks (``session_tasks.py``).
+then cancels its tasks (its ``_tasks.TaskOwner``).
 """
 
 from __future__ import annotations

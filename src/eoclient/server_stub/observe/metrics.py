@@ -81,7 +81,7 @@ subscriptions, and only a ``*`` token sees the process metrics.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -321,6 +321,9 @@ class ServerMetrics:
     """One reference server's metrics: its own registry, rendered for each scrape."""
 
     broker: Broker
+    # More series beside the broker's (import topics, exports), for a grant's projects (None:
+    # every project).
+    extra: Callable[[frozenset[str] | None], Iterable[Collector]] = lambda _projects: ()
     # Message transforms' counts (transforms/metrics.py), when the server runs them.
     transforms: MessageTransforms | None = None
     registry: CollectorRegistry = field(init=False)
@@ -331,6 +334,8 @@ class ServerMetrics:
         self.registry.register(BrokerCollector(self.broker))
         if self.transforms is not None:
             self.registry.register(TransformCollector(self.transforms, None))
+        for collector in self.extra(None):
+            self.registry.register(collector)
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
@@ -345,6 +350,8 @@ class ServerMetrics:
         limited.register(BrokerCollector(self.broker, grant.projects))
         if self.transforms is not None:
             limited.register(TransformCollector(self.transforms, grant.projects))
+        for collector in self.extra(grant.projects):
+            limited.register(collector)
         return encoder(limited), content_type
 
     def matches(self, path: str) -> bool:

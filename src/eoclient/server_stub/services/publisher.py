@@ -5,7 +5,8 @@ the broker, and turns the result into the response proto, or raises ``RpcError``
 handler refuses what the core does not model before the broker sees the request, so a
 refused request changes nothing:
 
-* settings the server cannot honour (``unsupported_settings``);
+* ingestion settings the service would refuse (``ingestion_settings``; the states are
+  output only, filled from the ingestion room on the way out);
 * a topic's ``schema_settings`` naming no schema, an unknown one, or revisions it does not
   have, and a Publish whose messages do not match the topic's schema (``schemas``: the
   core keeps those settings opaque, in the topic's ``extras``);
@@ -24,7 +25,8 @@ from eoclient._proto import pubsub_pb2
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.policies import BacklogQuotaHeld
 from eoclient.server_stub.core.topics import TOPIC_MASK
-from eoclient.server_stub.services import schemas, translate, unsupported_settings
+from eoclient.server_stub.services import ingestion_settings, schemas, translate
+from eoclient.server_stub.services.ingestion_settings import IngestionStates
 from eoclient.server_stub.services.publish_hold import publish_held
 from eoclient.server_stub.services.rpc import RpcMethod, rpc_methods
 from eoclient.server_stub.transforms import MessageTransforms
@@ -35,9 +37,16 @@ SERVICE = "google.pubsub.v1.Publisher"
 class PublisherService:
     """The nine Publisher methods over one broker."""
 
-    def __init__(self, broker: Broker, transforms: MessageTransforms | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        transforms: MessageTransforms | None = None,
+        ingestion: IngestionStates | None = None,
+    ) -> None:
         self.broker = broker
         self.transforms = transforms or MessageTransforms(broker)
+        # The ingestion room's states (output only) and its news of changed topics.
+        self.ingestion = ingestion
 
     def methods(self) -> list[RpcMethod]:
         P = pubsub_pb2
@@ -69,32 +78,46 @@ class PublisherService:
         )
 
     def _topic_answer(self, topic: pubsub_pb2.Topic) -> pubsub_pb2.Topic:
+        if self.ingestion is not None:
+            self.ingestion.fill(topic)
         return schemas.show_deleted_schema(self.broker, topic)
+
+    def _changed(self, name: str) -> None:
+        if self.ingestion is not None:
+            self.ingestion.changed(name)
 
     async def create_topic(self, request: pubsub_pb2.Topic) -> pubsub_pb2.Topic:
         if request.HasField("schema_settings"):
             schemas.check_schema_settings(self.broker, request.schema_settings)
-        unsupported_settings.check_topic(request)
+        if ingestion_settings.is_set(request):
+            ingestion_settings.check(request.ingestion_data_source_settings)
         await self.transforms.check("topic", request.message_transforms)
+        ingestion_settings.stored(request)
         view = self.broker.topics.create(translate.topic_from_pb(request))
+        self._changed(view.config.name)
         return self._topic_answer(translate.topic_to_pb(view))
 
     async def update_topic(self, request: pubsub_pb2.UpdateTopicRequest) -> pubsub_pb2.Topic:
         fields = translate.top_level_fields(request.update_mask.paths)
-        if "schema_settings" in fields:
+        ingestion_settings.check_mask(request.update_mask.paths)
+        if "schema_settings" in fields or ingestion_settings.FIELD in fields:
             # A mask names what changes: the stored settings with the masked paths merged
             # in are what must hold (docs/protocol.md#update-masks), not the request's part.
             merged = self._merged_topic(request)
-            if merged.HasField("schema_settings"):
+            if "schema_settings" in fields and merged.HasField("schema_settings"):
                 schemas.check_schema_settings(self.broker, merged.schema_settings)
-        unsupported_settings.check_topic(request.topic, fields)
+            if ingestion_settings.FIELD in fields and ingestion_settings.is_set(merged):
+                ingestion_settings.check(merged.ingestion_data_source_settings)
         if "message_transforms" in fields:
             await self.transforms.check("topic", request.topic.message_transforms)
+        ingestion_settings.stored(request.topic)
         view = self.broker.topics.update(
             translate.topic_from_pb(request.topic),
             list(request.update_mask.paths),
             translate.merge_topic_extras,
         )
+        if ingestion_settings.FIELD in fields:
+            self._changed(view.config.name)
         return self._topic_answer(translate.topic_to_pb(view))
 
     def _merged_topic(self, request: pubsub_pb2.UpdateTopicRequest) -> pubsub_pb2.Topic:
@@ -158,6 +181,7 @@ class PublisherService:
 
     async def delete_topic(self, request: pubsub_pb2.DeleteTopicRequest) -> empty_pb2.Empty:
         self.broker.topics.delete(request.topic)
+        self._changed(request.topic)
         return empty_pb2.Empty()
 
     async def detach_subscription(

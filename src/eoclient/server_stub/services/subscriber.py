@@ -4,9 +4,11 @@ Thin: each handler turns the request proto into the core's values (``translate``
 the broker, and turns the result into the response proto, or raises ``RpcError``. A
 handler refuses what the core does not model before the broker sees the request, so a
 refused request changes nothing: settings the server cannot honour
-(``unsupported_settings``) and push configs it would not deliver (``push_config``;
+(``unsupported_settings``), push configs it would not deliver (``push_config``;
 ``push/`` delivers the ones it accepts, and ModifyPushConfig switches a subscription
-between push and pull).
+between push and pull) and export configs that break their rules (``export_configs``;
+``exports/`` delivers the ones it accepts). An export's output-only ``state`` is filled by
+the hook the server passes (``export_states``: the export runner's).
 
 Acks and modacks settle through ``ack_settling``, shared with StreamingPull; an
 exactly-once failure raises ``ExactlyOnceAckFailure`` (``errors``).
@@ -16,15 +18,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 from google.protobuf import empty_pb2
 
 from eoclient._proto import pubsub_pb2
 from eoclient.server_stub.bigquery import BigQueryStandIn
-from eoclient.server_stub.core import Broker, Delivery
+from eoclient.server_stub.core import Broker, Delivery, SubscriptionView
 from eoclient.server_stub.services import (
     ack_settling,
     bigquery_config,
+    export_configs,
     translate,
     unsupported_settings,
 )
@@ -37,18 +41,38 @@ SERVICE = "google.pubsub.v1.Subscriber"
 
 # Unary Pull with return_immediately=false waits this long for a first message.
 PULL_WAIT_SECONDS = 1.0
+# Top-level fields that say how a subscription delivers (at most one may be set).
+_DELIVERY_FIELDS = frozenset({"push_config", "bigquery_config", "cloud_storage_config"})
+
+# Sets the output-only state of a subscription's export config in an answer.
+ExportStates = Callable[[pubsub_pb2.Subscription], Awaitable[None]]
+
+
+async def _no_export_states(_subscription: pubsub_pb2.Subscription) -> None:
+    return None
 
 
 class SubscriberService:
     """The Subscriber methods over one broker (StreamingPull is the gRPC door's own)."""
 
-    def __init__(self, broker: Broker, transforms: MessageTransforms | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        transforms: MessageTransforms | None = None,
+        export_states: ExportStates | None = None,
+    ) -> None:
         self.broker = broker
         # Where BigQuery subscriptions write (the server sets it; ``bigquery_config``).
         self.bigquery: BigQueryStandIn | None = None
         # A subscription's transforms run on what leaves it (``transforms/``).
         self.transforms = transforms or MessageTransforms(broker)
         self._pull_waiters: dict[str, set[asyncio.Event]] = {}
+        self._export_states = export_states or _no_export_states
+
+    async def _answer(self, view: SubscriptionView) -> pubsub_pb2.Subscription:
+        subscription = translate.subscription_to_pb(view)
+        await self._export_states(subscription)
+        return subscription
 
     def methods(self) -> list[RpcMethod]:
         P = pubsub_pb2
@@ -101,16 +125,17 @@ class SubscriberService:
         self, request: pubsub_pb2.Subscription
     ) -> pubsub_pb2.Subscription:
         check_push_config(request.push_config, exactly_once=request.enable_exactly_once_delivery)
+        export_configs.check_exports(request)
         unsupported_settings.check_subscription(request)
         bigquery_config.check_subscription(self.broker, request, self.bigquery)
         await self.transforms.check("subscription", request.message_transforms)
         view = self.broker.subscriptions.create(translate.subscription_from_pb(request))
-        return translate.subscription_to_pb(view)
+        return await self._answer(view)
 
     async def get_subscription(
         self, request: pubsub_pb2.GetSubscriptionRequest
     ) -> pubsub_pb2.Subscription:
-        return translate.subscription_to_pb(self.broker.subscriptions.get(request.subscription))
+        return await self._answer(self.broker.subscriptions.get(request.subscription))
 
     async def update_subscription(
         self, request: pubsub_pb2.UpdateSubscriptionRequest
@@ -128,6 +153,8 @@ class SubscriberService:
                 else current.enable_exactly_once_delivery
             )
             check_push_config(push.push_config, exactly_once=exactly_once)
+        if _DELIVERY_FIELDS & set(fields):
+            self._check_delivery_update(request)
         unsupported_settings.check_subscription(request.subscription, fields)
         bigquery_config.check_subscription(self.broker, request.subscription, self.bigquery, fields)
         if "message_transforms" in fields:
@@ -137,13 +164,29 @@ class SubscriberService:
             list(request.update_mask.paths),
             translate.merge_subscription_extras,
         )
-        return translate.subscription_to_pb(view)
+        return await self._answer(view)
+
+    def _check_delivery_update(self, request: pubsub_pb2.UpdateSubscriptionRequest) -> None:
+        """The export configs as the update leaves them (the stored ones where the mask
+        keeps them) keep their rules."""
+        export_configs.clear_output_only(request.subscription)
+        current = self.broker.subscriptions.get(request.subscription.name).config
+        paths = [
+            path for path in request.update_mask.paths if path.split(".", 1)[0] in _DELIVERY_FIELDS
+        ]
+        merged = translate.merge_subscription_extras(
+            current.extras, translate.subscription_from_pb(request.subscription).extras, paths
+        )
+        export_configs.check_exports(pubsub_pb2.Subscription.FromString(merged))
 
     async def modify_push_config(
         self, request: pubsub_pb2.ModifyPushConfigRequest
     ) -> empty_pb2.Empty:
         current = self.broker.subscriptions.get(request.subscription).config
         check_push_config(request.push_config, exactly_once=current.enable_exactly_once_delivery)
+        stored = pubsub_pb2.Subscription.FromString(current.extras)
+        stored.push_config.CopyFrom(request.push_config)
+        export_configs.check_exports(stored)
         update = pubsub_pb2.Subscription(name=request.subscription, push_config=request.push_config)
         self.broker.subscriptions.update(
             translate.subscription_from_pb(update),
@@ -159,7 +202,7 @@ class SubscriberService:
             request.project, request.page_size, request.page_token
         )
         return pubsub_pb2.ListSubscriptionsResponse(
-            subscriptions=[translate.subscription_to_pb(s) for s in page.items],
+            subscriptions=[await self._answer(s) for s in page.items],
             next_page_token=page.next_page_token,
         )
 

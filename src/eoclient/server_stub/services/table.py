@@ -23,10 +23,11 @@ from eoclient.server_stub.services import request_checks
 from eoclient.server_stub.services.broker_policies import BrokerPoliciesService
 from eoclient.server_stub.services.faults import RpcFaults
 from eoclient.server_stub.services.iam_policy import IamPolicyService
+from eoclient.server_stub.services.ingestion_settings import IngestionStates
 from eoclient.server_stub.services.publisher import PublisherService
 from eoclient.server_stub.services.rpc import RpcMethod
 from eoclient.server_stub.services.schemas import SchemaService
-from eoclient.server_stub.services.subscriber import SubscriberService
+from eoclient.server_stub.services.subscriber import ExportStates, SubscriberService
 from eoclient.server_stub.transforms import MessageTransforms, TransformLimits
 
 
@@ -40,6 +41,8 @@ class Services:
         group_commit: GroupCommit | None = None,
         tokens: TokenTable | None = None,
         transform_limits: TransformLimits | None = None,
+        ingestion: IngestionStates | None = None,
+        export_states: ExportStates | None = None,
     ) -> None:
         self.broker = broker
         self.faults = faults or RpcFaults()
@@ -50,9 +53,9 @@ class Services:
         # Message transforms: the Publish handler, every Pull and StreamingPull, the push
         # sender and the exports run a resource's UDFs through this one stage.
         self.transforms = MessageTransforms(broker, transform_limits)
-        self.subscriber = SubscriberService(broker, self.transforms)
+        self.subscriber = SubscriberService(broker, self.transforms, export_states)
         self.methods: dict[str, RpcMethod] = _one_table(
-            PublisherService(broker, self.transforms).methods(),
+            PublisherService(broker, self.transforms, ingestion).methods(),
             self.subscriber.methods(),
             IamPolicyService(broker).methods(),
             SchemaService(broker).methods(),

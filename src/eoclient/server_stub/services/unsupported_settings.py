@@ -1,16 +1,18 @@
 """Resource settings the reference server cannot honour are refused, never stored and ignored.
 
-The service exports subscriptions to Cloud Storage and Bigtable (BigQuery exports are
-written to the server's BigQuery stand-in, ``bigquery/``), and ingests into topics from
-outside sources (Kinesis, Cloud Storage, Event Hubs, MSK, Confluent Cloud). None of that
-exists here, and accepting such a resource and then never doing what it says is worse
-than refusing it (nothing is accepted that is then ignored): a test that
-passes against this server would not mean what it says in production. So a create, or an
-update whose mask names one of these fields, that sets one is UNIMPLEMENTED, naming the
-field. An empty config (every field at its default, as some tools send) counts as unset,
-as do a subscription's and a topic's other fields, which the server honours or keeps as
-metadata only (labels, ``kms_key_name``, ``message_storage_policy``: nothing to enforce
-on one machine).
+The service exports subscriptions to Bigtable, which does not exist here; accepting such a
+subscription and then never doing what it says is worse than refusing it (nothing is
+accepted that is then ignored): a test that passes against this server would not mean
+what it says in production. So a create, or an update whose mask names one of these
+fields, that sets one is UNIMPLEMENTED, naming the field. An empty config (every field at
+its default, as some tools send) counts as unset, as do a subscription's and a topic's
+other fields, which the server honours or keeps as metadata only (labels,
+``kms_key_name``, ``message_storage_policy``: nothing to enforce on one machine).
+
+Everything else the service does with a topic or subscription has a room of its own here:
+Cloud Storage and BigQuery exports (``exports/``, ``bigquery/``), message transforms
+(``transforms/``), topic ingestion (``ingestion/``; sources this server cannot reach are
+kept, with the state the service shows for them).
 """
 
 from __future__ import annotations
@@ -24,11 +26,7 @@ from eoclient.errors import Unimplemented
 
 # field -> what it would make the service do (for the error message).
 _SUBSCRIPTION_FIELDS = {
-    "cloud_storage_config": "export messages to Cloud Storage",
     "bigtable_config": "export messages to Bigtable",
-}
-_TOPIC_FIELDS = {
-    "ingestion_data_source_settings": "ingest messages from an outside source",
 }
 
 
@@ -58,8 +56,3 @@ def check_subscription(
     """UNIMPLEMENTED if ``subscription`` sets an export this server lacks;
     for an update, only the fields named by the mask (top-level names) count."""
     _refuse("subscription", subscription, _SUBSCRIPTION_FIELDS, update_paths)
-
-
-def check_topic(topic: pubsub_pb2.Topic, update_paths: Iterable[str] | None = None) -> None:
-    """UNIMPLEMENTED if ``topic`` sets an ingestion source this server lacks."""
-    _refuse("topic", topic, _TOPIC_FIELDS, update_paths)

@@ -24,6 +24,17 @@ FORMAT = "eoclient-store"
 FORMAT_VERSION = 2
 # Files SQLite keeps next to the database in WAL mode, and ours.
 OWN_FILES = {DATABASE_FILE, f"{DATABASE_FILE}-wal", f"{DATABASE_FILE}-shm", LOCK_FILE}
+# The ingestion room's record of the objects import topics ingested (ingestion/ledger.py);
+# the exports' work directory (their batch files and lease journals, exports/journal.py);
+# and what `eoclient serve --data-dir` keeps there by default: the bucket directories and
+# the BigQuery stand-in's DuckDB file (with its write-ahead log).
+OWN_FILES |= {
+    "ingested-objects.jsonl",
+    "exports",
+    "buckets",
+    "bigquery.duckdb",
+    "bigquery.duckdb.wal",
+}
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 SCHEMA = """

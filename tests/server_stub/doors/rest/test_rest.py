@@ -340,11 +340,11 @@ async def test_exports_and_ingestion_the_server_cannot_do_are_refused(rest: Rest
     answer = await rest.call(
         "PUT",
         f"/v1/{name}",
-        {"topic": topic, "cloudStorageConfig": {"bucket": "b", "maxBytes": 1000000}},
+        {"topic": topic, "bigtableConfig": {"table": "projects/p/instances/i/tables/t"}},
     )
     assert answer.status == 501, answer.body
     assert answer.body["error"]["status"] == "UNIMPLEMENTED"
-    assert "subscription.cloud_storage_config" in answer.body["error"]["message"]
+    assert "subscription.bigtable_config" in answer.body["error"]["message"]
     assert (await rest.call("GET", f"/v1/{name}")).status == 404
     # An empty config asks for nothing (some tools send one): accepted.
     _, sub = await rest.subscription(topic, bigqueryConfig={})
@@ -352,8 +352,9 @@ async def test_exports_and_ingestion_the_server_cannot_do_are_refused(rest: Rest
     answer = await rest.call(
         "PUT", f"/v1/{unique('topic')}", {"ingestionDataSourceSettings": kinesis}
     )
-    assert answer.status == 501, answer.body
-    assert "topic.ingestion_data_source_settings" in answer.body["error"]["message"]
+    # Ingestion is served now: settings the service would refuse are INVALID_ARGUMENT.
+    assert answer.status == 400, answer.body
+    assert "AwsKinesis ingestion settings" in answer.body["error"]["message"]
     answer = await rest.call(
         "PATCH",
         f"/v1/{sub}",

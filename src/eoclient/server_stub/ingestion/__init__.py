@@ -1,0 +1,6 @@
+"""Topic ingestion: import topics fed from outside sources (docs/server/ingestion.md)."""
+
+from eoclient.server_stub.ingestion.ledger import IngestedObjects
+from eoclient.server_stub.ingestion.shell import BucketReader, Ingestion, IngestionStatus
+
+__all__ = ["BucketReader", "IngestedObjects", "Ingestion", "IngestionStatus"]
