@@ -42,7 +42,6 @@ from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.history import MessageHistory
 from eoclient.server_stub.core.leasing import DEFAULT_MAX_LEASES
 from eoclient.server_stub.doors.grpc.door import GrpcDoor
-from eoclient.server_stub.doors.grpc.streams import StreamRegistry
 from eoclient.server_stub.doors.rest.door import RestDoor
 from eoclient.server_stub.exports import ExportRunner
 from eoclient.server_stub.exports.bigquery import bigquery_workers
@@ -55,7 +54,8 @@ from eoclient.server_stub.observe.dashboard.site import Dashboard
 from eoclient.server_stub.observe.metrics import ServerMetrics
 from eoclient.server_stub.push import PushSender
 from eoclient.server_stub.services.faults import InjectedStatus, RpcFaults
-from eoclient.server_stub.services.table import Services
+from eoclient.server_stub.services.open_streams import StreamRegistry
+from eoclient.server_stub.services.table import EdgeStates, Services
 from eoclient.server_stub.transforms import TransformLimits
 
 logger = logging.getLogger("eoclient.server_stub")
@@ -97,8 +97,8 @@ class ReferenceServer:
             self.group_commit,
             self.security.tokens,
             transform_limits,
-            self.ingestion,
-            export_states=exports.fill_states if exports is not None else None,
+            EdgeStates(self.ingestion, exports.fill_states if exports is not None else None),
+            self.streams,
         )
         # Push subscriptions are delivered by the server itself (``push/``).
         self.push = PushSender(broker, clock, deliver=self.services.transforms.deliver)
@@ -172,7 +172,7 @@ class ReferenceServer:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        server.add_generic_rpc_handlers(GrpcDoor(self.services, self.streams).generic_handlers())
+        server.add_generic_rpc_handlers(GrpcDoor(self.services).generic_handlers())
         try:
             bound = self.security.add_grpc_port(server, f"{host}:{port}")
         except RuntimeError:  # grpc raises this for an address in use
