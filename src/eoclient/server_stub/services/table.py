@@ -27,6 +27,7 @@ from eoclient.server_stub.services.iam_policy import IamPolicyService
 from eoclient.server_stub.services.ingestion_settings import IngestionStates
 from eoclient.server_stub.services.open_streams import StreamRegistry
 from eoclient.server_stub.services.publisher import PublisherService
+from eoclient.server_stub.services.pulsar_skip import PulsarSkip
 from eoclient.server_stub.services.rpc import RpcMethod
 from eoclient.server_stub.services.schemas import SchemaService
 from eoclient.server_stub.services.streaming_pull import StreamingPullService
@@ -78,6 +79,8 @@ class Services:
             self.faults,
             self.authorize,
         )
+        # Pulsar's skip path on the REST door (``pulsar_skip``), run through ``call``.
+        self.pulsar_skip = PulsarSkip(broker, self.call, self.authorize)
         self.methods: dict[str, RpcMethod] = _one_table(
             PublisherService(broker, self.transforms, edge.ingestion).methods(),
             self.subscriber.methods(),
