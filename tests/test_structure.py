@@ -47,8 +47,6 @@ KNOWN_EXCEPTIONS: frozenset[tuple[str, str, str]] = frozenset(
         # The delivery engine's redesign (core/) is to fix these.
         ("init parameters", "server_stub/core/delivery_settle.py", "Settlement"),
         ("init parameters", "server_stub/core/lease_lifecycle.py", "LeaseLifecycle"),
-        ("loose task", "server_stub/server.py", ""),
-        ("loose task", "server_stub/group_commit.py", ""),
         ("forwarders", "server_stub/core/delivery.py", "SubscriptionDelivery"),
         ("forwarders", "server_stub/storage/sqlite.py", "SqliteStore"),
         ("module lines", "server_stub/bigquery/standin.py", ""),

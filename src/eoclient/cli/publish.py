@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -107,8 +108,12 @@ async def _chunks(stream: BinaryIO) -> AsyncIterator[bytes]:
 
     Not ``asyncio.to_thread``: the default executor's threads are joined when the loop
     closes, and a read blocked on a terminal or an idle pipe would then keep the
-    process alive after Ctrl-C until the next line. A daemon thread is left behind.
-    The small queue bounds what is read ahead of publishing.
+    process alive after Ctrl-C until the next line. A daemon thread is left behind,
+    blocked in ``os.read`` on the stream's file descriptor: not in the buffered stream's
+    ``read1``, whose lock it would hold while it waits, and which the interpreter takes at
+    exit to close ``sys.stdin`` ("Fatal Python error: _enter_buffered_busy", SIGABRT
+    instead of the exit status of Ctrl-C). The small queue bounds what is read ahead of
+    publishing.
     """
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
@@ -125,8 +130,9 @@ async def _chunks(stream: BinaryIO) -> AsyncIterator[bytes]:
         except RuntimeError:  # the loop is closed
             raise _ReaderGone from None
 
+    read = _unbuffered_read(stream)
+
     def read_all() -> None:
-        read = getattr(stream, "read1", stream.read)
         try:
             try:
                 while chunk := read(CHUNK):
@@ -144,6 +150,17 @@ async def _chunks(stream: BinaryIO) -> AsyncIterator[bytes]:
         if isinstance(item, BaseException):
             raise item
         yield item
+
+
+def _unbuffered_read(stream: BinaryIO) -> Callable[[int], bytes]:
+    """Read ``stream`` through its file descriptor when it has one (nothing of it has been
+    read yet), else through its own ``read1`` or ``read`` (an in-memory stream)."""
+    try:
+        descriptor = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        read: Callable[[int], bytes] = getattr(stream, "read1", stream.read)
+        return read
+    return lambda size: os.read(descriptor, size)
 
 
 async def _lines(

@@ -18,6 +18,7 @@ from google.protobuf.message import Message
 
 from eoclient.errors import RpcError, Unauthenticated, Unimplemented, rpc_error_class
 from eoclient.server_stub.access.tokens import Grant, TokenTable, request_projects
+from eoclient.server_stub.bigquery import BigQueryStandIn
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.group_commit import GroupCommit
 from eoclient.server_stub.services import request_checks
@@ -37,12 +38,14 @@ from eoclient.server_stub.transforms import MessageTransforms, TransformLimits
 
 @dataclass(frozen=True)
 class EdgeStates:
-    """What the services show of the rooms at the server's edge: the output-only states of
+    """What the services know of the rooms at the server's edge: the output-only states of
     import topics (the ingestion room's, with its news that a topic changed) and of export
-    subscriptions (the export runner's)."""
+    subscriptions (the export runner's), and the BigQuery stand-in that BigQuery
+    subscriptions are checked against (None: they wait in NOT_FOUND)."""
 
     ingestion: IngestionStates | None = None
     exports: ExportStates | None = None
+    bigquery: BigQueryStandIn | None = None
 
 
 class Services:
@@ -68,7 +71,7 @@ class Services:
         # Message transforms: the Publish handler, every Pull and StreamingPull, the push
         # sender and the exports run a resource's UDFs through this one stage.
         self.transforms = MessageTransforms(broker, transform_limits)
-        self.subscriber = SubscriberService(broker, self.transforms, edge.exports)
+        self.subscriber = SubscriberService(broker, self.transforms, edge.exports, edge.bigquery)
         # StreamingPull: a session per call (the gRPC door drives it), woken through the
         # open streams (``streams``: the server notifies and drops them).
         self.streaming_pull = StreamingPullService(

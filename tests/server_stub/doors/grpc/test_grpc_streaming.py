@@ -12,8 +12,8 @@ from support.wire import Wire
 
 from eoclient._clock import FakeClock
 from eoclient._proto import pubsub_pb2 as pb
-from eoclient.server_stub.services.streaming_pull import StreamingPullSession
 from eoclient.server_stub.server import ReferenceServer
+from eoclient.server_stub.services.streaming_pull import StreamingPullSession
 
 PERMANENT = "PERMANENT_FAILURE_INVALID_ACK_ID"
 
