@@ -108,12 +108,8 @@ async def _chunks(stream: BinaryIO) -> AsyncIterator[bytes]:
 
     Not ``asyncio.to_thread``: the default executor's threads are joined when the loop
     closes, and a read blocked on a terminal or an idle pipe would then keep the
-    process alive after Ctrl-C until the next line. A daemon thread is left behind,
-    blocked in ``os.read`` on the stream's file descriptor: not in the buffered stream's
-    ``read1``, whose lock it would hold while it waits, and which the interpreter takes at
-    exit to close ``sys.stdin`` ("Fatal Python error: _enter_buffered_busy", SIGABRT
-    instead of the exit status of Ctrl-C). The small queue bounds what is read ahead of
-    publishing.
+    process alive after Ctrl-C until the next line. A daemon thread is left behind.
+    The small queue bounds what is read ahead of publishing.
     """
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
@@ -130,7 +126,7 @@ async def _chunks(stream: BinaryIO) -> AsyncIterator[bytes]:
         except RuntimeError:  # the loop is closed
             raise _ReaderGone from None
 
-    read = _unbuffered_read(stream)
+    read = _reader(stream)
 
     def read_all() -> None:
         try:
@@ -152,14 +148,18 @@ async def _chunks(stream: BinaryIO) -> AsyncIterator[bytes]:
         yield item
 
 
-def _unbuffered_read(stream: BinaryIO) -> Callable[[int], bytes]:
-    """Read ``stream`` through its file descriptor when it has one (nothing of it has been
-    read yet), else through its own ``read1`` or ``read`` (an in-memory stream)."""
+def _reader(stream: BinaryIO) -> Callable[[int], bytes]:
+    """How the daemon thread reads ``stream``: straight from its file descriptor when it
+    has one. The thread may still be blocked in a read when the process exits (Ctrl-C on
+    an open pipe), and a read through the buffered object holds that object's lock: at
+    interpreter shutdown, flushing stdin then aborts the process ("Fatal Python error:
+    _enter_buffered_busy: could not acquire lock ... possibly due to daemon threads",
+    status -6 instead of 130). ``os.read`` holds no lock. Nothing was read through the
+    buffered object before, so nothing is left in its buffer."""
     try:
         descriptor = stream.fileno()
-    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
-        read: Callable[[int], bytes] = getattr(stream, "read1", stream.read)
-        return read
+    except (AttributeError, OSError, ValueError):
+        return getattr(stream, "read1", stream.read)
     return lambda size: os.read(descriptor, size)
 
 
@@ -406,6 +406,15 @@ def publish(
         else:
             stream = stack.enter_context(open(path, "rb")) if path else sys.stdin.buffer
             invocation.run(run(_lines(stream, json_lines, defaults, report)))
+    if not report.published and not report.failed:
+        # Nothing went wrong and nothing was sent: a script fed an empty file or an empty
+        # pipe is told, rather than reading "published 0 messages" with status 0.
+        where = f"{path} has" if path else "standard input had"
+        blank = f" (only {report.skipped_blank} blank line(s))" if report.skipped_blank else ""
+        raise UsageProblem(
+            f"nothing to publish: {where} no message{blank}; give MESSAGE arguments, "
+            "--file FILE, or one message a line on standard input"
+        )
     out = invocation.output
     if out.json:
         out.document(report.record())

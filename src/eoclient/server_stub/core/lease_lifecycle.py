@@ -151,6 +151,8 @@ class LeaseLifecycle:
             stream.outstanding_messages += 1
             stream.outstanding_bytes += message.size
         self._counters.delivered += 1
+        if generation > 1:
+            self._counters.redelivered += 1
         key = message.ordering_key if self._ordered else ""
         if key:
             self._schedule.schedule(self._keys.delivered(seq, key), now)
