@@ -49,8 +49,6 @@ KNOWN_EXCEPTIONS: frozenset[tuple[str, str, str]] = frozenset(
         ("init parameters", "server_stub/core/lease_lifecycle.py", "LeaseLifecycle"),
         ("forwarders", "server_stub/core/delivery.py", "SubscriptionDelivery"),
         ("forwarders", "server_stub/storage/sqlite.py", "SqliteStore"),
-        # Grown past the limits by the merge of exports, ingestion and transforms.
-        ("module lines", "cli/subscriptions.py", ""),
     }
 )
 
