@@ -116,7 +116,8 @@ class ReferenceServer:
         if exports is not None:
             # What an export leases passes through the subscription's transforms first.
             exports.deliver = self.services.transforms.deliver
-        self.dashboard = Dashboard(self.services, clock)  # / on the REST door (observe/dashboard/)
+        # / on the REST door (observe/dashboard/); it reads the edge rooms below from self.
+        self.dashboard = Dashboard(self.services, clock, self)
         self.buckets: BucketStore | None = None  # where Cloud Storage exports write
         # BigQuery subscriptions write to the stand-in (through the export runner);
         # /eoclient/bigquery/ serves it (bigquery/).
