@@ -116,7 +116,7 @@ class ReferenceServer:
         if exports is not None:
             # What an export leases passes through the subscription's transforms first.
             exports.deliver = self.services.transforms.deliver
-        # / on the REST door (observe/dashboard/); it reads the edge rooms below from self.
+        # / on the REST door (observe/dashboard/); it reads the edge rooms from the server.
         self.dashboard = Dashboard(self.services, clock, self)
         self.buckets: BucketStore | None = None  # where Cloud Storage exports write
         # BigQuery subscriptions write to the stand-in (through the export runner);
