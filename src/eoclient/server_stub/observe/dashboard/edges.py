@@ -319,6 +319,8 @@ def _source_settings(
             if field.name == "text_format" and value.HasField("delimiter"):
                 text += f", delimiter {value.delimiter!r}"
             shown.append(("input format", text))
+        elif field.name == "bucket":
+            shown.append(("bucket", f"gs://{value}"))
         elif field.name == "minimum_object_create_time":
             shown.append((field.name, formats.when(value.seconds + value.nanos / 1e9)))
         else:
