@@ -129,7 +129,8 @@ class ReferenceServer:
         # /metrics on the REST door (observe/metrics.py), with the message transforms', the
         # import topics' and the exports' series.
         self.metrics = ServerMetrics(broker, self._collectors, transforms=self.services.transforms)
-        self.dashboard = Dashboard(self.services, clock)  # / on the REST door (observe/dashboard/)
+        # / on the REST door (observe/dashboard/); it reads the edge rooms' states.
+        self.dashboard = Dashboard(self.services, clock, edge)
         self.bigquery_page = BigQueryPage(lambda: self.bigquery)
         self.host = ""
         self.port = 0
