@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
+import hypothesis
 import pytest
 from support.processes import eoclient_serve, free_port, stop_process_group, wait_for_line
 from support.wire import Wire
@@ -34,6 +35,12 @@ from eoclient.server_stub.server import ReferenceServer, run_server
 REQUIRE_EMULATOR = os.environ.get("EOCLIENT_REQUIRE_EMULATOR") == "1"
 EMULATOR_PACKAGE = "google-cloud-cli-pubsub-emulator"
 EMULATOR_START_TIMEOUT = 30.0  # 1-5 s measured here; a loaded machine is slower
+
+# Hypothesis fails an example that takes longer than 200 ms by default: a timed assertion,
+# which a loaded machine (the suite runs in parallel processes, often beside other work)
+# breaks for no fault of the code. A hang is still caught by each test's timeout.
+hypothesis.settings.register_profile("eoclient", deadline=None)
+hypothesis.settings.load_profile("eoclient")
 
 
 # --------------------------------------------------------------------- processes
