@@ -298,6 +298,33 @@ def test_reading_while_writing_from_another_thread(standin: BigQueryStandIn) -> 
     assert standin.row_count("ds", "orders") == 1000
 
 
+def test_closing_waits_for_the_reads_under_way(standin: BigQueryStandIn) -> None:
+    """A read runs on its own cursor without the write lock; DuckDB refuses to close the
+    file under it ("connection is busy"), so close() waits for it, and a read after the
+    close is told the stand-in is closed."""
+    errors: list[BaseException] = []
+    first_reads = threading.Semaphore(0)
+
+    def reader() -> None:
+        try:
+            while True:
+                standin.query("SELECT count(DISTINCT i % 1000003) FROM range(2000000) t(i)")
+                first_reads.release()
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for _ in threads:  # each reader has read once and is reading again
+        first_reads.acquire()
+    standin.close()
+    for thread in threads:
+        thread.join()
+    assert [type(e).__name__ for e in errors] == ["FailedPrecondition"] * 3, errors
+    assert all("closed" in str(e) for e in errors)
+
+
 def test_activity_is_what_a_dashboard_shows(standin: BigQueryStandIn) -> None:
     make_table(standin, "plain", [{"name": "data", "type": "STRING"}])
     standin.write(BigQueryTarget(SUB, "p.ds.plain"), [message("1", b"a"), message("2", b"\xff")])

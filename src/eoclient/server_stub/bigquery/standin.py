@@ -85,6 +85,11 @@ class BigQueryStandIn:
             ) from None
         self._lock = threading.RLock()
         self._closed = False
+        # Reads run on cursors of their own without the write lock; closing the file under
+        # a read still running fails in DuckDB ("connection is busy"), so close() waits
+        # for them to end.
+        self._reads = 0
+        self._reads_ended = threading.Condition()
         self._activity: dict[str, TableActivity] = {}
         self._states: dict[str, TargetStatus] = {}
         with self._lock:
@@ -97,19 +102,29 @@ class BigQueryStandIn:
     def close(self) -> None:
         """Close the file (idempotent)."""
         with self._lock:
-            if not self._closed:
+            with self._reads_ended:
+                if self._closed:
+                    return
                 self._closed = True
-                self._db.close()
+                self._reads_ended.wait_for(lambda: self._reads == 0)
+            self._db.close()
 
     @contextmanager
     def _cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        if self._closed:
-            raise FailedPrecondition("The BigQuery stand-in is closed.")
-        cursor = self._db.cursor()
+        with self._reads_ended:
+            if self._closed:
+                raise FailedPrecondition("The BigQuery stand-in is closed.")
+            self._reads += 1
         try:
-            yield cursor
+            cursor = self._db.cursor()
+            try:
+                yield cursor
+            finally:
+                cursor.close()
         finally:
-            cursor.close()
+            with self._reads_ended:
+                self._reads -= 1
+                self._reads_ended.notify_all()
 
     # ------------------------------------------------------------ datasets
 
