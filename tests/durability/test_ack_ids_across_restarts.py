@@ -23,7 +23,7 @@ from eoclient.server_stub.core import (
     SubscriptionConfig,
     TopicConfig,
 )
-from eoclient.server_stub.core.lease_lifecycle import LeaseLifecycle
+from eoclient.server_stub.core.delivery.lease_lifecycle import LeaseLifecycle
 from eoclient.server_stub.storage.sqlite import DATABASE_FILE, SqliteStore
 
 TOPIC = "projects/p1/topics/work"

@@ -14,8 +14,8 @@ from eoclient.server_stub.core import (
     SubscriptionConfig,
     TopicConfig,
 )
+from eoclient.server_stub.core.delivery import StreamFlow
 from eoclient.server_stub.core.store import Store
-from eoclient.server_stub.core.stream_flow import StreamFlow
 
 PROJECT = "projects/p1"
 TOPIC = "projects/p1/topics/topic-a"

@@ -15,11 +15,10 @@ import itertools
 from eoclient._clock import Clock
 from eoclient.errors import FailedPrecondition, NotFound, ResourceExhausted
 from eoclient.server_stub.core import validation
-from eoclient.server_stub.core.delivery import SubscriptionDelivery
+from eoclient.server_stub.core.delivery import StreamFlow, SubscriptionDelivery
 from eoclient.server_stub.core.history import History
 from eoclient.server_stub.core.model import Delivery
 from eoclient.server_stub.core.resources import Resources, SubscriptionState
-from eoclient.server_stub.core.stream_flow import StreamFlow
 
 # Outstanding leases a subscription may hold at once (``Broker(max_leases=...)``, ``serve
 # --max-leases``; 0: no limit). Each costs the server a few hundred bytes until it is

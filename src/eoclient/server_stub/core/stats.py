@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from eoclient.server_stub.core.delivery import StreamFlow
 from eoclient.server_stub.core.resources import Resources
-from eoclient.server_stub.core.stream_flow import StreamFlow
 
 # Stream states, with the names of Cloud Monitoring's subscription/open_streaming_pulls
 # ``status`` label: a stream whose flow control is full is not sent messages.

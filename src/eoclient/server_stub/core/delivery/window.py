@@ -5,7 +5,7 @@ its body), and again after a nack or an expiry. Three places, each with its coun
 bytes:
 
 * the **window**: messages whose bodies are in memory (``entries``), each scheduled by
-  ``delivery_schedule.py``. A store that bounds it (``Store.window``) keeps it near that many
+  ``schedule.py``. A store that bounds it (``Store.window``) keeps it near that many
   messages; ``MemoryStore`` does not (every waiting message is here);
 * the **cold rows**: messages past the *cursor* (every seq above the largest loaded),
   only in the store;
@@ -23,7 +23,7 @@ keys get a chance; beyond that it waits for acks.
 
 Pure: the store is read (``SubscriptionStorage``), never written; what a loaded message
 becomes (delivered, dropped by the retention, acked by the TTL) is decided by
-``delivery_retention.py`` and ``lease_lifecycle.py``.
+``retention.py`` and ``lease_lifecycle.py``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from eoclient.server_stub.core.backlog_entry import Entry, Returned
+from eoclient.server_stub.core.delivery.entries import Entry, Returned
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import BacklogRow, SeqMessage, SubscriptionStorage
 

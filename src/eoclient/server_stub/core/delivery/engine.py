@@ -4,9 +4,9 @@ One ``SubscriptionDelivery`` per subscription coordinates a message's life there
 stage is decided in a room of its own, and this class calls them in turn. Every
 unacknowledged message is either
 
-* **waiting** (``delivery_window.Backlog``): in the window with its body, or only in the
+* **waiting** (``window.Backlog``): in the window with its body, or only in the
   store — a cold row past the window's cursor, or returned from a lease. Those in the
-  window that may go next are scheduled (``delivery_schedule.Schedule``), one an
+  window that may go next are scheduled (``schedule.Schedule``), one an
   ordering key (``key_order.KeyOrder``);
 * **leased** (``lease_table.LeaseTable``): delivered to a client until a deadline under
   one ack id. Leases do not count against the window, so a subscription may hold as many
@@ -17,23 +17,23 @@ The class's sections follow a message's life:
 * published (``add``): into the window if it has room and nothing older is cold, else a
   cold row;
 * time passes (``advance``): leases past their deadlines expire, delayed messages become
-  ready, and what outlived the retention or the TTL goes (``delivery_retention.py``);
+  ready, and what outlived the retention or the TTL goes (``retention.py``);
 * leased (``deliver``, ``extend``, ``nack``): ``lease_lifecycle.py`` — a nack or an
   expiry makes the message wait again, or sends it to the dead-letter topic; an ack id
   names a lease through ``ack_resolution.py``;
 * settled (``ack``, the policies): acknowledged by a client, the TTL, a dead letter or a
-  policy, or dropped past the retention — ``delivery_settle.py`` forgets it here and in
+  policy, or dropped past the retention — ``settlement.py`` forgets it here and in
   the store (retained if the subscription retains acknowledged messages); what the
   policies choose (skip, backlog quota, the retention cursor's size) is
-  ``delivery_policies.py``;
+  ``backlog_policies.py``;
 * restart (``restore``): the uid and leases the store kept, every other unacknowledged
   message cold; seek (``reset``): the whole state rebuilt from the messages the seek
   leaves unacked and the ones it leaves acked, under a new uid — every ack id issued
   before stops resolving and every message made unacked is delivered again.
 
 The rules these follow (retry backoff, dead letters, retention, TTL, retained acks) are
-``delivery_rules.DeliveryRules``; statistics, snapshots and peek read through
-``delivery_reads.py``; the streams' flow control is ``stream_flow.OpenStreams``.
+``rules.DeliveryRules``; statistics, snapshots and peek read through
+``reads.py``; the streams' flow control is ``stream_flow.OpenStreams``.
 
 Costs, with n messages held: delivery, ack, nack, extension and expiry O(log n) each (the
 heaps and the lease table); retention O(log n) a message dropped. Every change the store
@@ -45,25 +45,22 @@ from __future__ import annotations
 
 import math
 
-from eoclient.server_stub.core import delivery_policies
 from eoclient.server_stub.core.ack_ids import AckIdParts
-from eoclient.server_stub.core.ack_resolution import AckIdResolver, AckTarget
-from eoclient.server_stub.core.backlog_entry import Counters, Entry
-from eoclient.server_stub.core.delivery_reads import DeliveryReads
-from eoclient.server_stub.core.delivery_retention import Retention
-from eoclient.server_stub.core.delivery_rules import DeliveryRules, Forwarder
-from eoclient.server_stub.core.delivery_schedule import Schedule
-from eoclient.server_stub.core.delivery_settle import Settlement
-from eoclient.server_stub.core.delivery_window import Backlog
-from eoclient.server_stub.core.key_order import KeyOrder
-from eoclient.server_stub.core.lease_lifecycle import LeaseLifecycle
-from eoclient.server_stub.core.lease_table import LeaseTable
+from eoclient.server_stub.core.delivery import backlog_policies
+from eoclient.server_stub.core.delivery.ack_resolution import AckIdResolver, AckTarget
+from eoclient.server_stub.core.delivery.entries import Counters, Entry
+from eoclient.server_stub.core.delivery.key_order import KeyOrder
+from eoclient.server_stub.core.delivery.lease_lifecycle import LeaseLifecycle
+from eoclient.server_stub.core.delivery.lease_table import LeaseTable
+from eoclient.server_stub.core.delivery.reads import DeliveryReads
+from eoclient.server_stub.core.delivery.retention import Retention
+from eoclient.server_stub.core.delivery.rules import DeliveryRules, Forwarder
+from eoclient.server_stub.core.delivery.schedule import Schedule
+from eoclient.server_stub.core.delivery.settlement import Settlement
+from eoclient.server_stub.core.delivery.stream_flow import OpenStreams, StreamFlow
+from eoclient.server_stub.core.delivery.window import Backlog
 from eoclient.server_stub.core.model import Delivery, StoredMessage
 from eoclient.server_stub.core.store import SeqMessage, StoredSubscription, SubscriptionStorage
-from eoclient.server_stub.core.stream_flow import OpenStreams, StreamFlow
-
-# The types of its interface too: what an ack id resolves to, how dead letters go.
-__all__ = ["AckTarget", "Forwarder", "SubscriptionDelivery"]
 
 
 class SubscriptionDelivery:
@@ -254,16 +251,16 @@ class SubscriptionDelivery:
         return self._retention.drop_oldest(now, retain=retain, keep_since=keep_since)
 
     def over_quota(self, now: float, limit_bytes: int | None, limit_age: float | None) -> bool:
-        return delivery_policies.over_quota(self, now, limit_bytes, limit_age)
+        return backlog_policies.over_quota(self, now, limit_bytes, limit_age)
 
     def evict(self, now: float, limit_bytes: int | None, limit_age: float | None) -> int:
-        return delivery_policies.evict(self, now, limit_bytes, limit_age)
+        return backlog_policies.evict(self, now, limit_bytes, limit_age)
 
     def trim(self, now: float, limit_bytes: float, *, keep_since: float = math.inf) -> int:
-        return delivery_policies.trim(self, now, limit_bytes, keep_since=keep_since)
+        return backlog_policies.trim(self, now, limit_bytes, keep_since=keep_since)
 
     def skip(self, seq: int) -> bool:
-        return delivery_policies.skip(self, seq)
+        return backlog_policies.skip(self, seq)
 
     # ------------------------------------------------------------ streams
 

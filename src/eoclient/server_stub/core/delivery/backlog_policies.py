@@ -1,9 +1,9 @@
 """What the Pulsar-style policies (``policies.py``) do to one subscription's backlog.
 
 Functions over ``PolicyTarget``, the small interface a subscription's delivery state
-(``delivery.SubscriptionDelivery``) offers them: they decide which messages go and count
+(``engine.SubscriptionDelivery``) offers them: they decide which messages go and count
 them; the delivery state removes a message wherever it waits or is leased
-(``delivery_settle.py``), so that its ack ids stop resolving (INVALID_ACK_ID under
+(``settlement.py``), so that its ack ids stop resolving (INVALID_ACK_ID under
 exactly-once), flow control is released, its ordering key's next message is scheduled
 and the store forgets the row.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
-from eoclient.server_stub.core.backlog_entry import Counters
+from eoclient.server_stub.core.delivery.entries import Counters
 
 
 class PolicyTarget(Protocol):

@@ -34,13 +34,10 @@ from eoclient.server_stub.core import (
     NewMessage,
     SubscriptionConfig,
     TopicConfig,
-    delivery_schedule,
-    delivery_window,
-    lease_deadlines,
-    lease_table,
 )
+from eoclient.server_stub.core.delivery import lease_deadlines, lease_table, schedule, window
 
-from .support import DLT, PROJECT, TOPIC
+from ..support import DLT, PROJECT, TOPIC
 
 PLAIN = f"{PROJECT}/subscriptions/plain"
 ORDERED = f"{PROJECT}/subscriptions/ordered"
@@ -190,7 +187,7 @@ def _core_lines_while(action: Callable[[], object]) -> int:
 def measure(backlog: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     clock, broker = build(backlog)
     counting = CountingHeapq()
-    for module in (delivery_schedule, delivery_window, lease_deadlines, lease_table):
+    for module in (schedule, window, lease_deadlines, lease_table):
         monkeypatch.setattr(module, "heapq", counting)
     CountingInt.comparisons = 0
     delivered = 0

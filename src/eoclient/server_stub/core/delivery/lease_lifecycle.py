@@ -1,7 +1,7 @@
 """A lease's life on one subscription: delivered, extended, and ended by a nack or its
-deadline (an ack ends it too: ``delivery_settle.py``).
+deadline (an ack ends it too: ``settlement.py``).
 
-* **Deliver**: the next scheduled messages (``delivery_schedule.Schedule``) move from the
+* **Deliver**: the next scheduled messages (``schedule.Schedule``) move from the
   window to the lease table (``lease_table.LeaseTable``) under a new generation — a new
   ack id — and a deadline, within the stream's flow control and the request's byte
   budget. The window is refilled from the store when it runs dry. A lease holds no body:
@@ -30,17 +30,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from eoclient.server_stub.core.backlog_entry import Counters, Entry, Returned
-from eoclient.server_stub.core.delivery_retention import Retention
-from eoclient.server_stub.core.delivery_rules import DeliveryRules
-from eoclient.server_stub.core.delivery_schedule import Schedule
-from eoclient.server_stub.core.delivery_settle import Settlement
-from eoclient.server_stub.core.delivery_window import Backlog
-from eoclient.server_stub.core.key_order import KeyOrder
-from eoclient.server_stub.core.lease_table import Lease, LeaseTable
+from eoclient.server_stub.core.delivery.entries import Counters, Entry, Returned
+from eoclient.server_stub.core.delivery.key_order import KeyOrder
+from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable
+from eoclient.server_stub.core.delivery.retention import Retention
+from eoclient.server_stub.core.delivery.rules import DeliveryRules
+from eoclient.server_stub.core.delivery.schedule import Schedule
+from eoclient.server_stub.core.delivery.settlement import Settlement
+from eoclient.server_stub.core.delivery.stream_flow import OpenStreams, StreamFlow
+from eoclient.server_stub.core.delivery.window import Backlog
 from eoclient.server_stub.core.model import Delivery, StoredMessage
 from eoclient.server_stub.core.store import StoredLease, SubscriptionStorage
-from eoclient.server_stub.core.stream_flow import OpenStreams, StreamFlow
 
 
 class LeaseLifecycle:

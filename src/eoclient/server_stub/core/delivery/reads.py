@@ -1,7 +1,7 @@
 """What one subscription holds, read without changing it: counts, bytes, ages, bodies.
 
 For statistics (``stats.py``, ``subscriptions.describe``), the backlog quota
-(``delivery_policies.py``), snapshots and seek (``snapshots.py``) and the operator's peek.
+(``backlog_policies.py``), snapshots and seek (``snapshots.py``) and the operator's peek.
 No read leases a message, counts an attempt or loads the window.
 
 Costs: counts and bytes are kept as messages come and go, O(1); the oldest message is
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import heapq
 
-from eoclient.server_stub.core.delivery_rules import DeliveryRules
-from eoclient.server_stub.core.delivery_window import Backlog
-from eoclient.server_stub.core.lease_table import LeaseTable
+from eoclient.server_stub.core.delivery.lease_table import LeaseTable
+from eoclient.server_stub.core.delivery.rules import DeliveryRules
+from eoclient.server_stub.core.delivery.window import Backlog
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import SeqMessage, SubscriptionStorage
 

@@ -1,6 +1,6 @@
 """Which waiting message of one subscription goes next: its ready and delayed heaps.
 
-A message in the window (``delivery_window.Backlog``) is *scheduled* once it may be
+A message in the window (``window.Backlog``) is *scheduled* once it may be
 delivered: in ``ready``, a heap of seqs deliverable now (oldest published first), or in
 ``delayed``, a heap of (ready_at, seq) not deliverable yet — a retry backoff, a
 delayed-delivery attribute. With ordering keys only a key's head is ever scheduled
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import heapq
 
-from eoclient.server_stub.core.backlog_entry import Entry
-from eoclient.server_stub.core.delivery_window import Backlog
-from eoclient.server_stub.core.key_order import KeyOrder
+from eoclient.server_stub.core.delivery.entries import Entry
+from eoclient.server_stub.core.delivery.key_order import KeyOrder
+from eoclient.server_stub.core.delivery.window import Backlog
 
 
 class Schedule:

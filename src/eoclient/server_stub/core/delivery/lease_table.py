@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from itertools import compress
 from typing import NamedTuple
 
-from eoclient.server_stub.core.lease_deadlines import DeadlineRecords
+from eoclient.server_stub.core.delivery.lease_deadlines import DeadlineRecords
 
 
 class Lease(NamedTuple):

@@ -12,7 +12,7 @@ order.
 Messages enter a sequence in seq order (the window loads in seq order, so a key's loaded
 messages are always a prefix of its messages): a new message is appended; one coming back
 from a lease keeps its place. The delivery state tells this object what happens and asks
-it what to schedule; it asks the window (``delivery_window.Backlog``) and the lease table
+it what to schedule; it asks the window (``window.Backlog``) and the lease table
 where a message is.
 """
 
@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Container
 from typing import Protocol
 
-from eoclient.server_stub.core.backlog_entry import KeySequence
+from eoclient.server_stub.core.delivery.entries import KeySequence
 
 
 class Waiting(Protocol):
-    """Where a waiting message is (``delivery_window.Backlog``)."""
+    """Where a waiting message is (``window.Backlog``)."""
 
     def in_window(self, seq: int) -> bool: ...
 

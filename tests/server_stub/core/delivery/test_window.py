@@ -13,8 +13,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from eoclient.server_stub.core.backlog_entry import Entry, Returned
-from eoclient.server_stub.core.delivery_window import Backlog, Loaded
+from eoclient.server_stub.core.delivery.entries import Entry, Returned
+from eoclient.server_stub.core.delivery.window import Backlog, Loaded
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import SubscriptionStorage
 from eoclient.server_stub.storage.sqlite import SqliteStore

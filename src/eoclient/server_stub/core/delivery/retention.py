@@ -8,7 +8,7 @@ refills of its window, where cold messages meet both.
   cutoff.
 * Message TTL (``DeliveryRules.ttl``): a message older than it is acknowledged, leased
   or not (its ack ids stop resolving).
-* Refill: the next cold messages are loaded into the window (``delivery_window.Backlog``)
+* Refill: the next cold messages are loaded into the window (``window.Backlog``)
   in seq order and scheduled; one loaded past the retention is dropped and one past the
   TTL acknowledged (their turn came while they were cold).
 * The oldest message, dropped or acknowledged on a policy's demand (``drop_oldest``:
@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import math
 
-from eoclient.server_stub.core.backlog_entry import Entry
-from eoclient.server_stub.core.delivery_rules import DeliveryRules
-from eoclient.server_stub.core.delivery_schedule import Schedule
-from eoclient.server_stub.core.delivery_settle import Settlement
-from eoclient.server_stub.core.delivery_window import Backlog, Loaded
-from eoclient.server_stub.core.lease_table import LeaseTable
+from eoclient.server_stub.core.delivery.entries import Entry
+from eoclient.server_stub.core.delivery.lease_table import LeaseTable
+from eoclient.server_stub.core.delivery.rules import DeliveryRules
+from eoclient.server_stub.core.delivery.schedule import Schedule
+from eoclient.server_stub.core.delivery.settlement import Settlement
+from eoclient.server_stub.core.delivery.window import Backlog, Loaded
 from eoclient.server_stub.core.store import SubscriptionStorage
 
 

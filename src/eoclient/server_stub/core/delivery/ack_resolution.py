@@ -29,8 +29,8 @@ import math
 from collections.abc import Sequence
 
 from eoclient.server_stub.core.ack_ids import AckIdParts
-from eoclient.server_stub.core.delivery_window import Backlog
-from eoclient.server_stub.core.lease_table import LeaseTable
+from eoclient.server_stub.core.delivery.lease_table import LeaseTable
+from eoclient.server_stub.core.delivery.window import Backlog
 from eoclient.server_stub.core.store import StoredAck
 
 

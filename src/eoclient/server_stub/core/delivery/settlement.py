@@ -2,13 +2,13 @@
 
 An acknowledged message is forgotten, here and in the store, wherever it was held: leased
 (``lease_table.LeaseTable``), in the window or back from a lease with its body only in the
-store (``delivery_window.Backlog``) — or, for a policy's settle by id, a cold row only the
+store (``window.Backlog``) — or, for a policy's settle by id, a cold row only the
 store holds. What its leaving releases, at once:
 
 * its ack ids stop resolving (its lease is gone) — INVALID_ACK_ID under exactly-once;
 * the flow control of the stream that leased it (``stream_flow.OpenStreams``);
 * its ordering key's next message, scheduled if it was the key's head
-  (``key_order.KeyOrder``, ``delivery_schedule.Schedule``);
+  (``key_order.KeyOrder``, ``schedule.Schedule``);
 * its row in the store (``SubscriptionStorage.settle``), or the body the core kept for a
   lease when the store keeps none.
 
@@ -24,15 +24,15 @@ row costs a store read.
 
 from __future__ import annotations
 
-from eoclient.server_stub.core.backlog_entry import Counters
-from eoclient.server_stub.core.delivery_rules import DeliveryRules
-from eoclient.server_stub.core.delivery_schedule import Schedule
-from eoclient.server_stub.core.delivery_window import Backlog
-from eoclient.server_stub.core.key_order import KeyOrder
-from eoclient.server_stub.core.lease_table import LeaseTable
+from eoclient.server_stub.core.delivery.entries import Counters
+from eoclient.server_stub.core.delivery.key_order import KeyOrder
+from eoclient.server_stub.core.delivery.lease_table import LeaseTable
+from eoclient.server_stub.core.delivery.rules import DeliveryRules
+from eoclient.server_stub.core.delivery.schedule import Schedule
+from eoclient.server_stub.core.delivery.stream_flow import OpenStreams
+from eoclient.server_stub.core.delivery.window import Backlog
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import Acked, SubscriptionStorage
-from eoclient.server_stub.core.stream_flow import OpenStreams
 
 
 class Settlement:
