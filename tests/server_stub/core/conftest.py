@@ -67,8 +67,8 @@ def _state(broker: Broker) -> dict[str, Any]:
                 s.config,
                 s.created,
                 s.last_activity,
-                s.delivery.backlog(),
-                s.delivery.retained(),
+                s.delivery.reads.backlog(),
+                s.delivery.reads.retained(),
             )
             for name, s in resources.subscriptions.items()
         },

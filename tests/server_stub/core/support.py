@@ -71,7 +71,7 @@ class Env:
         """The stream's flow-control counters (no public accessor: read the core's state)."""
         name = self.broker.leasing.stream_subscription(stream_id)
         assert name is not None
-        flow = self.broker._resources.subscriptions[name].delivery.stream(stream_id)
+        flow = self.broker._resources.subscriptions[name].delivery.streams.get(stream_id)
         assert flow is not None
         return flow
 

@@ -172,13 +172,13 @@ def test_the_window_bounds_what_the_broker_holds(tmp_path: Path) -> None:
     for _ in range(5):
         server.broker.publishing.publish(TOPIC, [NewMessage(b"x")] * 1_000)
     delivery = server.broker.delivery_state(SUB)
-    assert delivery.backlog() == 5_000
-    assert len(delivery.window()) == 100
+    assert delivery.reads.backlog() == 5_000
+    assert len(delivery.reads.held()) == 100
     for _ in range(10):
         pulled = server.broker.leasing.pull(SUB, 50)
         server.broker.acks.acknowledge(SUB, [d.ack_id for d in pulled])
-        assert len(delivery.window()) <= 2 * 100 + 50
-    assert delivery.backlog() == 4_500
+        assert len(delivery.reads.held()) <= 2 * 100 + 50
+    assert delivery.reads.backlog() == 4_500
     server.store.close()
 
 

@@ -273,6 +273,6 @@ class Resources:
         policy = subscription.config.expiration_policy
         if policy is None or policy.ttl is None:
             return float("inf")
-        if subscription.delivery.open_stream_count():
+        if subscription.delivery.streams:
             self.touch(subscription, now)
         return subscription.last_activity + policy.ttl

@@ -98,17 +98,17 @@ def collect_stats(resources: Resources, now: float) -> BrokerStats:
         delivery = state.delivery
         counters = delivery.counters
         streams: dict[str, int] = {}
-        for flow in delivery.streams():
+        for flow in delivery.streams.all():
             status = stream_status(flow)
             streams[status] = streams.get(status, 0) + 1
         subscriptions.append(
             SubscriptionStats(
                 name=name,
                 topic=state.config.topic,
-                undelivered_messages=delivery.backlog(),
-                backlog_bytes=delivery.backlog_bytes(),
-                oldest_unacked_age=_age(now, delivery.oldest_unacked()),
-                outstanding_messages=delivery.leased(),
+                undelivered_messages=delivery.reads.backlog(),
+                backlog_bytes=delivery.reads.backlog_bytes(),
+                oldest_unacked_age=_age(now, delivery.reads.oldest_unacked()),
+                outstanding_messages=delivery.reads.leased(),
                 delivered=counters.delivered,
                 acked=counters.acked,
                 nacked=counters.nacked,
@@ -139,9 +139,11 @@ def collect_stats(resources: Resources, now: float) -> BrokerStats:
                 held_publishes=published.held_publishes,
                 held_then_refused=published.held_then_refused,
                 refused_publishes=published.refused_publishes,
-                retained_messages=retained.backlog() if retained else None,
-                retained_bytes=retained.backlog_bytes() if retained else None,
-                oldest_retained_age=_age(now, retained.oldest_unacked()) if retained else None,
+                retained_messages=retained.reads.backlog() if retained else None,
+                retained_bytes=retained.reads.backlog_bytes() if retained else None,
+                oldest_retained_age=_age(now, retained.reads.oldest_unacked())
+                if retained
+                else None,
             )
         )
     return BrokerStats(tuple(subscriptions), tuple(topics))

@@ -273,8 +273,8 @@ class Subscriptions:
             skipped=counters.skipped,
             evicted=counters.evicted,
             expired_by_ttl=counters.expired_by_ttl,
-            delayed_pending=delivery.delayed_pending(now),
-            backlog_messages=delivery.backlog(),
-            backlog_bytes=delivery.backlog_bytes(),
-            oldest_unacked_publish_time=delivery.oldest_unacked(),
+            delayed_pending=delivery.reads.delayed_pending(now),
+            backlog_messages=delivery.reads.backlog(),
+            backlog_bytes=delivery.reads.backlog_bytes(),
+            oldest_unacked_publish_time=delivery.reads.oldest_unacked(),
         )

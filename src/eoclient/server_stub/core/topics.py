@@ -139,9 +139,9 @@ class Topics:
             held_publishes=state.counters.held_publishes,
             held_then_refused=state.counters.held_then_refused,
             refused_publishes=state.counters.refused_publishes,
-            retained_messages=retained.backlog() if retained else 0,
-            retained_bytes=retained.backlog_bytes() if retained else 0,
-            oldest_retained_publish_time=retained.oldest_unacked() if retained else None,
+            retained_messages=retained.reads.backlog() if retained else 0,
+            retained_bytes=retained.reads.backlog_bytes() if retained else 0,
+            oldest_retained_publish_time=retained.reads.oldest_unacked() if retained else None,
         )
 
     def _changed_policies(self, topic: TopicState) -> None:

@@ -1,39 +1,41 @@
-"""Per-subscription delivery state: what is waiting, what is leased, what each ack id means.
+"""Per-subscription delivery state: a message's life from publish to settlement.
 
-One ``SubscriptionDelivery`` per subscription coordinates a message's life there: each
-stage is decided in a room of its own, and this class calls them in turn. Every
-unacknowledged message is either
+One ``SubscriptionDelivery`` per subscription. Its state is held by three rooms, each the
+only one to change its own data; this class moves a message between them:
 
-* **waiting** (``window.Backlog``): in the window with its body, or only in the
-  store — a cold row past the window's cursor, or returned from a lease. Those in the
-  window that may go next are scheduled (``schedule.Schedule``), one an
-  ordering key (``key_order.KeyOrder``);
-* **leased** (``lease_table.LeaseTable``): delivered to a client until a deadline under
-  one ack id. Leases do not count against the window, so a subscription may hold as many
-  as the lease limit allows whatever the window's size.
+* the **waiting** messages (``waiting.Waiting``): the window with its cold rest in the
+  store, which message goes next, and each ordering key's order;
+* the **leases** (``leases.Leases``): delivered to a client until a deadline under one
+  ack id, counted by the stream that leased them, kept by a durable store. Leases do not
+  count against the window: a subscription may hold as many as the lease limit allows
+  whatever the window's size;
+* **settlement** (``settlement.Settlement``): a message leaving for good, and the
+  acknowledged messages the subscription retains.
 
-The class's sections follow a message's life:
+A message's life, by this class's sections:
 
-* published (``add``): into the window if it has room and nothing older is cold, else a
-  cold row;
-* time passes (``advance``): leases past their deadlines expire, delayed messages become
-  ready, and what outlived the retention or the TTL goes (``retention.py``);
-* leased (``deliver``, ``extend``, ``nack``): ``lease_lifecycle.py`` — a nack or an
-  expiry makes the message wait again, or sends it to the dead-letter topic; an ack id
-  names a lease through ``ack_resolution.py``;
-* settled (``ack``, the policies): acknowledged by a client, the TTL, a dead letter or a
-  policy, or dropped past the retention — ``settlement.py`` forgets it here and in
-  the store (retained if the subscription retains acknowledged messages); what the
-  policies choose (skip, backlog quota, the retention cursor's size) is
-  ``backlog_policies.py``;
+* published (``add``): waiting — in the window if it has room, else a cold row;
+* time passes (``advance``): leases past their deadlines end, delayed messages become
+  ready, and what outlived the retention or the TTL goes (``retention.Retention``, which
+  also sees the backlog as one sequence by age);
+* leased (``deliver``, ``extend``, ``nack``): a nack or an expiry is a failed attempt,
+  after which the message waits again — after the retry policy's backoff, and with
+  ordering keys with every later delivered message of its key, so that they are delivered
+  again after it, in order (docs/protocol.md#ordering-keys) — or, when it used up its
+  delivery attempts, goes to the dead-letter topic (``forward`` publishes it there and it
+  is settled here as if acked; if the dead-letter topic is gone the message stays and
+  every later failure tries again), or for good when it outlived the retention while it
+  was leased;
+* settled (``ack``, the backlog policies): out of whichever room holds it, then into
+  settlement;
 * restart (``restore``): the uid and leases the store kept, every other unacknowledged
   message cold; seek (``reset``): the whole state rebuilt from the messages the seek
   leaves unacked and the ones it leaves acked, under a new uid — every ack id issued
   before stops resolving and every message made unacked is delivered again.
 
 The rules these follow (retry backoff, dead letters, retention, TTL, retained acks) are
-``rules.DeliveryRules``; statistics, snapshots and peek read through
-``reads.py``; the streams' flow control is ``stream_flow.OpenStreams``.
+``rules.DeliveryRules``; what an ack id names is ``ack_resolution.AckIds``; what the
+statistics, snapshots and peek read is ``reads.DeliveryReads`` (``reads``).
 
 Costs, with n messages held: delivery, ack, nack, extension and expiry O(log n) each (the
 heaps and the lease table); retention O(log n) a message dropped. Every change the store
@@ -46,19 +48,15 @@ from __future__ import annotations
 import math
 
 from eoclient.server_stub.core.ack_ids import AckIdParts
-from eoclient.server_stub.core.delivery import backlog_policies
-from eoclient.server_stub.core.delivery.ack_resolution import AckIdResolver, AckTarget
-from eoclient.server_stub.core.delivery.entries import Counters, Entry
-from eoclient.server_stub.core.delivery.key_order import KeyOrder
-from eoclient.server_stub.core.delivery.lease_lifecycle import LeaseLifecycle
-from eoclient.server_stub.core.delivery.lease_table import LeaseTable
+from eoclient.server_stub.core.delivery.ack_resolution import AckIds, AckTarget
+from eoclient.server_stub.core.delivery.entries import Counters
+from eoclient.server_stub.core.delivery.lease_table import Lease
+from eoclient.server_stub.core.delivery.leases import Ended, Leases
 from eoclient.server_stub.core.delivery.reads import DeliveryReads
-from eoclient.server_stub.core.delivery.retention import Retention
+from eoclient.server_stub.core.delivery.retention import Departures, Retention
 from eoclient.server_stub.core.delivery.rules import DeliveryRules, Forwarder
-from eoclient.server_stub.core.delivery.schedule import Schedule
 from eoclient.server_stub.core.delivery.settlement import Settlement
-from eoclient.server_stub.core.delivery.stream_flow import OpenStreams, StreamFlow
-from eoclient.server_stub.core.delivery.window import Backlog
+from eoclient.server_stub.core.delivery.waiting import Waiting
 from eoclient.server_stub.core.model import Delivery, StoredMessage
 from eoclient.server_stub.core.store import SeqMessage, StoredSubscription, SubscriptionStorage
 
@@ -70,88 +68,43 @@ class SubscriptionDelivery:
     def __init__(
         self, uid: str, storage: SubscriptionStorage, *, ordered: bool, forward: Forwarder | None
     ) -> None:
-        self.ordered = ordered
         self.storage = storage
         # The broker sets the rest from the subscription's config (and again when it or
         # its topic changes): ``resources.apply_policies``.
-        self.rules = rules = DeliveryRules(forward=forward)
+        self.rules = DeliveryRules(forward=forward)
         self.counters = Counters()
-        self.waiting = Backlog(storage)
-        self.leases = LeaseTable()
-        self.keys = KeyOrder(self.waiting, self.leases)  # unused when ordering is off
-        self.schedule = Schedule(self.waiting, self.keys, ordered=ordered)
-        self._streams = OpenStreams()
-        # Bodies of leased messages, when the store keeps none (it does not bound the
-        # window): a nack or an expiry puts the message back in the window with it.
-        self._bodies: dict[int, StoredMessage] | None = {} if storage.window is None else None
-        self._settlement = Settlement(
-            self.waiting,
-            self.leases,
-            self.keys,
-            self.schedule,
-            self._streams,
-            self._bodies,
-            rules=rules,
-            storage=storage,
-            counters=self.counters,
-            ordered=ordered,
-        )
-        self._retention = Retention(
-            self.waiting, self.leases, self.schedule, self._settlement, rules=rules, storage=storage
-        )
-        self._lease_life = LeaseLifecycle(
-            self.waiting,
-            self.leases,
-            self.keys,
-            self.schedule,
-            self._settlement,
-            self._retention,
-            self._streams,
-            self._bodies,
-            rules=rules,
-            storage=storage,
-            counters=self.counters,
-            ordered=ordered,
-        )
-        self._ack_ids = AckIdResolver(uid, self.leases, self.waiting)
-        self._reads = DeliveryReads(
-            self.waiting, self.leases, self._bodies, rules=rules, storage=storage
-        )
-        # The latest ``now`` a change was given: acks and settles by id, which take
-        # none, decide by it (the rooms calling them advance the state first).
+        self.waiting = Waiting(storage, ordered=ordered)
+        self.leases = Leases(storage)
+        # The StreamingPull streams open on the subscription, each with its flow control:
+        # opened and closed there (``leasing.Leasing``), counted by the leases.
+        self.streams = self.leases.streams
+        self._settlement = Settlement(self.rules, storage)
+        self._retention = Retention(self.waiting, self.leases, self.rules)
+        self.reads = DeliveryReads(self.waiting, self.leases, self._settlement, storage)
+        self._ack_ids = AckIds(uid)
+        # The latest ``now`` a change was given: acks, which take none, decide by it
+        # (the rooms calling them advance the state first).
         self._now = -math.inf
 
     def __repr__(self) -> str:
-        return (
-            f"<SubscriptionDelivery {self.uid} [{self.waiting!r}, {len(self.leases)} leased | "
-            f"{len(self._streams)} streams]>"
-        )
+        return f"<SubscriptionDelivery {self.uid} {self.waiting!r} {self.leases!r}>"
 
     @property
     def uid(self) -> str:
         """The uid of the ack ids issued from now on."""
         return self._ack_ids.uid
 
-    @property
-    def retain_acked(self) -> bool:
-        return self.rules.retain_acked
-
     def set_retain_acked(self, retain: bool) -> None:
-        self.rules.retain_acked = retain
-        if not retain:
-            self.storage.drop_retained()
+        """Keep acknowledged messages (for seek) or not; not: forget those kept."""
+        self._settlement.set_retain_acked(retain)
 
     # ------------------------------------------------------------ published
 
     def add(self, seq: int, message: StoredMessage, ready_at: float, now: float) -> None:
-        """A message published to the topic (and matching the subscription) arrives: into
-        the window if it has room and nothing is cold (seq order), else it stays a cold
-        row of the store (which the publish gave it)."""
+        """A message published to the topic (and matching the subscription) arrives:
+        into the window if it has room, else it stays a cold row of the store."""
         self._now = now
-        if self.waiting.accepts():
-            self.schedule.admit(Entry(seq, message, ready_at=ready_at), returned=False, now=now)
-        else:
-            self.waiting.add_cold(message.size)
+        self.waiting.add(seq, message, ready_at, now)
 
     def filtered(self) -> None:
         """A published message did not match the filter: acknowledged at once
@@ -164,19 +117,25 @@ class SubscriptionDelivery:
         """Expire leases whose deadline has passed, release delayed messages, apply the
         retention and the TTL, let the store forget leases past their deadlines."""
         self._now = now
-        self._lease_life.expire(now)
-        self.schedule.release_due(now)
-        self._retention.enforce(now)
+        for lease, body in self.leases.expire(now):
+            self.counters.expired += 1
+            # The lease ended at its deadline, not when this (lazy) call noticed it:
+            # the retry backoff counts from the deadline, else a late tick or pull
+            # would push the redelivery back by however long nobody looked.
+            self._lease_ended(lease, body, lease.deadline, now)
+        self.waiting.schedule.release_due(now)
+        self._settle_departures(self._retention.enforce(now), now)
+        self._settlement.prune_retained(self.rules.retention_cutoff(now))
         self._ack_ids.forget(now)
-        self._lease_life.forget_stored(now)
+        self.leases.forget_stored(now)
 
     def next_wakeup(self) -> float | None:
         """The earliest time at which ``advance`` would change something (may be stale-early)."""
         candidates = (
-            self.leases.next_deadline(),
-            self.schedule.next_release(),
-            self._retention.next_due(),
-            self._lease_life.next_forget(),
+            self.leases.table.next_deadline(),
+            self.waiting.schedule.next_release(),
+            self._retention.next_due(self._settlement.oldest_retained()),
+            self.leases.next_forget(),
         )
         return min((t for t in candidates if t is not None), default=None)
 
@@ -184,8 +143,8 @@ class SubscriptionDelivery:
 
     def has_deliverable(self, now: float) -> bool:
         self.advance(now)
-        while not self.schedule.has_ready(now):
-            if not self._retention.refill(now, 1):
+        while not self.waiting.schedule.has_ready(now):
+            if not self._refill(now, 1):
                 return False
         return True
 
@@ -198,119 +157,209 @@ class SubscriptionDelivery:
         *,
         max_bytes: int | None = None,
     ) -> list[Delivery]:
-        """Lease up to ``max_messages`` messages (fewer if the stream's flow control says
-        so, or if ``max_bytes`` would be passed — but for the first message)."""
+        """Lease up to ``max_messages`` messages for ``ack_deadline`` seconds (fewer if
+        the stream's flow control says so, or if ``max_bytes`` would be passed — but for
+        the first message, always delivered whatever its size, else it could never be)."""
         self.advance(now)
-        stream = self._streams.get(stream_id) if stream_id is not None else None
+        stream = self.streams.get(stream_id) if stream_id is not None else None
         deadline = now + ack_deadline
-        uid = self._ack_ids.uid
-        return self._lease_life.deliver(now, max_messages, deadline, stream, uid, max_bytes)
+        schedule, rules = self.waiting.schedule, self.rules
+        deliveries: list[Delivery] = []
+        total_bytes = 0
+        while len(deliveries) < max_messages:
+            if schedule.exhausted():
+                if not self._refill(now, max_messages - len(deliveries)):
+                    break
+                continue
+            if stream is not None and not stream.has_room():
+                break
+            entry = schedule.pop(now)
+            if entry is None:
+                continue
+            message = entry.message
+            if rules.past_retention(message.publish_time, now):
+                # Leased past its retention, then nacked or expired along with an
+                # earlier message of its key: the retention walk did not see it leased.
+                self._drop(entry.seq, now)
+                continue
+            if max_bytes is not None and deliveries and total_bytes + message.size > max_bytes:
+                schedule.put_back(entry.seq)
+                break
+            total_bytes += message.size
+            self.waiting.deliver(entry, now)
+            generation = self.leases.lease(entry, deadline, stream)
+            self.counters.delivered += 1
+            attempt = entry.failed_attempts + 1 if rules.count_attempts else 0
+            # The ack id's format: docs/protocol.md#ack-ids-and-generations (ack_ids.py).
+            ack_id = f"{self._ack_ids.uid}-{entry.seq}-{generation}"
+            deliveries.append(Delivery(ack_id, message, attempt))
+        return deliveries
+
+    def _refill(self, now: float, want: int) -> bool:
+        """Load cold messages into the window; False if none came."""
+        loaded, left = self._retention.refill(now, want)
+        self._settle_departures(left, now)
+        return loaded
 
     # ------------------------------------------------------------ ack ids
 
     def resolve_parts(self, parts: AckIdParts | None) -> AckTarget | None:
         """The live lease an exactly-once ack id names (or an ack it made before a
         restart)."""
-        return self._ack_ids.resolve(parts, self._now)
+        return self._ack_ids.resolve(parts, self._now, self.leases.table)
 
     def lookup_parts(self, parts: AckIdParts | None) -> AckTarget | None:
         """The message an id of any of its deliveries names (without exactly-once)."""
-        return self._ack_ids.lookup(parts)
+        if parts is None:
+            return None
+        lease = self.leases.table.current(parts.seq)
+        latest = lease[0] if lease is not None else self.waiting.generation(parts.seq)
+        return self._ack_ids.lookup(parts, latest)
 
     def wellformed_parts(self, parts: AckIdParts | None) -> bool:
+        """Issued by this subscription, now or before a seek."""
         return self._ack_ids.wellformed(parts)
 
     def first_unacked_before(self, target: AckTarget) -> bool:
         """Ordering + exactly-once: is an earlier message of the target's key unacked?"""
-        return self.ordered and not target.acked and self.keys.unacked_before(target.seq)
+        return not target.acked and self.waiting.unacked_before(target.seq)
+
+    # ------------------------------------------------------------ lease changes
 
     def extend(self, target: AckTarget, now: float, seconds: int) -> None:
+        """ModifyAckDeadline with seconds > 0: the lease lasts ``seconds`` from ``now``."""
         if not target.acked:
-            self._lease_life.extend(target.seq, target.generation, now + seconds)
+            self.counters.modacked += 1
+            self.leases.extend(target.seq, target.generation, now + seconds)
 
     def nack(self, target: AckTarget, now: float) -> None:
+        """ModifyAckDeadline with seconds 0: the lease ends, a failed attempt."""
         self._now = now
         if not target.acked:
-            self._lease_life.nack(target.seq, now)
+            self.counters.nacked += 1
+            ended = self.leases.end(target.seq, failed=True)
+            if ended is not None:
+                lease, body = ended
+                self._lease_ended(lease, body, now, now)
+
+    def _lease_ended(
+        self, lease: Lease, body: StoredMessage | None, ended_at: float, now: float
+    ) -> None:
+        """Nack or expiry of ``lease`` (out of the leases already), ended at
+        ``ended_at``: a failed attempt (module docstring)."""
+        seq = lease.seq
+        failed_attempts = lease.failed_attempts + 1
+        ready_at = ended_at + self.rules.backoff(failed_attempts)
+        followers: list[Ended] = []
+        for later in self.waiting.rewind(seq):
+            # Sent back with it, not failed: their attempts stay as they were.
+            ended = self.leases.end(later, failed=False)
+            if ended is not None:
+                followers.append(ended)
+        self.waiting.give_back(lease, body, ready_at, failed_attempts, now)
+        for follower, follower_body in followers:
+            self.waiting.give_back(follower, follower_body, ready_at, follower.failed_attempts, now)
+        if self.rules.attempts_used_up(failed_attempts) and self._forward(seq, now):
+            return
+        if self.rules.past_retention(lease.publish_time, now):
+            self._drop(seq, now)
+
+    def _forward(self, seq: int, now: float) -> bool:
+        """Divert the would-be next delivery to the dead-letter topic (True if done)."""
+        forward = self.rules.forward
+        if forward is None:
+            return False
+        message, failed_attempts = self.waiting.body(seq)
+        if message is None or not forward(message, failed_attempts):
+            return False  # the dead-letter topic is gone: keep redelivering
+        self.counters.dead_lettered += 1
+        self._settle(seq, acked=True, now=now)  # acked on the source subscription
+        return True
 
     # ------------------------------------------------------------ settled
 
     def ack(self, target: AckTarget) -> None:
         if not target.acked:  # else acked by this id before a restart: nothing to do
             self.counters.acked += 1
-            self._settlement.remove(target.seq, acked=True, now=self._now)
+            self._settle(target.seq, acked=True, now=self._now)
 
-    def settle_message(self, seq: int) -> bool:
-        """Acknowledge message ``seq`` wherever it waits or is leased (a cold row too);
-        False if it is not pending here."""
-        return self._settlement.settle_anywhere(seq, self._now)
+    def _settle(self, seq: int, *, acked: bool, now: float) -> bool:
+        """Message ``seq`` leaves wherever the core holds it; ``acked``: by a client or a
+        policy (retained if the subscription retains acknowledged messages), else
+        dropped. False: the core does not hold it."""
+        left = self._retention.take(seq, now)
+        if left is None:
+            return False
+        self._settlement.settled(left, acked=acked, now=now)
+        return True
 
-    def drop_oldest(self, now: float, *, retain: bool, keep_since: float = math.inf) -> bool:
-        """Remove the oldest unacknowledged message (kept as acked if ``retain``), unless
-        it was published at or after ``keep_since``; False if none went."""
-        return self._retention.drop_oldest(now, retain=retain, keep_since=keep_since)
+    def _drop(self, seq: int, now: float) -> None:
+        """Past the retention: dropped, not retained."""
+        self.counters.discarded += 1
+        self._settle(seq, acked=False, now=now)
+
+    def _settle_departures(self, left: Departures, now: float) -> None:
+        """What the retention (dropped) or the message TTL (acknowledged) took."""
+        counters = self.counters
+        for gone, acked in left:
+            if acked:
+                counters.expired_by_ttl += 1
+            else:
+                counters.discarded += 1
+            self._settlement.settled(gone, acked=acked, now=now)
+
+    # ------------------------------------------------------------ backlog policies
 
     def over_quota(self, now: float, limit_bytes: int | None, limit_age: float | None) -> bool:
-        return backlog_policies.over_quota(self, now, limit_bytes, limit_age)
+        """Is the backlog over a quota of ``limit_bytes`` and ``limit_age`` seconds?"""
+        if limit_bytes is not None and self.reads.backlog_bytes() > limit_bytes:
+            return True
+        if limit_age is None:
+            return False
+        oldest = self.reads.oldest_unacked()
+        return oldest is not None and now - oldest > limit_age
 
     def evict(self, now: float, limit_bytes: int | None, limit_age: float | None) -> int:
-        return backlog_policies.evict(self, now, limit_bytes, limit_age)
+        """Backlog-quota eviction: acknowledge the oldest messages until the backlog is
+        within the quota; how many went."""
+        evicted = 0
+        while self.over_quota(now, limit_bytes, limit_age):
+            if not self._take_oldest(now, acked=self.rules.retain_acked):
+                break  # nothing left to take
+            evicted += 1
+        self.counters.evicted += evicted
+        return evicted
 
     def trim(self, now: float, limit_bytes: float, *, keep_since: float = math.inf) -> int:
-        return backlog_policies.trim(self, now, limit_bytes, keep_since=keep_since)
+        """The retention cursor's size limit: forget the oldest beyond ``limit_bytes``, but
+        never a message published at or after ``keep_since`` (the topic's
+        message_retention_duration keeps those whatever their size: the two retentions
+        combine by union, docs/policies.md)."""
+        dropped = 0
+        while self.reads.backlog_bytes() > limit_bytes:
+            if not self._take_oldest(now, acked=False, keep_since=keep_since):
+                break  # the oldest left is one that must stay
+            dropped += 1
+        return dropped
+
+    def _take_oldest(self, now: float, *, acked: bool, keep_since: float = math.inf) -> bool:
+        oldest, left = self._retention.take_oldest(now, keep_since=keep_since)
+        self._settle_departures(left, now)
+        if oldest is None:
+            return False
+        self._settlement.settled(oldest, acked=acked, now=now)
+        return True
 
     def skip(self, seq: int) -> bool:
-        return backlog_policies.skip(self, seq)
-
-    # ------------------------------------------------------------ streams
-
-    def open_stream(self, flow: StreamFlow) -> None:
-        self._streams.open(flow)
-
-    def close_stream(self, stream_id: int) -> None:
-        self._streams.close(stream_id)
-
-    def stream(self, stream_id: int) -> StreamFlow | None:
-        return self._streams.get(stream_id)
-
-    def streams(self) -> list[StreamFlow]:
-        """The flow control of every stream open on the subscription (for inspection)."""
-        return self._streams.all()
-
-    def open_stream_count(self) -> int:
-        return len(self._streams)
-
-    # ------------------------------------------------------------ reads
-
-    def leased(self) -> int:
-        return self._reads.leased()
-
-    def backlog(self) -> int:
-        return self._reads.backlog()
-
-    def backlog_bytes(self) -> int:
-        return self._reads.backlog_bytes()
-
-    def oldest_unacked(self) -> float | None:
-        return self._reads.oldest_unacked()
-
-    def oldest_publish_time(self) -> float | None:
-        return self._reads.oldest_unacked()
-
-    def delayed_pending(self, now: float) -> int:
-        return self._reads.delayed_pending(now)
-
-    def window(self) -> list[SeqMessage]:
-        return self._reads.held()
-
-    def unacked(self) -> list[SeqMessage]:
-        return self._reads.unacked()
-
-    def retained(self) -> list[SeqMessage]:
-        return self._reads.retained()
-
-    def peek(self, limit: int) -> list[tuple[StoredMessage, bool]]:
-        return self._reads.peek(limit)
+        """Acknowledge message ``seq`` as a subscriber would (PIP-423), waiting, leased,
+        delayed or cold alike; False if it is not pending."""
+        if not self._settle(seq, acked=True, now=self._now):
+            row = self.waiting.take_cold(seq, self.leases.table)
+            if row is None:
+                return False
+            self._settlement.settled_cold(row, self._now)
+        self.counters.skipped += 1
+        return True
 
     # ------------------------------------------------------------ restart and seek
 
@@ -320,18 +369,23 @@ class SubscriptionDelivery:
         self._ack_ids.restore(stored.record.uid, stored.acks)
         deadlines = [lease.deadline for lease in stored.leases]
         deadlines += [ack.deadline for ack in stored.acks]
-        leased = self._lease_life.restore(stored.leases, max(deadlines, default=-math.inf))
-        self.waiting.restore(stored.backlog - len(stored.leases), stored.backlog_bytes - leased)
+        leased = self.leases.restore(stored.leases, max(deadlines, default=-math.inf))
+        self.waiting.restore(
+            stored.backlog - len(stored.leases),
+            stored.backlog_bytes - leased,
+            [(lease.seq, lease.ordering_key) for lease in stored.leases],
+        )
 
     def reset(
         self,
         uid: str,
-        unacked: list[tuple[int, StoredMessage]],
-        acked: list[tuple[int, StoredMessage]],
+        unacked: list[SeqMessage],
+        acked: list[SeqMessage],
         now: float,
     ) -> None:
         """Seek: ``unacked`` become waiting (deliverable now, in publish order), ``acked``
-        are acknowledged (kept for replay if ``retain_acked``); nothing else remains.
+        are acknowledged (kept for replay if the subscription retains acknowledged
+        messages); nothing else remains.
 
         A new ``uid`` invalidates every ack id issued so far. O(n log n) for n messages;
         the store gets the new backlog whole, the window its oldest part.
@@ -340,11 +394,6 @@ class SubscriptionDelivery:
         self._now = now
         self.waiting.clear()
         self.leases.clear()
-        if self._bodies is not None:
-            self._bodies.clear()
-        self.schedule.clear()
-        self.keys.clear()
-        self._streams.release_all()
         cutoff = self.rules.retention_cutoff(now)
         retained = (
             sorted((seq, m) for seq, m in acked if m.publish_time > cutoff)
@@ -356,4 +405,4 @@ class SubscriptionDelivery:
         )
         self.storage.reset(backlog, retained, uid)
         for seq, message in backlog:
-            self.add(seq, message, now, now)
+            self.waiting.add(seq, message, now, now)

@@ -1,18 +1,22 @@
-"""Messages of one subscription that outlive its retention or its message TTL, and the
-refills of its window, where cold messages meet both.
+"""The backlog of one subscription as one sequence by age — waiting messages and leases
+together — and what time does to it: the retention, the message TTL, and the refills of
+the window, where cold messages meet both.
 
 * Retention: a message older than ``DeliveryRules.retention`` (since its publish time)
   is gone. A waiting message is dropped when its time is up; a leased one stays leased
   (its ack still succeeds) and is dropped at its next nack or expiry instead of waiting
-  again (``lease_lifecycle.py``). Retained acknowledged messages are pruned by the same
-  cutoff.
+  again (``engine.py``). Retained acknowledged messages are pruned by the same cutoff
+  (``settlement.py``).
 * Message TTL (``DeliveryRules.ttl``): a message older than it is acknowledged, leased
   or not (its ack ids stop resolving).
-* Refill: the next cold messages are loaded into the window (``window.Backlog``)
-  in seq order and scheduled; one loaded past the retention is dropped and one past the
-  TTL acknowledged (their turn came while they were cold).
-* The oldest message, dropped or acknowledged on a policy's demand (``drop_oldest``:
-  backlog-quota eviction, the retention cursor's size limit).
+* Refill: the next cold messages are loaded into the window in seq order and scheduled;
+  one loaded past the retention is dropped and one past the TTL acknowledged (their turn
+  came while they were cold).
+* The oldest message, taken on a policy's demand (``take_oldest``: backlog-quota
+  eviction, the retention cursor's size limit).
+
+Nothing here settles: what leaves is handed back as ``Left`` records, each with whether
+it is acknowledged, for the caller to settle (``engine.SubscriptionDelivery``).
 
 The walk looks only at the oldest message in memory (the window's, a returned one's, the
 oldest lease): O(log n) a message that leaves, O(1) amortised when none does. Only with
@@ -24,101 +28,88 @@ from __future__ import annotations
 
 import math
 
-from eoclient.server_stub.core.delivery.entries import Entry
-from eoclient.server_stub.core.delivery.lease_table import LeaseTable
+from eoclient.server_stub.core.delivery.entries import Left
+from eoclient.server_stub.core.delivery.leases import Leases
 from eoclient.server_stub.core.delivery.rules import DeliveryRules
-from eoclient.server_stub.core.delivery.schedule import Schedule
-from eoclient.server_stub.core.delivery.settlement import Settlement
-from eoclient.server_stub.core.delivery.window import Backlog, Loaded
-from eoclient.server_stub.core.store import SubscriptionStorage
+from eoclient.server_stub.core.delivery.waiting import Waiting
+
+# What left, each with whether it is acknowledged (else dropped).
+Departures = list[tuple[Left, bool]]
 
 
 class Retention:
-    def __init__(
-        self,
-        window: Backlog,
-        leases: LeaseTable,
-        schedule: Schedule,
-        settlement: Settlement,
-        *,
-        rules: DeliveryRules,
-        storage: SubscriptionStorage,
-    ) -> None:
-        self._window = window
+    def __init__(self, waiting: Waiting, leases: Leases, rules: DeliveryRules) -> None:
+        self._waiting = waiting
         self._leases = leases
-        self._schedule = schedule
-        self._settlement = settlement
         self._rules = rules
-        self._storage = storage
 
-    def enforce(self, now: float) -> None:
+    def take(self, seq: int, now: float) -> Left | None:
+        """Message ``seq`` out of the backlog wherever the core holds it (leased, or
+        waiting in memory); None if it holds it nowhere."""
+        ended = self._leases.settle(seq)
+        if ended is None:
+            return self._waiting.remove(seq, now)
+        self._waiting.lease_left(seq)
+        published, message = ended
+        return Left(seq, published, message)
+
+    def enforce(self, now: float) -> Departures:
         """Drop what outlived the retention; acknowledge what outlived the message TTL
         (leased or not: its ack ids stop resolving)."""
-        window, settlement = self._window, self._settlement
         cutoff = self._rules.retention_cutoff(now)
         ttl_cutoff = self._rules.ttl_cutoff(now)
+        window = self._waiting.window
+        left: Departures = []
         while True:
-            newer_found = False
-            while (oldest := window.oldest()) is not None:
-                published, seq = oldest
-                if published <= cutoff:
-                    settlement.discard(seq, now)
-                elif published <= ttl_cutoff:
-                    settlement.expire_by_ttl(seq, now)
-                else:
-                    newer_found = True
-                    break
-            while (lease := self._leases.oldest()) is not None and lease.publish_time <= ttl_cutoff:
-                settlement.expire_by_ttl(lease.seq, now)
+            left += self._waiting.drop_older(cutoff, ttl_cutoff, now)
+            oldest = window.oldest()
+            table = self._leases.table
+            while (lease := table.oldest()) is not None and lease.publish_time <= ttl_cutoff:
+                gone = self.take(lease.seq, now)
+                if gone is not None:
+                    left.append((gone, True))
             # Nothing newer was held: the oldest cold rows may be due too (a refill
             # drops or acknowledges those, and loads the rest).
-            if newer_found or not window.cold() or not self.refill(now, 0):
+            if oldest is not None or not window.cold():
                 break
-        if self._rules.retain_acked:
-            self._storage.prune_retained(cutoff)
+            loaded, more = self._waiting.refill(now, 0, table, cutoff, ttl_cutoff)
+            left += more
+            if not loaded:
+                break
+        return left
 
-    def refill(self, now: float, want: int) -> bool:
+    def refill(self, now: float, want: int) -> tuple[bool, Departures]:
         """Load the next cold messages into the window (seq order) for ``want`` more
-        deliveries; False if none came."""
-        loaded: list[Loaded] = self._window.load(want, self._leases.__contains__)
-        if not loaded:
-            return False
-        cutoff = self._rules.retention_cutoff(now)
-        ttl_cutoff = self._rules.ttl_cutoff(now)
-        for item in loaded:
-            entry = Entry(
-                item.seq,
-                item.message,
-                ready_at=now if item.ready_at is None else item.ready_at,
-                generation=item.generation,
-                failed_attempts=item.failed_attempts,
-            )
-            self._schedule.admit(entry, returned=item.returned, now=now)
-            published = item.message.publish_time
-            if published <= cutoff:
-                self._settlement.discard(item.seq, now)
-            elif published <= ttl_cutoff:
-                self._settlement.expire_by_ttl(item.seq, now)
-        return True
+        deliveries: whether any came, and what left at once."""
+        return self._waiting.refill(
+            now,
+            want,
+            self._leases.table,
+            self._rules.retention_cutoff(now),
+            self._rules.ttl_cutoff(now),
+        )
 
-    def drop_oldest(self, now: float, *, retain: bool, keep_since: float = math.inf) -> bool:
-        """Acknowledge (``retain``: as acked, else as dropped) the oldest unacknowledged
-        message, unless it was published at or after ``keep_since``; False if none went."""
-        window = self._window
+    def take_oldest(
+        self, now: float, *, keep_since: float = math.inf
+    ) -> tuple[Left | None, Departures]:
+        """The oldest unacknowledged message out, unless it was published at or after
+        ``keep_since`` (None: none went); and what a refill on the way took."""
+        window = self._waiting.window
+        left: Departures = []
         if window.oldest() is None and window.cold():
-            self.refill(now, 1)
+            _, left = self.refill(now, 1)
         oldest = window.oldest()
-        lease = self._leases.oldest()
+        lease = self._leases.table.oldest()
         if lease is not None and (oldest is None or (lease.publish_time, lease.seq) < oldest):
             oldest = (lease.publish_time, lease.seq)
         if oldest is None or oldest[0] >= keep_since:
-            return False
-        return self._settlement.remove(oldest[1], acked=retain, now=now)
+            return None, left
+        return self.take(oldest[1], now), left
 
-    def next_due(self) -> float | None:
-        """When the oldest message held, or retained, meets the retention or the TTL
-        (None: never, as things stand)."""
-        rules, window = self._rules, self._window
+    def next_due(self, oldest_retained: float | None) -> float | None:
+        """When the oldest message held, or retained (``oldest_retained``: its publish
+        time), meets the retention or the TTL (None: never, as things stand)."""
+        rules, window = self._rules, self._waiting.window
         candidates = []
         # The oldest waiting message's publish time. With nothing waiting in memory and
         # cold rows (after a restart or a seek) it is the first cold row's, read from the
@@ -134,12 +125,11 @@ class Retention:
         if head is not None and rules.retention != math.inf:
             candidates.append(head + rules.retention)
         if rules.ttl is not None:
-            lease = self._leases.oldest()
+            lease = self._leases.table.oldest()
             if lease is not None:
                 head = lease.publish_time if head is None else min(head, lease.publish_time)
             if head is not None:
                 candidates.append(head + rules.ttl)
-        retained = self._storage.oldest_retained() if rules.retain_acked else None
-        if retained is not None and rules.retention != math.inf:
-            candidates.append(retained + rules.retention)
+        if oldest_retained is not None and rules.retention != math.inf:
+            candidates.append(oldest_retained + rules.retention)
         return min(candidates) if candidates else None

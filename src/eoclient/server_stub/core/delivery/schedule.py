@@ -1,10 +1,10 @@
 """Which waiting message of one subscription goes next: its ready and delayed heaps.
 
-A message in the window (``window.Backlog``) is *scheduled* once it may be
-delivered: in ``ready``, a heap of seqs deliverable now (oldest published first), or in
-``delayed``, a heap of (ready_at, seq) not deliverable yet — a retry backoff, a
-delayed-delivery attribute. With ordering keys only a key's head is ever scheduled
-(``key_order.KeyOrder``); whoever delivers or settles the head schedules the next one.
+A message in the window is *scheduled* once it may be delivered: in ``ready``, a heap of
+seqs deliverable now (oldest published first), or in ``delayed``, a heap of
+(ready_at, seq) not deliverable yet — a retry backoff, a delayed-delivery attribute. With
+ordering keys only a key's head is ever scheduled (``key_order.KeyOrder``); whoever
+delivers or settles the head schedules the next one.
 
 Invariant: every message of the window that may be delivered has an entry in one of the
 heaps. Entries are never removed in place: a stale one (the message left the window or
@@ -12,22 +12,22 @@ was rescheduled, or is no longer its key's head after a rewind) is recognised wh
 surfaces and skipped. Each is pushed once, so with n messages in the window scheduling,
 taking the next and skipping a stale entry each cost O(log n), amortised.
 
-Pure: ``now`` is the caller's; what a delivery does to the message is
-``lease_lifecycle.py``'s.
+Part of the waiting messages (``waiting.Waiting``): ``entries`` is the window's,
+``keys`` their key order; ``now`` is the caller's.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 
 from eoclient.server_stub.core.delivery.entries import Entry
 from eoclient.server_stub.core.delivery.key_order import KeyOrder
-from eoclient.server_stub.core.delivery.window import Backlog
 
 
 class Schedule:
-    def __init__(self, window: Backlog, keys: KeyOrder, *, ordered: bool) -> None:
-        self._window = window
+    def __init__(self, entries: Mapping[int, Entry], keys: KeyOrder, *, ordered: bool) -> None:
+        self._entries = entries
         self._keys = keys
         self._ordered = ordered
         self._ready: list[int] = []
@@ -47,34 +47,21 @@ class Schedule:
 
     # ------------------------------------------------------------ scheduling
 
-    def admit(self, entry: Entry, *, returned: bool, now: float) -> None:
-        """Into the window: scheduled now (or at its delayed-delivery time), or behind the
-        earlier messages of its key. ``returned``: it was delivered before, so it has its
-        place in its key's sequence already."""
-        entry.ready_at = max(entry.ready_at, entry.message.deliver_at)
-        self._window.add(entry)
-        key = entry.message.ordering_key if self._ordered else ""
-        if not key:
-            self._push(entry, now)
-            return
-        entry.key_position, head = self._keys.admit(entry.seq, key, returned=returned)
-        if head:
-            self._push(entry, now)
-
-    def schedule(self, seq: int | None, now: float) -> None:
-        """The window's message ``seq`` became its key's head (None: no message did)."""
-        if seq is not None:
-            self._push(self._window.entries[seq], now)
-
-    def _push(self, entry: Entry, now: float) -> None:
+    def push(self, entry: Entry, now: float) -> None:
+        """``entry`` may be delivered from its ``ready_at`` on."""
         if entry.ready_at > now:
             heapq.heappush(self._delayed, (entry.ready_at, entry.seq))
         else:
             heapq.heappush(self._ready, entry.seq)
 
+    def push_seq(self, seq: int | None, now: float) -> None:
+        """The window's message ``seq`` became its key's head (None: no message did)."""
+        if seq is not None:
+            self.push(self._entries[seq], now)
+
     def release_due(self, now: float) -> None:
         """Delayed messages whose time has come become ready."""
-        delayed, entries = self._delayed, self._window.entries
+        delayed, entries = self._delayed, self._entries
         while delayed and delayed[0][0] <= now:
             ready_at, seq = heapq.heappop(delayed)
             entry = entries.get(seq)
@@ -112,7 +99,7 @@ class Schedule:
 
     def _deliverable(self, seq: int, now: float) -> Entry | None:
         """The entry a ready seq names if it is deliverable now, else None (stale)."""
-        entry = self._window.entries.get(seq)
+        entry = self._entries.get(seq)
         if entry is None or entry.ready_at > now:
             return None
         key = entry.message.ordering_key if self._ordered else ""

@@ -1,125 +1,73 @@
-"""How a message leaves one subscription for good: acknowledged, or dropped.
+"""How a message leaves one subscription for good, and what stays of it: the store's
+side of an ack.
 
-An acknowledged message is forgotten, here and in the store, wherever it was held: leased
-(``lease_table.LeaseTable``), in the window or back from a lease with its body only in the
-store (``window.Backlog``) — or, for a policy's settle by id, a cold row only the
-store holds. What its leaving releases, at once:
+The waiting messages (``waiting.Waiting``) and the leases (``leases.Leases``) each let a
+message go from their own data; what left is handed here, and the store forgets its
+backlog row (``SubscriptionStorage.settle``) — or keeps the message as a retained
+acknowledged message, for seek to replay, if it was acknowledged (by a client, the
+message TTL, a dead letter or a policy), the subscription retains acknowledged messages
+and it is within the retention (``DeliveryRules``). Dropped past the retention it is not
+retained. A store that does not bound the window (``MemoryStore``) keeps no backlog rows:
+it is handed only what it retains.
 
-* its ack ids stop resolving (its lease is gone) — INVALID_ACK_ID under exactly-once;
-* the flow control of the stream that leased it (``stream_flow.OpenStreams``);
-* its ordering key's next message, scheduled if it was the key's head
-  (``key_order.KeyOrder``, ``schedule.Schedule``);
-* its row in the store (``SubscriptionStorage.settle``), or the body the core kept for a
-  lease when the store keeps none.
+This room owns the retained acknowledged messages: what they are, the oldest of them,
+pruning them by the retention, dropping them when the subscription stops retaining.
 
-Acknowledged — by a client, the message TTL, a dead letter or a policy — it is handed to
-the store as retained if the subscription retains acknowledged messages and it is within
-the retention (``DeliveryRules``), for seek to replay; dropped (past the retention) it is
-not.
-
-Costs: a lookup in the lease table (O(log n), O(1) for acks in seq order), else a dict
-lookup in the window; one store call; O(log n) to schedule the key's next message. A cold
-row costs a store read.
+Costs: one store call a message.
 """
 
 from __future__ import annotations
 
-from eoclient.server_stub.core.delivery.entries import Counters
-from eoclient.server_stub.core.delivery.key_order import KeyOrder
-from eoclient.server_stub.core.delivery.lease_table import LeaseTable
+from eoclient.server_stub.core.delivery.entries import Left
 from eoclient.server_stub.core.delivery.rules import DeliveryRules
-from eoclient.server_stub.core.delivery.schedule import Schedule
-from eoclient.server_stub.core.delivery.stream_flow import OpenStreams
-from eoclient.server_stub.core.delivery.window import Backlog
-from eoclient.server_stub.core.model import StoredMessage
-from eoclient.server_stub.core.store import Acked, SubscriptionStorage
+from eoclient.server_stub.core.store import Acked, BacklogRow, SeqMessage, SubscriptionStorage
 
 
 class Settlement:
-    def __init__(
-        self,
-        window: Backlog,
-        leases: LeaseTable,
-        keys: KeyOrder,
-        schedule: Schedule,
-        streams: OpenStreams,
-        bodies: dict[int, StoredMessage] | None,
-        *,
-        rules: DeliveryRules,
-        storage: SubscriptionStorage,
-        counters: Counters,
-        ordered: bool,
-    ) -> None:
-        self._window = window
-        self._leases = leases
-        self._keys = keys
-        self._schedule = schedule
-        self._streams = streams
-        # Bodies of leased messages, when the store keeps none (``lease_lifecycle.py``).
-        self._bodies = bodies
+    def __init__(self, rules: DeliveryRules, storage: SubscriptionStorage) -> None:
         self._rules = rules
         self._storage = storage
-        self._counters = counters
-        self._ordered = ordered
         # A store that bounds the window keeps every backlog row; one that does not
         # (``MemoryStore``) is handed only what it keeps: retained acknowledged messages.
         self._durable = storage.window is not None
 
-    def discard(self, seq: int, now: float) -> None:
-        """Past the retention: dropped, not retained."""
-        self._counters.discarded += 1
-        self.remove(seq, acked=False, now=now)
-
-    def expire_by_ttl(self, seq: int, now: float) -> None:
-        """Past the message TTL: acknowledged, leased or not."""
-        self._counters.expired_by_ttl += 1
-        self.remove(seq, acked=True, now=now)
-
-    def remove(self, seq: int, *, acked: bool, now: float) -> bool:
-        """Forget message ``seq`` wherever it is held (lease, window, returned), here and
-        in the store; ``acked``: by a client or a policy, so retained if the subscription
-        retains acknowledged messages. False: not held here."""
-        position = -1
-        message: StoredMessage | None = None
-        ended = self._leases.settle(seq)
-        if ended is not None:
-            stream_id, size, published = ended
-            if stream_id:
-                self._streams.release(stream_id, size)
-            waited = False
-            if self._bodies is not None:
-                message = self._bodies.pop(seq)
-            key = self._keys.key_of(seq) if self._ordered else ""
-        else:
-            entry = self._window.take(seq)
-            if entry is not None:
-                message, waited = entry.message, True
-                published = message.publish_time
-                position = entry.key_position
-                key = message.ordering_key if self._ordered else ""
-            else:
-                returned = self._window.take_returned(seq)
-                if returned is None:
-                    return False
-                published, waited = returned.publish_time, True
-                key = self._keys.key_of(seq) if self._ordered else ""
-        if acked and self._rules.retain_acked and not self._rules.past_retention(published, now):
+    def settled(self, left: Left, *, acked: bool, now: float) -> None:
+        """``left`` is gone from the backlog: ``acked`` (by a client or a policy), so
+        retained if the subscription retains acknowledged messages, or dropped."""
+        seq, published, message = left
+        if acked and self._retains(published, now):
             self._storage.settle((seq,), (Acked(seq, published, message),))
         elif self._durable:
             self._storage.settle((seq,))
-        if key:
-            self._schedule.schedule(self._keys.removed(seq, key, position, waited=waited), now)
-        return True
 
-    def settle_anywhere(self, seq: int, now: float) -> bool:
-        """Acknowledge message ``seq`` as a subscriber would, wherever it waits or is
-        leased (a cold row too: read from the store); False if it is not pending here."""
-        if self.remove(seq, acked=True, now=now):
-            return True
-        row = self._window.take_cold(seq, self._leases.__contains__)
-        if row is None:
-            return False
+    def settled_cold(self, row: BacklogRow, now: float) -> None:
+        """Cold row ``row`` (only the store held it) is acknowledged."""
         published = row.message.publish_time
-        retain = self._rules.retain_acked and not self._rules.past_retention(published, now)
-        self._storage.settle((seq,), (Acked(seq, published, row.message),) if retain else ())
-        return True
+        retain = self._retains(published, now)
+        self._storage.settle(
+            (row.seq,), (Acked(row.seq, published, row.message),) if retain else ()
+        )
+
+    def _retains(self, published: float, now: float) -> bool:
+        rules = self._rules
+        return rules.retain_acked and not rules.past_retention(published, now)
+
+    # ------------------------------------------------------------ retained messages
+
+    def set_retain_acked(self, retain: bool) -> None:
+        self._rules.retain_acked = retain
+        if not retain:
+            self._storage.drop_retained()
+
+    def retained(self) -> list[SeqMessage]:
+        """Retained acknowledged messages, in seq order."""
+        return self._storage.retained() if self._rules.retain_acked else []
+
+    def oldest_retained(self) -> float | None:
+        """Publish time of the oldest retained acknowledged message (None: none)."""
+        return self._storage.oldest_retained() if self._rules.retain_acked else None
+
+    def prune_retained(self, cutoff: float) -> None:
+        """Forget the retained messages published at or before ``cutoff``."""
+        if self._rules.retain_acked:
+            self._storage.prune_retained(cutoff)

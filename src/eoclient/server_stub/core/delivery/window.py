@@ -115,21 +115,11 @@ class Backlog:
         rows = self.storage.backlog(self._cursor, 1)
         return rows[0] if rows else None
 
-    def lowest_returned(self) -> tuple[int, Returned] | None:
-        low = self._lowest_returned()
-        return None if low is None else (low, self._returned[low])
-
     def _lowest_returned(self) -> int | None:
         seqs, returned = self._returned_seqs, self._returned
         while seqs and seqs[0] not in returned:
             heapq.heappop(seqs)
         return seqs[0] if seqs else None
-
-    def in_window(self, seq: int) -> bool:
-        return seq in self.entries
-
-    def is_returned(self, seq: int) -> bool:
-        return seq in self._returned
 
     def returned_generation(self, seq: int) -> int | None:
         returned = self._returned.get(seq)
@@ -272,15 +262,6 @@ class Backlog:
     def window(self) -> list[SeqMessage]:
         """(seq, message) of every message in the window."""
         return [(seq, entry.message) for seq, entry in self.entries.items()]
-
-    def cold_rows(self, limit: int) -> list[BacklogRow]:
-        """The first ``limit`` rows past the cursor (a store read; rows of leased
-        messages among them, after a restart, too)."""
-        return self.storage.backlog(self._cursor, limit) if self._cold else []
-
-    def returned_rows(self) -> list[BacklogRow]:
-        """The rows of every returned message (a store read)."""
-        return self.storage.rows(sorted(self._returned)) if self._returned else []
 
     # ------------------------------------------------------------ lifecycle
 
