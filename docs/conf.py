@@ -23,7 +23,14 @@ extensions = [
     "myst_parser",
     "sphinx_click",
     "eoclient_sphinx",  # autodoc and napoleon, with the checks described in it
+    "eoclient_page_links",  # docs/<page>.md#<anchor> in a docstring: a link to the page
+    "eoclient_site_checks",  # the built pages: no dashed flags, no paths printed as text
 ]
+
+# No "smart" typography: docutils would print `--project` as an en dash and quotes as
+# curly ones, and text copied from these pages (flags, names, JSON) must be what a shell
+# or Python reads. tests/docs/test_built_site.py checks the built pages.
+smartquotes = False
 
 # Strict: a reference that does not resolve is a warning, and ./dev docs makes every
 # warning an error.

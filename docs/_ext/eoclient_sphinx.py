@@ -160,6 +160,8 @@ def skip_member(
         return None
     if what in ("class", "exception") and not skip:
         cls = _current_class(app)
+        if name == "__init__" and cls is not None and _qualified(cls) in MADE_FOR_YOU:
+            return True
         if cls is not None and not _defined_by_eoclient(cls, name):
             return True  # what another project's base class (pyspark's DataSource) gives
         plain_attribute = not (
@@ -172,6 +174,23 @@ def skip_member(
         if plain_attribute and cls is not None and not _has_attribute_docstring(cls, name):
             return True
     return None
+
+
+# Classes whose objects eoclient makes and hands to you, never the other way round: their
+# constructors take internal parts (a session's sink, the wire message, a page fetcher), so
+# the reference shows what you do with them, not how they are built.
+MADE_FOR_YOU = frozenset(
+    {
+        "eoclient.subscriber.message.Message",
+        "eoclient.subscriber.batch.MessageBatch",
+        "eoclient.subscriber.session.StreamingSession",
+        "eoclient.admin.calls.AsyncPager",
+    }
+)
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _defined_by_eoclient(cls: type, name: str) -> bool:

@@ -4,23 +4,23 @@
 
     EoclientError                     root of everything eoclient raises on purpose
     ├── ClosedError                   the client, stream or publisher was closed
-    ├── StreamClosedError             a write to a stream that has ended (its reader learns why)
+    ├── StreamClosedError             a write to a stream that has ended
     ├── FlowControlLimitError         a publish would exceed flow control (behaviour ERROR)
-    ├── OrderingKeyPausedError        publishing to an ordering key paused by an earlier failure
+    ├── OrderingKeyPausedError        an ordering key paused by an earlier failure
     ├── MessageTooLargeError          a message can never fit in one publish request
-    ├── SparkConnectorError           the Spark connector cannot run as configured (a ValueError)
+    ├── SparkConnectorError           the Spark connector cannot run so configured
     ├── CredentialsError              a TLS endpoint without usable credentials
     └── RpcError                      the server answered with a non-OK gRPC status
         ├── Cancelled                 CANCELLED
         ├── Unknown                   UNKNOWN              (retryable)
         ├── InvalidArgument           INVALID_ARGUMENT
-        │   └── SchemaValidationError INVALID_ARGUMENT     a message does not match its schema
+        │   └── SchemaValidationError INVALID_ARGUMENT     a message breaks its schema
         ├── DeadlineExceeded          DEADLINE_EXCEEDED    (retryable)
         ├── NotFound                  NOT_FOUND
         ├── AlreadyExists             ALREADY_EXISTS
         ├── PermissionDenied          PERMISSION_DENIED
-        ├── ResourceExhausted         RESOURCE_EXHAUSTED   (retryable: a quota or flow limit)
-        │   └── SizeLimitExceeded     RESOURCE_EXHAUSTED   a gRPC message / metadata size limit
+        ├── ResourceExhausted         RESOURCE_EXHAUSTED   (retryable: quota, flow limit)
+        │   └── SizeLimitExceeded     RESOURCE_EXHAUSTED   a gRPC message or metadata limit
         ├── FailedPrecondition        FAILED_PRECONDITION
         ├── Aborted                   ABORTED              (retryable)
         ├── OutOfRange                OUT_OF_RANGE
@@ -54,7 +54,7 @@ RESOURCE_EXHAUSTED   yes         a quota or flow-control limit of the *server*; 
                                  filter; prefixed "CLIENT:" or "SERVER:") and
                                  "received metadata size exceeds soft|hard limit"
                                  (chttp2 ``hpack_parse_result.cc``). The local stack
-                                 (or the server's, for our request) raises these before
+                                 (or the server's, for your request) raises these before
                                  the call's answer is read; the same request meets the
                                  same limit every time, so retrying only burns the retry
                                  deadline (2,000 expired acks were once reported OTHER
@@ -134,7 +134,7 @@ class ClosedError(EoclientError):
 
 
 class StreamClosedError(EoclientError):
-    """A request was written to a stream that has ended, or that we half-closed.
+    """A request was written to a stream that has ended, or that the client half-closed.
 
     Internal to the subscriber's stream handling: the task reading the stream receives
     the status the call ended with, and decides (reconnect or fail).
@@ -252,7 +252,7 @@ class SizeLimitExceeded(ResourceExhausted):
     """RESOURCE_EXHAUSTED for a gRPC message or metadata size limit: permanent.
 
     Raised by the local gRPC stack (a response or its trailers larger than the channel
-    allows, a request larger than it may send) or by the server for our request. The same
+    allows, a request larger than it may send) or by the server for your request. The same
     request meets the same limit again, so it is never retried (see the table above).
     """
 

@@ -125,3 +125,13 @@ def test_the_real_service_without_credentials_is_one_line(no_credentials: Path) 
     assert_one_line_error(result.stderr)
     assert result.stderr.startswith("eoclient: credentials for pubsub.googleapis.com:443: ")
     assert "set --endpoint or PUBSUB_EMULATOR_HOST" in result.stderr
+
+
+def test_a_bad_id_is_told_the_rule_it_broke(eo: Eo) -> None:
+    eo.ok("topics", "create", "orders")
+    line = eo.fails("subscriptions", "create", "s2", "--topic", "orders")
+    assert line.startswith("eoclient: INVALID_ARGUMENT: Invalid resource name given (name=")
+    assert line.endswith(
+        "The id 's2' is 2 characters long. An id is 3 to 255 characters, starts with a "
+        "letter, holds only letters, digits and - _ . ~ + %, and does not start with goog."
+    )

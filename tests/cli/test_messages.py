@@ -116,6 +116,21 @@ def test_a_bad_line_on_stdin_stops_there(eod: Eo) -> None:
     assert _data(eod.json("pull", "billing", "--limit", "5", "--ack")) == ["a", "b"]
 
 
+def test_nothing_to_publish_is_an_error(eod: Eo, tmp_path: Path) -> None:
+    line = eod.fails("publish", "orders", input="", code=2)
+    assert line == (
+        "eoclient: nothing to publish: standard input had no message; give MESSAGE "
+        "arguments, --file FILE, or one message a line on standard input"
+    )
+    line = eod.fails("publish", "orders", input="\n\n", code=2)
+    assert "standard input had no message (only 2 blank line(s))" in line
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    line = eod.fails("publish", "orders", "--file", str(empty), code=2)
+    assert f"nothing to publish: {empty} has no message" in line
+    assert eod.json("pull", "billing", "--limit", "5", "--nack") == []
+
+
 def test_a_line_the_service_would_refuse_is_named(eod: Eo) -> None:
     line = eod.fails(
         "publish",

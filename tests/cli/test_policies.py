@@ -10,7 +10,8 @@ import datetime
 import pytest
 
 from eoclient.cli.errors import CliError
-from eoclient.cli.policy_values import format_size, parse_size, parse_time
+from eoclient.cli.policy_values import format_size, parse_size
+from eoclient.cli.values import parse_duration, parse_duration_or_forever
 
 from .support import Eo
 
@@ -44,7 +45,7 @@ def orders(eo: Eo) -> Eo:
     ],
 )
 def test_pulsar_times(text: str, value: datetime.timedelta | None) -> None:
-    assert parse_time(text, infinite=True) == value
+    assert parse_duration_or_forever(text) == value
 
 
 @pytest.mark.parametrize(
@@ -57,14 +58,14 @@ def test_pulsar_sizes(text: str, value: int | None) -> None:
         assert parse_size(format_size(value)) == value
 
 
-@pytest.mark.parametrize("text", ["", "3x", "1.5h", "-2", "h", "10 G"])
+@pytest.mark.parametrize("text", ["", "3x", "-2", "h", "10 G"])
 def test_bad_times_and_sizes_are_refused(text: str) -> None:
     with pytest.raises(CliError):
-        parse_time(text, infinite=True)
+        parse_duration_or_forever(text)
     with pytest.raises(CliError):
         parse_size(text)
-    with pytest.raises(CliError, match=r"e\.g\. 120, 100m"):
-        parse_time("-1")  # only retention takes -1
+    with pytest.raises(CliError, match="not allowed here"):
+        parse_duration("-1")  # only retention takes -1
 
 
 # ---------------------------------------------------------------- skip
@@ -86,7 +87,16 @@ def test_skip_messages_reports_each_id(orders: Eo) -> None:
     pulled = orders.json("pull", "billing", "--limit", "5", "--ack")
     assert [m["messageId"] for m in pulled] == [second]
     missing = orders.ok("subscriptions", "skip-messages", "billing", "--message-id", "x")
-    assert "1 of the ids are not message ids this server issued" in missing.stderr
+    topic = f"projects/{orders.project}/topics/orders"
+    assert (
+        f"1 of the ids are no message of {topic} (never issued, or published to another "
+        "topic)" in missing.stderr
+    )
+    # An id of another topic is told apart from an acknowledged one.
+    orders.ok("topics", "create", "elsewhere")
+    [other] = orders.json("publish", "elsewhere", "not billing's")["messageIds"]
+    got = orders.json("subscriptions", "skip-messages", "billing", "--message-id", other)
+    assert got == [{"messageId": other, "outcome": "not_found"}]
     line = orders.fails("subscriptions", "skip-messages", "billing", code=2)
     assert "--message-id" in line
 
@@ -151,7 +161,7 @@ def test_policy_refusals_are_one_line(orders: Eo) -> None:
     line = orders.fails("topics", "set-retention", "orders", "--time", "3h", code=2)
     assert "--size" in line
     line = orders.fails("topics", "set-retention", "orders", "--time", "3q", "--size", "1", code=2)
-    assert "invalid time '3q'" in line
+    assert "invalid duration '3q'" in line
     line = orders.fails("topics", "set-backlog-quota", "orders", code=2)
     assert "pass --limit, --limit-time or both" in line
     line = orders.fails(

@@ -14,6 +14,7 @@ from eoclient.cli.names import project_id, resource_name
 from eoclient.cli.values import (
     format_duration,
     parse_duration,
+    parse_duration_or_forever,
     parse_labels,
     parse_time,
     wire_duration,
@@ -83,16 +84,28 @@ def test_project_ids() -> None:
         (".5s", 0.5),
         ("1D2H", 93_600),
         (" 10m ", 600),
+        ("2w", 14 * 86_400),  # pulsar-admin's units, one grammar for every flag
+        ("1y", 365 * 86_400),
+        ("1w2d", 9 * 86_400),
     ],
 )
 def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == datetime.timedelta(seconds=seconds)
 
 
-@pytest.mark.parametrize("text", ["", "m", "10x", "10m5", "-5s", "1h 30m", "ten"])
+@pytest.mark.parametrize("text", ["", "m", "10x", "10m5", "-5s", "1h 30m", "ten", "-2"])
 def test_bad_durations_show_an_example(text: str) -> None:
-    with pytest.raises(CliError, match=r"e\.g\. 600s, 10m, 7d or 1h30m"):
+    with pytest.raises(CliError, match=r"e\.g\. 600s, 10m, 7d, 2w or 1h30m\)$"):
         parse_duration(text)
+
+
+def test_forever_is_minus_one_where_a_flag_allows_it() -> None:
+    assert parse_duration_or_forever("-1") is None
+    assert parse_duration_or_forever("3h") == datetime.timedelta(hours=3)
+    with pytest.raises(CliError, match=r"-1 \(forever\) is not allowed here"):
+        parse_duration("-1")
+    with pytest.raises(CliError, match=r"or -1 for forever\)$"):
+        parse_duration_or_forever("3q")
 
 
 @given(st.integers(min_value=0, max_value=10**12))

@@ -16,8 +16,6 @@ import asyncio
 import base64
 import json
 import os
-import shutil
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -37,6 +35,7 @@ from google.cloud.pubsub_v1.subscriber._protocol.streaming_pull_manager import (
 from google.cloud.pubsub_v1.subscriber.exceptions import AcknowledgeError
 from google.cloud.pubsub_v1.subscriber.exceptions import AcknowledgeStatus as OfficialStatus
 from google.protobuf import empty_pb2
+from support.node_client import node_client
 
 from eoclient import AcknowledgeStatus
 from eoclient._clock import FakeClock
@@ -53,8 +52,6 @@ SUBSCRIPTION = "projects/node-contract/subscriptions/expired-acks"
 EXPIRED = 3000
 FRESH = 100
 SCRIPT = Path(__file__).parent / "node" / "expired_acks.mjs"
-NODE_HOME = Path.home() / ".cache" / "eoclient-tests" / "node-pubsub"
-NODE_PACKAGE = "@google-cloud/pubsub@5"
 
 
 def expire_ack_ids(server: ReferenceServer, clock: FakeClock) -> list[str]:
@@ -225,24 +222,7 @@ async def test_eoclient_reads_a_cut_listing_safely(
 
 
 def _node_client() -> Path:
-    """The directory whose node_modules holds the Node client (installed if missing)."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node and npm are not installed: Google's Node.js client cannot run")
-    installed = NODE_HOME / "node_modules" / "@google-cloud" / "pubsub" / "package.json"
-    if not installed.exists():
-        NODE_HOME.mkdir(parents=True, exist_ok=True)
-        (NODE_HOME / "package.json").write_text('{"name": "eoclient-node-contract"}\n')
-        result = subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", NODE_PACKAGE],
-            cwd=NODE_HOME,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-        )
-        if result.returncode != 0 or not installed.exists():
-            pytest.skip(f"npm install {NODE_PACKAGE} failed: {result.stderr.strip()[-300:]}")
-    return NODE_HOME
+    return node_client()
 
 
 @pytest.mark.timeout(300)  # a first run installs the client from npm

@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
-import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,34 +18,15 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from support.node_client import node_client
 
 from eoclient.server_stub.server import ReferenceServer, run_server
 
 SCRIPT = Path(__file__).parent / "node" / "push_schemas_iam.mjs"
-NODE_HOME = Path.home() / ".cache" / "eoclient-tests" / "node-pubsub"
-# The major version the script is written for (its API: createSchema, iam, modifyPushConfig).
-PACKAGE = "@google-cloud/pubsub@5"
 
 
 def _node_client() -> Path:
-    """The directory whose node_modules holds the Node client (installed if missing)."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node and npm are not installed: Google's Node.js client cannot run")
-    installed = NODE_HOME / "node_modules" / "@google-cloud" / "pubsub" / "package.json"
-    if not installed.exists():
-        NODE_HOME.mkdir(parents=True, exist_ok=True)
-        (NODE_HOME / "package.json").write_text('{"name": "eoclient-node-contract"}\n')
-        result = subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", PACKAGE],
-            cwd=NODE_HOME,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-        )
-        if result.returncode != 0 or not installed.exists():
-            pytest.skip(f"npm install {PACKAGE} failed: {result.stderr.strip()[-300:]}")
-    return NODE_HOME
+    return node_client()
 
 
 class Receiver:

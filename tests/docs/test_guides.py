@@ -202,11 +202,13 @@ def run_pytest_block(block: Block, cwd: Path) -> subprocess.CompletedProcess[str
     )
 
 
-async def run_page(page: str, cwd: Path, monkeypatch: pytest.MonkeyPatch, *, spark: bool) -> int:
-    """Run the page's blocks in order (up to and including its Spark blocks when ``spark``);
-    how many ran."""
+async def run_page(
+    page: str, cwd: Path, monkeypatch: pytest.MonkeyPatch, *, spark: bool, rounds: int = 1
+) -> int:
+    """Run the page's blocks in order (up to and including its Spark blocks when ``spark``),
+    ``rounds`` times against the same server (a reader who follows the page again, in a new
+    ``python -m asyncio``); how many ran."""
     ran = 0
-    namespace: dict[str, Any] = {"__name__": "__docs__"}
     monkeypatch.chdir(cwd)
     # Its bucket directories are buckets/ of the working directory and its BigQuery stand-in
     # bigquery.duckdb there, as for a server started with `eoclient serve --buckets-dir
@@ -214,36 +216,42 @@ async def run_page(page: str, cwd: Path, monkeypatch: pytest.MonkeyPatch, *, spa
     async with run_server(buckets_dir=cwd / "buckets", bigquery_db=cwd / "bigquery.duckdb") as srv:
         monkeypatch.setenv("PUBSUB_EMULATOR_HOST", srv.address)
         monkeypatch.setenv("PUBSUB_PROJECT_ID", PROJECT)
-        for block in page_blocks(page):
-            if block.lang not in RUN or block.mark.startswith("skip"):
-                continue
-            if block.mark == "spark":
-                if spark:
-                    await run_spark_block(block, cwd, srv.address)
-                    ran += 1
-                continue
-            if block.mark == "pytest":
-                if not spark:
-                    result = await asyncio.to_thread(run_pytest_block, block, cwd)
-                    assert result.returncode == 0, f"{block}:\n{result.stdout[-4000:]}"
-                    ran += 1
-                continue
-            if block.lang == "python":
-                try:
-                    await run_python(block, namespace)
-                except Exception as error:
-                    raise AssertionError(f"{block} failed: {error!r}") from error
-            else:
-                for command in shell_commands(block.body):
-                    # Another process talks to the server: off the event loop it serves.
-                    result = await asyncio.to_thread(
-                        run_shell, command, cwd, environment(srv.address)
-                    )
-                    assert result.returncode == 0, (
-                        f"{block}: {command!r} exited {result.returncode}\n"
-                        f"{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
-                    )
-            ran += 1
+        for _ in range(rounds):
+            ran += await _run_blocks(page, cwd, srv.address, spark=spark)
+    return ran
+
+
+async def _run_blocks(page: str, cwd: Path, address: str, *, spark: bool) -> int:
+    ran = 0
+    namespace: dict[str, Any] = {"__name__": "__docs__"}
+    for block in page_blocks(page):
+        if block.lang not in RUN or block.mark.startswith("skip"):
+            continue
+        if block.mark == "spark":
+            if spark:
+                await run_spark_block(block, cwd, address)
+                ran += 1
+            continue
+        if block.mark == "pytest":
+            if not spark:
+                result = await asyncio.to_thread(run_pytest_block, block, cwd)
+                assert result.returncode == 0, f"{block}:\n{result.stdout[-4000:]}"
+                ran += 1
+            continue
+        if block.lang == "python":
+            try:
+                await run_python(block, namespace)
+            except Exception as error:
+                raise AssertionError(f"{block} failed: {error!r}") from error
+        else:
+            for command in shell_commands(block.body):
+                # Another process talks to the server: off the event loop it serves.
+                result = await asyncio.to_thread(run_shell, command, cwd, environment(address))
+                assert result.returncode == 0, (
+                    f"{block}: {command!r} exited {result.returncode}\n"
+                    f"{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+                )
+        ran += 1
     return ran
 
 
@@ -260,6 +268,37 @@ async def test_every_block_of_the_page_runs_in_order(
     page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert await run_page(page, tmp_path, monkeypatch, spark=False) > 0
+
+
+# The pages a newcomer follows first, perhaps more than once (a second reader on the same
+# server, or the same reader again): they must not end in AlreadyExists the second time.
+FIRST_PAGES = ("index.md", "getting-started.md")
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("page", FIRST_PAGES)
+async def test_the_first_pages_run_twice_against_one_server(
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runnable = [b for b in page_blocks(page) if b.lang in RUN and not b.mark.startswith("skip")]
+    assert runnable
+    assert await run_page(page, tmp_path, monkeypatch, spark=False, rounds=2) == 2 * len(runnable)
+
+
+def test_getting_started_installs_the_server_before_it_serves() -> None:
+    text = (DOCS / "getting-started.md").read_text()
+    install = text.find('pip install "eoclient[server]"')
+    assert install >= 0, "getting started never installs eoclient[server]"
+    assert install < text.index("\neoclient serve"), "eoclient serve before its install"
+
+
+def test_the_landing_page_says_how_to_install_and_shows_an_example() -> None:
+    blocks = page_blocks("index.md")
+    assert any(b.lang == "bash" and "pip install" in b.body for b in blocks)
+    [example] = [b for b in blocks if b.lang == "python"]
+    code = [line for line in example.body.splitlines() if line.strip()]
+    assert len(code) <= 15, f"the landing page's example has {len(code)} lines"
+    assert "ack_with_response()" in example.body
 
 
 async def run_spark_block(block: Block, cwd: Path, address: str) -> None:

@@ -7,6 +7,7 @@ what the last commit held survives, the rest is rolled back at the next open.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -292,7 +293,7 @@ def test_a_format_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
     broker.publishing.publish(TOPIC, [NewMessage(b"kept")])
     store.close()
     path = directory / DATABASE_FILE
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         rows = {
             table: db.execute(f"SELECT * FROM {table}").fetchall()
             for table in ("meta", "names", "topics", "messages")
@@ -303,7 +304,7 @@ def test_a_format_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
         backlog = db.execute("SELECT subscription, seq, failed_attempts, size FROM backlog")
         backlog_rows = backlog.fetchall()
     path.unlink()
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         db.executescript(_FORMAT_1)
         for table, values in rows.items():
             for row in values:
@@ -319,5 +320,5 @@ def test_a_format_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
         assert broker.acks.acknowledge(SUB, [delivery.ack_id]).ok
     finally:
         store.close()
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         assert db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone() == (2,)

@@ -204,7 +204,7 @@ async def test_a_batch_is_one_request_and_one_record() -> None:
     async with fake_session(transport) as session:
         batch = await next_batch(session)
         assert [m.ack_id for m in batch] == [f"a{i}" for i in range(5)]
-        records = {m.settlement_position() for m in batch}
+        records = {m._settlement_position() for m in batch}
         assert records == {None}
         pending = asyncio.ensure_future(batch.ack_with_response())
         await asyncio.sleep(0)
@@ -215,7 +215,7 @@ async def test_a_batch_is_one_request_and_one_record() -> None:
 
 
 def _position(message: object) -> tuple[object, int]:
-    position = message.settlement_position()  # type: ignore[attr-defined]
+    position = message._settlement_position()  # type: ignore[attr-defined]
     assert position is not None
     return position  # type: ignore[no-any-return]
 

@@ -203,7 +203,7 @@ def test_nack_outstanding_settles_what_the_application_holds_as_other() -> None:
     assert pending(ledger) == [("a", Operation.NACK, 0)]
     assert a.settled == "nack"
     a.ack()  # too late: reports the shutdown's nack
-    position = a.settlement_position()
+    position = a._settlement_position()
     assert position is not None
     record, index = position
     assert record.result(index) == AckResult(
@@ -295,7 +295,7 @@ def test_every_message_is_in_exactly_one_place_and_flow_control_holds(
             positions = dispatch.settle_batch(batch, operation, 0, sink.now)
             assert len({record for record, _ in positions}) <= 1  # one record for the batch
             for message, position in zip(batch, positions, strict=True):
-                message.record_settlement(operation, position)
+                message._record_settlement(operation, position)
         elif taken:
             message = taken.pop(n % len(taken))
             message.ack() if action == "ack" else message.nack()

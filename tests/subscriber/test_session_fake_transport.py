@@ -39,6 +39,7 @@ from eoclient.subscriber.settings import (
     AckRetrySettings,
     FlowControl,
     LeaseSettings,
+    ShutdownBehavior,
     ShutdownOptions,
     StreamSettings,
 )
@@ -170,8 +171,11 @@ async def assert_closed_cleanly(
 
 
 # Short shutdown waits (2 s for the stream's end, 10 s for the ack flush by default): the
-# blocked await points below would otherwise make each close wait them out in full.
-QUICK_SHUTDOWN = ShutdownOptions(flush_timeout=0.2, stream_close_timeout=0.2)
+# blocked await points below would otherwise make each close wait them out in full. The
+# sessions wait for processing, so that waiting is one of the await points.
+QUICK_SHUTDOWN = ShutdownOptions(
+    ShutdownBehavior.WAIT_FOR_PROCESSING, flush_timeout=0.2, stream_close_timeout=0.2
+)
 
 
 # ===================================================================== cancellation

@@ -7,6 +7,7 @@ nack makes the server hand a message to the next subscriber that soon.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import AsyncIterator
 
@@ -26,6 +27,7 @@ from eoclient.subscriber.session import SessionState
 from .test_session_support import Env, eventually, leftover_tasks, make_env, take
 
 NACK_NOW = ShutdownOptions(behavior=ShutdownBehavior.NACK_IMMEDIATELY)
+WAIT = ShutdownOptions(behavior=ShutdownBehavior.WAIT_FOR_PROCESSING)
 
 
 @pytest.fixture
@@ -85,11 +87,44 @@ async def test_nack_immediately_policy(srv: ReferenceServer) -> None:
     assert env.backlog() == 0
 
 
+async def test_leaving_by_break_gives_an_unsettled_message_back_at_once(
+    srv: ReferenceServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The README's loop, left by `break` with one exactly-once message not settled: the
+    # code that could settle it is the code now leaving, so nothing waits for it.
+    caplog.set_level(logging.WARNING, logger="eoclient.subscriber")
+    env = make_env(srv, exactly_once=True)
+    [message_id] = env.publish(1)
+    async with SubscriberClient(srv.address) as client:
+        # Only a bound against a hang (a wait would take the 30 s of ShutdownOptions'
+        # timeout); how long leaving takes is measured by benchmarks/subscriber_leave.py.
+        async with asyncio.timeout(20):
+            async with client.subscribe(env.subscription) as stream:
+                async for message in stream:
+                    unsettled = message
+                    break
+        assert unsettled.settled == "nack"
+        # The nack reached the server and its answer came back: recorded, not failed.
+        assert nacked(env, message_id)
+        # (The server may have handed it out again on the closing stream before reading
+        # its end: the session nacks that delivery too, so ``nacked`` may count 2.)
+        assert stream.statistics().nacked >= 1
+        late = await unsettled.ack_result()
+        assert (late.status, late.info) == (
+            AcknowledgeStatus.OTHER,
+            "shutdown initiated, already nacked",
+        )
+        # Delivered again at once: the stream's ack deadline is 60 s, so only the nack
+        # makes the server hand it out again within drain's 5 s.
+        assert await drain(env, client, 1) == {message_id}
+    assert [r.getMessage() for r in caplog.records] == []
+
+
 async def test_wait_for_processing_waits_for_outstanding_messages(srv: ReferenceServer) -> None:
     env = make_env(srv, exactly_once=True)
     ids = env.publish(10)
     async with SubscriberClient(srv.address) as client:
-        stream = client.subscribe(env.subscription)
+        stream = client.subscribe(env.subscription, shutdown=WAIT)
         async with stream:
             first, second = await take(stream, 2)
             closing = asyncio.create_task(stream.aclose())
@@ -107,17 +142,30 @@ async def test_wait_for_processing_waits_for_outstanding_messages(srv: Reference
     assert env.backlog() == 0
 
 
-async def test_wait_for_processing_gives_up_after_the_timeout(srv: ReferenceServer) -> None:
+async def test_wait_for_processing_gives_up_after_the_timeout_and_says_so(
+    srv: ReferenceServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="eoclient.subscriber")
     env = make_env(srv, exactly_once=True)
-    env.publish(1)
+    env.publish(2)
     options = ShutdownOptions(behavior=ShutdownBehavior.WAIT_FOR_PROCESSING, timeout=0.2)
     async with SubscriberClient(srv.address) as client:
         async with asyncio.timeout(5):
             async with client.subscribe(env.subscription, shutdown=options) as stream:
-                (message,) = await take(stream, 1)
-        assert await message.ack_with_response() is AcknowledgeStatus.OTHER
-        assert nacked(env, message.message_id)
-        assert await drain(env, client, 1) == {message.message_id}
+                messages = await take(stream, 2)
+        for message in messages:
+            assert await message.ack_with_response() is AcknowledgeStatus.OTHER
+            assert nacked(env, message.message_id)
+        assert await drain(env, client, 2) == {m.message_id for m in messages}
+    # One line: what it waits for and how long.
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        (
+            "WARNING",
+            f"subscription {env.subscription}: closing waits up to 0.2 s for 2 message(s) "
+            "handed out and not settled (ShutdownOptions: WAIT_FOR_PROCESSING), then nacks "
+            "them",
+        )
+    ]
 
 
 async def test_aclose_is_idempotent_and_concurrent_calls_all_return(srv: ReferenceServer) -> None:
@@ -180,10 +228,10 @@ async def test_cancelling_aclose_while_it_waits_still_stops_everything(
     before = set(asyncio.all_tasks())
     async with (
         SubscriberClient(srv.address) as client,
-        client.subscribe(env.subscription) as stream,
+        client.subscribe(env.subscription, shutdown=WAIT) as stream,
     ):
         (message,) = await take(stream, 1)
-        # Default policy: aclose() waits (up to 30 s) for the message held here.
+        # aclose() waits (up to 30 s) for the message held here.
         closing = asyncio.create_task(stream.aclose())
         await eventually(lambda: srv.open_streams() == 0, what="stream closed")
         done, _ = await asyncio.wait({closing}, timeout=0.05)
@@ -251,6 +299,38 @@ async def test_run_processes_everything_and_returns_when_cancelled(
     assert env.backlog() == 0
     assert all(len(env.history(i).deliveries) == 1 for i in ids)
     assert leftover_tasks(before) == set()
+
+
+async def test_run_waits_for_its_running_handlers_when_the_client_closes(
+    srv: ReferenceServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # run() owns its handlers: closing the client lets a running one finish its work.
+    caplog.set_level(logging.WARNING, logger="eoclient.subscriber")
+    env = make_env(srv, exactly_once=True)
+    [message_id] = env.publish(1)
+    started, finish = asyncio.Event(), asyncio.Event()
+    statuses: list[AcknowledgeStatus] = []
+
+    async def handler(message: Message) -> None:
+        started.set()
+        await finish.wait()
+        statuses.append(await message.ack_with_response())
+
+    client = SubscriberClient(srv.address)
+    runner = asyncio.create_task(client.run(env.subscription, handler))
+    async with asyncio.timeout(5):
+        await started.wait()
+    closing = asyncio.create_task(client.aclose())
+    await eventually(lambda: bool(caplog.records), what="the warning")
+    assert "closing waits up to 30 s for 1 message(s)" in caplog.records[0].getMessage()
+    assert not closing.done()
+    finish.set()
+    async with asyncio.timeout(10):
+        await closing
+        await runner
+    assert statuses == [AcknowledgeStatus.SUCCESS]
+    assert env.history(message_id).successful_acks
+    assert len(caplog.records) == 1
 
 
 async def test_a_raising_handler_has_its_message_nacked_and_redelivered(

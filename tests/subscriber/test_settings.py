@@ -25,7 +25,8 @@ def test_defaults_match_the_documented_values() -> None:
     assert AckRetrySettings() == AckRetrySettings(
         initial_backoff=0.1, max_backoff=10, multiplier=2, deadline=600
     )
-    assert ShutdownOptions() == ShutdownOptions(ShutdownBehavior.WAIT_FOR_PROCESSING, 30)
+    # No behavior: subscribe() nacks what is held on the way out, run() waits for it.
+    assert ShutdownOptions() == ShutdownOptions(None, 30)
     assert StreamSettings().stream_ack_deadline == 60
     assert StreamSettings().keepalive_interval == 30
 

@@ -58,6 +58,22 @@ def make_certificates() -> Certificates:
     ca = (
         builder(_name("eoclient endpoint test CA"), ca_key.public_key())
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        # What Python 3.13's strict X.509 checks (VERIFY_X509_STRICT) ask of a CA.
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
         .sign(ca_key, hashes.SHA256())
     )
 
@@ -68,6 +84,9 @@ def make_certificates() -> Certificates:
             .add_extension(x509.SubjectAlternativeName(san), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
+            )
             .sign(ca_key, hashes.SHA256())
         )
         return Pair(cert.public_bytes(serialization.Encoding.PEM), _pem_key(key))

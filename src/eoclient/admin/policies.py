@@ -38,10 +38,12 @@ class SkipOutcome(enum.Enum):
     """It was waiting, leased or delayed there: now acknowledged, never delivered again
     there; its outstanding ack ids are invalid."""
     ALREADY_ACKNOWLEDGED = "already_acknowledged"
-    """Not pending there: acknowledged (by a subscriber, a skip or a policy), expired,
-    dead-lettered, or a message of another topic. Nothing changed."""
+    """A message of the subscription's topic not pending there: acknowledged (by a
+    subscriber, a skip or a policy), expired, dead-lettered or filtered out. Nothing
+    changed."""
     NOT_FOUND = "not_found"
-    """Not a message id the server ever issued."""
+    """Not a message of the subscription's topic: an id the server never issued, or one
+    of a message published to another topic."""
 
 
 class BacklogQuotaAction(enum.Enum):

@@ -17,6 +17,7 @@ from eoclient.cli.errors import CliError
 from eoclient.cli.values import (
     DURATION_EXAMPLES,
     parse_duration,
+    parse_duration_or_forever,
     parse_keys,
     parse_labels,
     parse_time,
@@ -52,10 +53,12 @@ class _Parsed(_ParamType):
 def _expiration(text: str) -> ExpirationPolicy:
     if text.strip().lower() == NEVER:
         return ExpirationPolicy(ttl=None)
-    return ExpirationPolicy(ttl=parse_duration(text))
+    return ExpirationPolicy(ttl=parse_duration_or_forever(text))
 
 
 DURATION = _Parsed("duration", parse_duration)
+# A duration where -1 means forever (values.FOREVER_FLAGS): None.
+DURATION_OR_FOREVER = _Parsed("duration|-1", parse_duration_or_forever)
 EXPIRATION = _Parsed("duration|never", _expiration)
 TIME = _Parsed("time", lambda text: parse_time(text, datetime.datetime.now(datetime.UTC)))
 LABELS = _Parsed("KEY=VALUE[,...]", lambda text: parse_labels([text]))

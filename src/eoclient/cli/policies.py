@@ -1,7 +1,7 @@
 """Pulsar-style policy verbs (eoclient's reference server; docs/policies.md)::
 
     eoclient subscriptions skip-messages SUB --message-id ID [--message-id ID ...]
-    eoclient topics set-retention TOPIC --time 3h --size 10G      (-1: infinite)
+    eoclient topics set-retention TOPIC --time 3h --size 10G      (-1: forever)
     eoclient topics remove-retention TOPIC
     eoclient topics set-backlog-quota TOPIC --limit 2G --limit-time 1h
         --policy producer_request_hold|producer_exception|consumer_backlog_eviction
@@ -10,7 +10,8 @@
     eoclient topics|subscriptions remove-message-ttl NAME
     eoclient topics|subscriptions policies NAME                    (policies + counters)
 
-Flag values take ``pulsar-admin``'s units (``policy_values``). ``register`` adds the
+Durations take the command's one grammar, which reads ``pulsar-admin``'s units too (s, m,
+h, d, w, y; ``values.py``); sizes take ``pulsar-admin``'s (``policy_values``). ``register`` adds the
 verbs to the ``topics`` and ``subscriptions`` groups; ``seek_with_warning`` is what
 ``eoclient seek --time`` uses to say when the time is older than what is retained.
 """
@@ -38,8 +39,8 @@ from eoclient.admin.policy_calls import extension_missing
 from eoclient.cli import policy_values as pv
 from eoclient.cli.app import Invocation, common_options
 from eoclient.cli.errors import CliError, UsageProblem
-from eoclient.cli.flags import DURATION, _Parsed
-from eoclient.cli.values import wire_time
+from eoclient.cli.flags import DURATION, DURATION_OR_FOREVER, _Parsed
+from eoclient.cli.values import DURATION_EXAMPLES, wire_time
 from eoclient.cli.views import Column
 from eoclient.errors import Unimplemented
 
@@ -48,8 +49,6 @@ T = TypeVar("T")
 _POLICY_NAMES = [action.value for action in BacklogQuotaAction]
 
 
-RETENTION_TIME = _Parsed("time", lambda text: pv.parse_time(text, infinite=True))
-TIME = _Parsed("time", pv.parse_time)
 SIZE = _Parsed("size", pv.parse_size)
 
 
@@ -110,7 +109,8 @@ _OUTCOME_COLUMNS: Sequence[Column[tuple[str, SkipOutcome]]] = (
 def skip_messages(invocation: Invocation, subscription: str, message_ids: Sequence[str]) -> None:
     """Acknowledge chosen messages on SUBSCRIPTION as if a subscriber had (PIP-423).
 
-    Each id is reported: skipped, already_acknowledged, or not_found. Skipped messages
+    Each id is reported: skipped; already_acknowledged (a message of the subscription's
+    topic, not pending there); or not_found (no message of its topic). Skipped messages
     are never delivered again there (other subscriptions keep them); a delayed one is
     cancelled; the head of an ordering key releases the next.
     """
@@ -123,7 +123,11 @@ def skip_messages(invocation: Invocation, subscription: str, message_ids: Sequen
     out.rows(list(outcomes.items()), _OUTCOME_COLUMNS)
     missing = sum(1 for o in outcomes.values() if o is SkipOutcome.NOT_FOUND)
     if missing:
-        out.note(f"{missing} of the ids are not message ids this server issued")
+        topic = _admin_call(invocation, lambda admin: admin.get_subscription(name)).topic
+        out.note(
+            f"{missing} of the ids are no message of {topic} (never issued, or published to "
+            "another topic)"
+        )
 
 
 # ================================================================ topics
@@ -135,9 +139,9 @@ def skip_messages(invocation: Invocation, subscription: str, message_ids: Sequen
     "-t",
     "--time",
     "time",
-    type=RETENTION_TIME,
+    type=DURATION_OR_FOREVER,
     required=True,
-    help=f"How long to keep messages ({pv.TIME_EXAMPLES}; -1 infinite; 0 with --size 0: none).",
+    help=f"How long to keep messages ({DURATION_EXAMPLES}; -1: forever; 0 with --size 0: none).",
 )
 @click.option(
     "-s",
@@ -171,8 +175,8 @@ def set_retention(
 )
 @click.option(
     "--limit-time",
-    type=TIME,
-    help=f"Age of the oldest unacked message ({pv.TIME_EXAMPLES}).",
+    type=DURATION,
+    help=f"Age of the oldest unacked message ({DURATION_EXAMPLES}).",
 )
 @click.option(
     "-p",
@@ -234,9 +238,10 @@ def _topic_remover(verb: str, what: str, method: str) -> click.Command:
 def _ttl_option(command: Callable[..., None]) -> Callable[..., None]:
     return click.option(
         "--ttl",
-        type=TIME,
+        type=DURATION,
         required=True,
-        help=f"Unacked messages older than this are acknowledged ({pv.TIME_EXAMPLES}; 0: none).",
+        help=f"Unacked messages older than this are acknowledged ({DURATION_EXAMPLES}; "
+        "0 removes the TTL, as in Pulsar).",
     )(command)
 
 

@@ -2,9 +2,9 @@
 
 Pure. The units are ``pulsar-admin``'s, so its commands carry over:
 
-* times (``--time``, ``--limit-time``, ``--ttl``): a number with an optional unit s, m,
-  h, d, w or y (seconds when none): ``120``, ``100m``, ``3h``, ``2d``, ``5w``; ``-1`` is
-  infinite where the flag allows it (retention);
+* times (``--time``, ``--limit-time``, ``--ttl``): the command's one duration grammar
+  (``values.parse_duration``), which reads pulsar-admin's ``120``, ``100m``, ``3h``,
+  ``2d``, ``5w``, ``1y``; ``-1`` is forever for ``--time`` (retention) only;
 * sizes (``--size``, ``--limit``): a number of bytes with an optional unit k, m, g or t
   (powers of 1024, either case): ``4096``, ``10M``, ``16G``, ``3T``; ``-1`` infinite.
 
@@ -34,27 +34,9 @@ from eoclient.cli.values import format_duration, wire_duration, wire_time
 Record = dict[str, Any]
 
 INFINITE = "-1"
-_TIME_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400, "y": 365 * 86_400}
 _SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
-_TIME = re.compile(r"(\d+)([smhdwy]?)", re.IGNORECASE)
 _SIZE = re.compile(r"(\d+)([kmgt]?)", re.IGNORECASE)
-TIME_EXAMPLES = "120, 100m, 3h, 2d or 5w"
 SIZE_EXAMPLES = "4096, 10M, 16G or 3T"
-
-
-def parse_time(text: str, *, infinite: bool = False) -> datetime.timedelta | None:
-    """``"3h"`` → 3 hours; ``"-1"`` → None (infinite) when ``infinite`` allows it."""
-    value = text.strip()
-    if infinite and value == INFINITE:
-        return None
-    found = _TIME.fullmatch(value)
-    if found is None:
-        also = ", or -1 for infinite" if infinite else ""
-        raise CliError(
-            f"invalid time {text!r}: a whole number with an optional unit s, m, h, d, w or y "
-            f"(e.g. {TIME_EXAMPLES}{also})"
-        )
-    return datetime.timedelta(seconds=int(found[1]) * _TIME_UNITS[(found[2] or "s").lower()])
 
 
 def parse_size(text: str) -> int | None:

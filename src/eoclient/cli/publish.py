@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -125,8 +126,9 @@ async def _chunks(stream: BinaryIO) -> AsyncIterator[bytes]:
         except RuntimeError:  # the loop is closed
             raise _ReaderGone from None
 
+    read = _reader(stream)
+
     def read_all() -> None:
-        read = getattr(stream, "read1", stream.read)
         try:
             try:
                 while chunk := read(CHUNK):
@@ -144,6 +146,21 @@ async def _chunks(stream: BinaryIO) -> AsyncIterator[bytes]:
         if isinstance(item, BaseException):
             raise item
         yield item
+
+
+def _reader(stream: BinaryIO) -> Callable[[int], bytes]:
+    """How the daemon thread reads ``stream``: straight from its file descriptor when it
+    has one. The thread may still be blocked in a read when the process exits (Ctrl-C on
+    an open pipe), and a read through the buffered object holds that object's lock: at
+    interpreter shutdown, flushing stdin then aborts the process ("Fatal Python error:
+    _enter_buffered_busy: could not acquire lock ... possibly due to daemon threads",
+    status -6 instead of 130). ``os.read`` holds no lock. Nothing was read through the
+    buffered object before, so nothing is left in its buffer."""
+    try:
+        descriptor = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return getattr(stream, "read1", stream.read)
+    return lambda size: os.read(descriptor, size)
 
 
 async def _lines(
@@ -389,6 +406,15 @@ def publish(
         else:
             stream = stack.enter_context(open(path, "rb")) if path else sys.stdin.buffer
             invocation.run(run(_lines(stream, json_lines, defaults, report)))
+    if not report.published and not report.failed:
+        # Nothing went wrong and nothing was sent: a script fed an empty file or an empty
+        # pipe is told, rather than reading "published 0 messages" with status 0.
+        where = f"{path} has" if path else "standard input had"
+        blank = f" (only {report.skipped_blank} blank line(s))" if report.skipped_blank else ""
+        raise UsageProblem(
+            f"nothing to publish: {where} no message{blank}; give MESSAGE arguments, "
+            "--file FILE, or one message a line on standard input"
+        )
     out = invocation.output
     if out.json:
         out.document(report.record())

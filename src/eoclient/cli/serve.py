@@ -70,6 +70,7 @@ async def _announce_and_wait(
         print("state kept in memory (gone when it stops; --data-dir keeps it)", flush=True)
     if rest_port is not None:
         print(f"REST/JSON on {server.rest_url}/v1/", flush=True)
+        print(f"dashboard on {server.rest_url}/dashboard", flush=True)
     if server.buckets is not None:
         print(f"Cloud Storage exports write to {server.buckets.describe()}", flush=True)
     if server.bigquery is not None:
@@ -202,8 +203,10 @@ def serve(
 ) -> None:
     """Run the reference server (google.pubsub.v1 over gRPC and REST/JSON).
 
-    It prints the export PUBSUB_EMULATOR_HOST=... line for clients, and stops cleanly
-    on Ctrl-C or SIGTERM.
+    The REST port also serves a web dashboard (http://127.0.0.1:8086/dashboard by
+    default): topics, subscriptions, backlogs, charts, exactly-once ack failures, and
+    actions such as seek and purge. It prints its addresses and the export
+    PUBSUB_EMULATOR_HOST=... line for clients, and stops cleanly on Ctrl-C or SIGTERM.
     """
     # The server's imports here, not at module level: every other verb starts faster.
     from eoclient.server_stub.access.security import DoorSecurity

@@ -3,9 +3,13 @@
 Pure functions; each raises :class:`~eoclient.cli.errors.CliError` with an example of
 the right form, so a mistyped flag is one clear line.
 
-* Durations (``--ack-deadline`` aside, which is whole seconds): ``600``, ``600s``,
-  ``10m``, ``7d``, ``1h30m``, ``2.5s`` — gcloud's ``INTEGER[UNIT]`` form with units s, m,
-  h, d (seconds when no unit), also chained and with decimals.
+* Durations, one grammar for every flag that takes one (``--ack-deadline`` aside, which
+  is whole seconds, as gcloud's): a number with a unit s, m, h, d, w or y (seconds when
+  none; a year is 365 days), chained and with decimals: ``600``, ``600s``, ``10m``,
+  ``7d``, ``2w``, ``1h30m``, ``2.5s``. gcloud's ``INTEGER[UNIT]`` form (s, m, h, d) and
+  ``pulsar-admin``'s (s, m, h, d, w, y) both read as they do there. ``-1`` is "forever"
+  only where forever makes sense, decided per flag (:data:`FOREVER_FLAGS`); elsewhere it
+  is an error that says so.
 * Instants (``seek --time``, ``--expire-time``): ISO 8601 / RFC 3339
   (``2026-01-01T12:00:00Z``; without an offset, the local time zone, as gcloud), ``now``,
   or a duration before now: ``-10m``.
@@ -20,15 +24,40 @@ from collections.abc import Iterable
 
 from eoclient.cli.errors import CliError
 
-_UNITS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([dhms])")
+# Units of a duration, largest first (format_duration prints with s, m, h and d only, so
+# what it prints reads the same in gcloud).
+_UNITS = {"y": 365 * 86_400, "w": 7 * 86_400, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
+_PRINTED_UNITS = ("d", "h", "m", "s")
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([ywdhms])")
 _BARE_SECONDS = re.compile(r"\d+(?:\.\d*)?|\.\d+")
-DURATION_EXAMPLES = "600s, 10m, 7d or 1h30m"
+DURATION_EXAMPLES = "600s, 10m, 7d, 2w or 1h30m"
+FOREVER = "-1"
+
+# The flags where -1 means forever, and what forever is there; every other duration flag
+# refuses -1 (a retention of the service is at most 31 days, a retry delay at most 600 s,
+# a backlog quota's age is a limit, a message TTL of forever is no TTL: remove it).
+FOREVER_FLAGS = {
+    "topics set-retention --time": "keep messages without a time limit (Pulsar's -1)",
+    "subscriptions create/update --expiration-period": "never expire (also: never)",
+}
 
 
-def parse_duration(text: str) -> datetime.timedelta:
+def parse_duration_or_forever(text: str) -> datetime.timedelta | None:
+    """For the flags of :data:`FOREVER_FLAGS`: ``"-1"`` → ``None`` (forever), else
+    :func:`parse_duration`."""
+    if text.strip() == FOREVER:
+        return None
+    return parse_duration(text, forever_allowed=True)
+
+
+def parse_duration(text: str, *, forever_allowed: bool = False) -> datetime.timedelta:
     """``"10m"`` → 10 minutes; a bare number is seconds."""
     value = text.strip().lower()
+    if value == FOREVER:
+        raise CliError(
+            f"invalid duration {text!r}: -1 (forever) is not allowed here; give a number "
+            f"with a unit s, m, h, d, w or y (e.g. {DURATION_EXAMPLES})"
+        )
     if _BARE_SECONDS.fullmatch(value):
         return datetime.timedelta(seconds=float(value))
     position, total = 0, 0.0
@@ -38,9 +67,10 @@ def parse_duration(text: str) -> datetime.timedelta:
         total += float(part.group(1)) * _UNITS[part.group(2)]
         position = part.end()
     if not value or position != len(value):
+        also = ", or -1 for forever" if forever_allowed else ""
         raise CliError(
-            f"invalid duration {text!r}: a number with a unit s, m, h or d "
-            f"(e.g. {DURATION_EXAMPLES})"
+            f"invalid duration {text!r}: a number with a unit s, m, h, d, w or y "
+            f"(e.g. {DURATION_EXAMPLES}{also})"
         )
     return datetime.timedelta(seconds=total)
 
@@ -92,10 +122,8 @@ def format_duration(value: datetime.timedelta) -> str:
     sign = "-" if micros < 0 else ""
     seconds, micros = divmod(abs(micros), 1_000_000)
     parts = []
-    for unit, size in _UNITS.items():
-        if unit == "s":
-            break
-        count, seconds = divmod(seconds, size)
+    for unit in _PRINTED_UNITS[:-1]:
+        count, seconds = divmod(seconds, _UNITS[unit])
         if count:
             parts.append(f"{count}{unit}")
     if seconds or micros:

@@ -80,7 +80,7 @@ class BatchSettings:
             ``max_bytes``, Go ``ByteThreshold``). The upper bound is the server's
             request limit (Python ``_SERVER_PUBLISH_MAX_BYTES``, Go
             ``MaxPublishRequestBytes``). Python silently caps larger values with
-            ``min()``; we reject them, because a setting that does not do what it
+            ``min()``; eoclient rejects them, because a setting that does not do what it
             says is a bug waiting to be found. A single message larger than
             ``max_bytes`` (but within the server limit) is sent alone, as Python does.
         max_latency: seconds a batch may wait for more messages, counted from its

@@ -4,7 +4,8 @@ Installed with eoclient (the ``pytest11`` entry point ``eoclient``); nothing to 
 
     def test_orders_are_billed(pubsub_subscription_factory):
         billing = pubsub_subscription_factory(enable_exactly_once_delivery=True)
-        run_my_app(topic=billing.topic, subscription=billing.name)   # PUBSUB_EMULATOR_HOST is set
+        # PUBSUB_EMULATOR_HOST is set: the application finds the server
+        run_my_app(topic=billing.topic, subscription=billing.name)
 
 Fixtures (all function-scoped; nothing is shared between tests):
 

@@ -104,16 +104,16 @@ class MessageBatch(list[Message]):
             fresh = self._sink.settle_batch(self, operation, seconds)
             if operation is not Operation.MODACK:  # an extension settles nothing
                 for message, position in zip(self, fresh, strict=True):
-                    message.record_settlement(operation, position)
+                    message._record_settlement(operation, position)
             return fresh
-        before = [message.settlement_position() for message in self]
+        before = [message._settlement_position() for message in self]
         unsettled = [message for message, at in zip(self, before, strict=True) if at is None]
         if not unsettled:
             return [at for at in before if at is not None]
         fresh = self._sink.settle_batch(unsettled, operation, seconds)
         if operation is not Operation.MODACK:
             for message, position in zip(unsettled, fresh, strict=True):
-                message.record_settlement(operation, position)
+                message._record_settlement(operation, position)
         taken = iter(fresh)
         return [next(taken) if at is None else at for at in before]
 

@@ -26,6 +26,7 @@ from eoclient.subscriber.settings import (
     AckRetrySettings,
     FlowControl,
     LeaseSettings,
+    ShutdownBehavior,
     ShutdownOptions,
     StreamSettings,
 )
@@ -203,6 +204,10 @@ class SubscriberClient:
         handler that raises has its message nacked. With tracing on, each handler runs
         under its message's ``<subscription id> process`` span.
         """
+        # The library owns the handlers: leaving waits for the running ones
+        # (docs/protocol.md#subscriber-shutdown) unless the options choose otherwise.
+        shutdown = settings.pop("shutdown", None) or ShutdownOptions()
+        settings["shutdown"] = shutdown._with_default_behavior(ShutdownBehavior.WAIT_FOR_PROCESSING)
         async with self.subscribe(subscription, **settings) as session:
             await run_handler(session, handler, session.spans)
 

@@ -392,7 +392,7 @@ class Dispatcher:
             AckResult(AcknowledgeStatus.OTHER, "shutdown initiated, already nacked"),
         )
         for index, message in enumerate(outstanding):
-            message.record_settlement(Operation.NACK, (record, index))
+            message._record_settlement(Operation.NACK, (record, index))
             self._forget(message)
 
     def statistics(self) -> DispatchStatistics:

@@ -139,11 +139,11 @@ class Message:
         """``"ack"``, ``"nack"`` (an :class:`Operation`, a ``str``) or ``""`` (not yet)."""
         return self._settled_as
 
-    def settlement_position(self) -> Position | None:
+    def _settlement_position(self) -> Position | None:
         """Where this message's settlement is in the ack ledger (``None``: not settled)."""
         return self._settlement
 
-    def record_settlement(self, operation: Operation, position: Position) -> None:
+    def _record_settlement(self, operation: Operation, position: Position) -> None:
         """Settled on this message's behalf (its batch, or the session's shutdown): later
         calls report this settlement. Only for a message not yet settled."""
         if self._settlement is not None:

@@ -184,6 +184,7 @@ class StreamingSession:
             self.sender,
             shutdown,
             self.clock,
+            subscription=subscription,
             failed=lambda: self._fatal is not None,
         )
         self._closed_event = asyncio.Event()
@@ -258,7 +259,8 @@ class StreamingSession:
             # would keep delivering on it); wait for handlers per the options, nack what
             # they still hold, and flush (session_shutdown.py).
             await self._shutdown.graceful(
-                wait_for_processing=wait_for_processing, receive_task=self._receive_task
+                wait_for_processing=wait_for_processing,
+                receive_task=self._receive_task,
             )
         finally:
             await self._hard_stop()
@@ -363,7 +365,10 @@ class StreamingSession:
     # ============================================== settling (AckSink, BatchSink)
 
     def settle(self, message: Message, operation: Operation, seconds: int) -> Position:
-        """Called once per message by ``Message.ack`` / ``nack``."""
+        """Called once per message by ``Message.ack`` / ``nack``.
+
+        :meta private:
+        """
         if self.state is SessionState.CLOSED:
             return unsent(message.ack_id, operation, "the subscriber is closed")
         if self.spans is not None:
@@ -376,7 +381,10 @@ class StreamingSession:
     def settle_batch(
         self, messages: list[Message], operation: Operation, seconds: int
     ) -> list[Position]:
-        """Called by ``MessageBatch`` for its messages not yet settled: one ledger record."""
+        """Called by ``MessageBatch`` for its messages not yet settled: one ledger record.
+
+        :meta private:
+        """
         if self.state is SessionState.CLOSED or (
             operation is Operation.MODACK and self._fatal is not None
         ):
@@ -389,6 +397,10 @@ class StreamingSession:
         return positions
 
     def extend(self, message: Message, seconds: int) -> Position:
+        """Called by ``Message.modify_ack_deadline``.
+
+        :meta private:
+        """
         if self._fatal is not None or self.state is SessionState.CLOSED:
             return unsent(message.ack_id, Operation.MODACK, "the subscriber is closed or failed")
         return self.dispatch.extend(message, seconds, self.clock.now())

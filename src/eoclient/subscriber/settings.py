@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = [
     "MAX_ACK_DEADLINE",
@@ -139,8 +139,8 @@ class AckRetrySettings:
     unresolved then resolve as ``AcknowledgeStatus.OTHER``.
 
     Defaults: 0.1 s → 10 s, ×2, 600 s total. Go uses 1 s → 64 s with a 600 s total and
-    Python 1 s → 600 s with no total (docs/protocol.md#exactly-once-retries). We start lower
-    because the commonest transient failure, ``TRANSIENT_FAILURE_UNORDERED_ACK_ID``,
+    Python 1 s → 600 s with no total (docs/protocol.md#exactly-once-retries). eoclient
+    starts lower because the commonest transient failure, ``TRANSIENT_FAILURE_UNORDERED_ACK_ID``,
     clears as soon as the preceding ack of the key lands (milliseconds), and an
     ordered EOD subscriber waits on each ack; 0.1 s is also the GAPIC
     Acknowledge/ModifyAckDeadline retry's first delay. The 10 s cap is a
@@ -177,18 +177,22 @@ class AckRetrySettings:
 
 
 class ShutdownBehavior(enum.Enum):
-    """What closing a subscriber does with messages the application still has.
+    """What closing a subscriber does with messages your code still holds.
 
     Mirrors Go v2 ``ShutdownOptions.Behavior`` (docs/protocol.md#subscriber-shutdown).
     """
 
     WAIT_FOR_PROCESSING = "wait_for_processing"
     """Stop receiving, keep leases alive and wait for outstanding messages to be
-    acked or nacked (up to ``ShutdownOptions.timeout``), then nack what is left."""
+    acked or nacked (up to ``ShutdownOptions.timeout``), then nack what is left.
+    The default of :meth:`~eoclient.SubscriberClient.run`, whose handlers are still
+    running when it stops."""
 
     NACK_IMMEDIATELY = "nack_immediately"
     """Stop receiving and nack every outstanding and held message at once; later
-    acks of those messages resolve OTHER."""
+    acks of those messages resolve OTHER. The default of
+    :meth:`~eoclient.SubscriberClient.subscribe`: once you leave its ``async with``,
+    nothing is left that could settle a message you did not."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,32 +200,39 @@ class ShutdownOptions:
     """Shutdown policy as a value (docs/architecture.md#lifecycle-is-explicit).
 
     Attributes:
-        behavior: see :class:`ShutdownBehavior`.
-        timeout: seconds to wait for outstanding messages; ``None`` = wait forever,
-            ``0`` = do not wait. Default 30 s rather than Go's "no timeout": a
-            bound by default keeps ``aclose()`` finite (docs/architecture.md#lifecycle-is-explicit),
-            and 30 s is the stop grace period process managers commonly give (Kubernetes'
-            default ``terminationGracePeriodSeconds``); lower it if the process must
-            finish other work within that window.
+        behavior: see :class:`ShutdownBehavior`. ``None`` (the default) lets the way you
+            receive decide: leaving ``subscribe()``'s stream nacks what you hold at once
+            (``NACK_IMMEDIATELY``), ``run()`` waits for its handlers
+            (``WAIT_FOR_PROCESSING``). Set it to wait when your loop hands messages to
+            tasks of its own that settle them later.
+        timeout: seconds to wait for outstanding messages when the behavior waits;
+            ``None`` = wait forever, ``0`` = do not wait. Default 30 s rather than Go's
+            "no timeout": a bound by default keeps ``aclose()`` finite
+            (docs/architecture.md#lifecycle-is-explicit), and 30 s is the stop grace
+            period process managers commonly give (Kubernetes' default
+            ``terminationGracePeriodSeconds``); lower it if the process must finish
+            other work within that window.
         flush_timeout: seconds the acks, nacks and modacks still unsent or unanswered at
             shutdown get to be sent and answered (retries included) before they are
             reported OTHER; >= 0. Default 10 s: one round trip takes milliseconds, so
             this bounds only a server that is down, and keeps ``aclose()`` finite.
         stream_close_timeout: seconds the server gets, after the client half-closes its
             stream, to send what it had in flight (confirmations, deliveries, which are
-            nacked) and end the call; >= 0. Default 2 s: our server and the emulator do
-            so within milliseconds; after it the stream is cancelled.
+            nacked) and end the call; >= 0. Default 2 s: the reference server and
+            Google's emulator do so within milliseconds; after it the stream is
+            cancelled.
     """
 
-    behavior: ShutdownBehavior = ShutdownBehavior.WAIT_FOR_PROCESSING
+    behavior: ShutdownBehavior | None = None
     timeout: float | None = 30.0
     flush_timeout: float = 10.0
     stream_close_timeout: float = 2.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.behavior, ShutdownBehavior):
+        if self.behavior is not None and not isinstance(self.behavior, ShutdownBehavior):
             raise ValueError(
-                f"ShutdownOptions.behavior must be a ShutdownBehavior, got {self.behavior!r}"
+                "ShutdownOptions.behavior must be a ShutdownBehavior or None, "
+                f"got {self.behavior!r}"
             )
         if self.timeout is not None:
             _check_range("ShutdownOptions", "timeout", self.timeout, 0, math.inf)
@@ -229,6 +240,10 @@ class ShutdownOptions:
         _check_range(
             "ShutdownOptions", "stream_close_timeout", self.stream_close_timeout, 0, math.inf
         )
+
+    def _with_default_behavior(self, behavior: ShutdownBehavior) -> ShutdownOptions:
+        """These options, with ``behavior`` where none was chosen."""
+        return self if self.behavior is not None else replace(self, behavior=behavior)
 
 
 @dataclass(frozen=True, slots=True)

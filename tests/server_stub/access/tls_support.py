@@ -66,6 +66,9 @@ def make_certificates(directory: Path) -> Certificates:
             ),
             critical=True,
         )
+        # Python 3.13's default TLS context checks X.509 strictly (VERIFY_X509_STRICT):
+        # a certificate it verifies needs its issuer's key identifier.
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
@@ -86,6 +89,9 @@ def make_certificates(directory: Path) -> Certificates:
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
         )
         .sign(ca_key, hashes.SHA256())
     )

@@ -324,3 +324,18 @@ def test_dead_lettered_message_is_retained_as_acked(env: Env) -> None:
     [message_id] = env.publish("a")
     fail_n_times(env, 5)
     assert [m.message_id for m in env.broker.retained_acked(SUB)] == [message_id]
+
+
+def test_leases_of_one_deadline_end_in_publish_order_whatever_order_they_got_it(
+    env: Env,
+) -> None:
+    # A key's leases given one deadline in reverse order: the earliest message's expiry
+    # is the failed attempt, and its key's later message comes back with it, not failed
+    # (as when the deadlines differ). Found by tests/server_stub/core/test_properties.py.
+    env.subscribe(enable_message_ordering=True, dead_letter_policy=DeadLetterPolicy(DLT, 5))
+    env.publish("first", "second", key="a")
+    first, second = env.pull(2)
+    assert env.modack(30, second.ack_id, first.ack_id).ok
+    env.advance(1300)
+    again = env.pull(2)
+    assert [(d.message.data, d.delivery_attempt) for d in again] == [(b"first", 2), (b"second", 1)]

@@ -26,6 +26,7 @@ from eoclient.server_stub.core.policies import (
 from .support import INVALID, SUB, TOPIC, Env, data
 
 OTHER = "projects/p1/subscriptions/sub-b"
+OTHER_TOPIC = "projects/p1/topics/elsewhere"
 HOUR = 3600.0
 
 
@@ -84,6 +85,21 @@ def test_skip_outcomes_are_per_id_and_idempotent(env: Env) -> None:
     }
     assert env.broker.publishing.skip(SUB, [b]) == {b: SkipOutcome.ALREADY_ACKNOWLEDGED}
     assert env.broker.backlog(SUB) == 0
+
+
+def test_an_id_of_another_topic_is_not_found_not_acknowledged(env: Env) -> None:
+    env.subscribe()
+    [mine] = env.publish("mine")
+    env.broker.topics.create(TopicConfig(OTHER_TOPIC))
+    [theirs] = env.broker.publishing.publish(OTHER_TOPIC, [NewMessage(b"theirs")])
+    env.ack(env.pull(1)[0].ack_id)
+    assert env.broker.publishing.skip(SUB, [mine, theirs]) == {
+        mine: SkipOutcome.ALREADY_ACKNOWLEDGED,
+        theirs: SkipOutcome.NOT_FOUND,
+    }
+    # After a restart nothing tells them apart: what is not pending reads acknowledged.
+    env.broker.publishing.restored(env.broker.publishing.last_seq)
+    assert env.broker.publishing.skip(SUB, [theirs]) == {theirs: SkipOutcome.ALREADY_ACKNOWLEDGED}
 
 
 def test_skipping_an_ordered_head_unblocks_the_next_ack(env: Env) -> None:

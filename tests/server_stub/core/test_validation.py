@@ -22,6 +22,7 @@ from eoclient.server_stub.core import (
     TopicConfig,
 )
 from eoclient.server_stub.core.model import DELETED_TOPIC
+from eoclient.server_stub.core.names import ID_RULE
 
 from .support import DLT, PROJECT, SUB, TOPIC, Env
 
@@ -73,6 +74,25 @@ def test_invalid_topic_ids_are_rejected_with_the_real_text(env: Env, topic_id: s
     with pytest.raises(InvalidArgument) as raised:
         env.broker.topics.create(TopicConfig(name))
     assert raised.value.message.startswith(f"Invalid resource name given (name={name}).")
+    # Then the rule it broke (a "/" makes it no name of a topic at all).
+    assert raised.value.message.endswith("/topics/{id}." if "/" in topic_id else ID_RULE)
+
+
+@pytest.mark.parametrize(
+    ("topic_id", "problem"),
+    [
+        ("ab", "The id 'ab' is 2 characters long."),
+        ("a" * 256, f"The id '{'a' * 256}' is 256 characters long."),
+        ("1abc", "The id '1abc' does not start with a letter."),
+        ("éabc", "The id 'éabc' does not start with a letter."),
+        ("goog-topic", "The id 'goog-topic' starts with goog."),
+        ("ab c$", "The id 'ab c$' holds ' ', '$'."),
+    ],
+)
+def test_a_bad_id_is_told_what_is_wrong_with_it(env: Env, topic_id: str, problem: str) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        env.broker.topics.create(TopicConfig(f"{PROJECT}/topics/{topic_id}"))
+    assert raised.value.message.endswith(f" {problem} {ID_RULE}")
 
 
 # (An empty subscription name asks the server to assign one: tested below.)

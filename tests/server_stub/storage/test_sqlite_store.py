@@ -4,6 +4,7 @@ SQLite with a restart check: see tests/server_stub/core/conftest.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -226,7 +227,7 @@ def test_a_database_file_that_is_not_sqlite_is_refused_and_left_alone(tmp_path: 
 
 def test_someone_elses_sqlite_database_is_refused_and_left_alone(tmp_path: Path) -> None:
     path = tmp_path / DATABASE_FILE
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         db.execute("CREATE TABLE accounts (id INTEGER)")
     before = path.read_bytes()
     with pytest.raises(StoreError, match="not an eoclient store"):

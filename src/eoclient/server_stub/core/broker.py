@@ -83,7 +83,7 @@ class Broker:
         )
         self.schemas = SchemaRegistry(store, rng, clock, forget)
         state = store.load()
-        self.publishing.last_seq = state.last_seq
+        self.publishing.restored(state.last_seq)
         self._resources.restore(state)
         self.snapshots.restore(state.snapshots)
         self.iam.restore(state.documents)

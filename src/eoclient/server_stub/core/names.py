@@ -20,6 +20,7 @@ MAX_PAGE_SIZE = 1000
 Collection = Literal["topics", "subscriptions", "snapshots"]
 
 _ID = re.compile(r"[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}")
+_ID_CHARACTER = re.compile(r"[A-Za-z0-9\-_.~+%]")
 _PROJECT = re.compile(r"[^/]+")
 
 # The real service's text for a bad name (docs/protocol.md#resource-names, akka/alpakka#1798).
@@ -29,8 +30,36 @@ _BAD_NAME = (
 )
 
 
-def invalid_name(name: str) -> InvalidArgument:
-    return InvalidArgument(_BAD_NAME.format(name=name))
+# After the service's sentence, the rule the name broke: the service's text alone names no
+# rule, and "Invalid resource name" for an id one character too short leaves a newcomer
+# guessing.
+ID_RULE = (
+    "An id is 3 to 255 characters, starts with a letter, holds only letters, digits and "
+    "- _ . ~ + %, and does not start with goog."
+)
+
+
+def invalid_name(name: str, problem: str = "") -> InvalidArgument:
+    """INVALID_ARGUMENT with the service's text for a bad name, then ``problem`` (what is
+    wrong with it, a sentence) if known."""
+    return InvalidArgument(_BAD_NAME.format(name=name) + (f" {problem}" if problem else ""))
+
+
+def id_problem(resource_id: str) -> str:
+    """What breaks the id rule in ``resource_id``, then the rule; ``""`` if it keeps it."""
+    if _ID.fullmatch(resource_id) and not resource_id.lower().startswith("goog"):
+        return ""
+    if not 3 <= len(resource_id) <= 255:
+        length = len(resource_id)
+        what = f"The id {resource_id!r} is {length} character{'s' * (length != 1)} long."
+    elif not resource_id[:1].isascii() or not resource_id[:1].isalpha():
+        what = f"The id {resource_id!r} does not start with a letter."
+    elif resource_id.lower().startswith("goog"):
+        what = f"The id {resource_id!r} starts with goog."
+    else:
+        bad = sorted({c for c in resource_id if not _ID_CHARACTER.fullmatch(c)})
+        what = f"The id {resource_id!r} holds {', '.join(repr(c) for c in bad)}."
+    return f"{what} {ID_RULE}"
 
 
 def parse(name: str, collection: Collection) -> tuple[str, str]:
@@ -41,10 +70,11 @@ def parse(name: str, collection: Collection) -> tuple[str, str]:
         or parts[0] != "projects"
         or parts[2] != collection
         or not _PROJECT.fullmatch(parts[1])
-        or not _ID.fullmatch(parts[3])
-        or parts[3].lower().startswith("goog")
     ):
-        raise invalid_name(name)
+        raise invalid_name(name, f"A name is projects/{{project}}/{collection}/{{id}}.")
+    problem = id_problem(parts[3])
+    if problem:
+        raise invalid_name(name, problem)
     return parts[1], parts[3]
 
 
@@ -52,7 +82,7 @@ def parse_project(name: str) -> str:
     """Validate ``projects/{p}`` and return ``p``."""
     parts = name.split("/")
     if len(parts) != 2 or parts[0] != "projects" or not _PROJECT.fullmatch(parts[1]):
-        raise invalid_name(name)
+        raise invalid_name(name, "A project is projects/{project}.")
     return parts[1]
 
 

@@ -148,10 +148,13 @@ class SkipOutcome(enum.Enum):
     """What skipping one message id did on a subscription."""
 
     SKIPPED = "skipped"  # it was waiting, leased or delayed there: now acknowledged
-    # Not pending there: acknowledged (by a subscriber or a policy), expired, dead-lettered,
-    # or published to another topic. Skipping it again changes nothing.
+    # A message of its topic not pending there: acknowledged (by a subscriber or a policy),
+    # expired, dead-lettered, filtered out. Skipping it again changes nothing.
     ALREADY_ACKNOWLEDGED = "already_acknowledged"
-    NOT_FOUND = "not_found"  # not a message id this server ever issued
+    # Not a message of its topic: never issued by this server, or published to another
+    # topic (seq_topics.py; an id from before the server's restart cannot be told apart
+    # and reads ALREADY_ACKNOWLEDGED).
+    NOT_FOUND = "not_found"
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,10 @@ from eoclient.server_stub.core import names, policies, validation
 from eoclient.server_stub.core.ack_ids import MAX_ACK_ID_NUMBER_DIGITS
 from eoclient.server_stub.core.delivery import Forwarder
 from eoclient.server_stub.core.history import History
-from eoclient.server_stub.core.model import NewMessage, StoredMessage
+from eoclient.server_stub.core.model import DELETED_TOPIC, NewMessage, StoredMessage
 from eoclient.server_stub.core.policies import BacklogQuotaHeld, QuotaAction, SkipOutcome
 from eoclient.server_stub.core.resources import Resources, TopicState
+from eoclient.server_stub.core.seq_topics import SeqTopics
 from eoclient.server_stub.core.store import SeqMessage, Store
 
 # Attributes the real service adds to a dead-lettered message (docs/protocol.md#dead-letters,
@@ -53,6 +54,13 @@ class Publishing:
         self._history = history
         self._changed = changed
         self.last_seq = 0  # message ids are the seqs: one counter for both
+        self.seq_topics = SeqTopics()  # which topic a seq went to (skip tells them apart)
+
+    def restored(self, last_seq: int) -> None:
+        """The store's state was loaded: numbering goes on after ``last_seq``; the topics
+        of seqs before it are not known (the index is not stored)."""
+        self.last_seq = last_seq
+        self.seq_topics = SeqTopics(indexed_from=last_seq + 1)
 
     # ================================================================ publish
 
@@ -138,6 +146,7 @@ class Publishing:
         subscriptions = [self._resources.subscriptions[n] for n in sorted(topic.subscriptions)]
         stored: list[SeqMessage] = []
         receivers: dict[str, list[int]] = {s.config.name: [] for s in subscriptions}
+        self.seq_topics.record(self.last_seq + 1, self.last_seq + len(messages), topic.config.name)
         for new in messages:
             seq = self.last_seq = self.last_seq + 1
             attributes = dict(new.attributes)
@@ -184,10 +193,13 @@ class Publishing:
     def skip(self, name: str, message_ids: Sequence[str]) -> dict[str, SkipOutcome]:
         """Acknowledge chosen messages on a subscription as a subscriber would (PIP-423).
 
-        Message ids are the seqs this server numbered; an id it never issued is
-        NOT_FOUND, one not pending on the subscription ALREADY_ACKNOWLEDGED.
+        Message ids are the seqs this server numbered; an id it never issued, or issued
+        for another topic, is NOT_FOUND; one of the subscription's topic not pending on the
+        subscription ALREADY_ACKNOWLEDGED. Where ``seq_topics`` cannot say (an id from
+        before this process started), an id not pending is ALREADY_ACKNOWLEDGED.
         """
         subscription = self._resources.subscription(name)
+        topic = subscription.config.topic
         now = self._clock.now()
         subscription.delivery.advance(now)
         outcomes: dict[str, SkipOutcome] = {}
@@ -197,11 +209,19 @@ class Publishing:
                 outcomes[message_id] = SkipOutcome.NOT_FOUND
             elif subscription.delivery.skip(seq):
                 outcomes[message_id] = SkipOutcome.SKIPPED
+            elif self._elsewhere(seq, topic):
+                outcomes[message_id] = SkipOutcome.NOT_FOUND
             else:
                 outcomes[message_id] = SkipOutcome.ALREADY_ACKNOWLEDGED
         if SkipOutcome.SKIPPED in outcomes.values():
             self._changed(name)  # a skipped head unblocks its ordering key
         return outcomes
+
+    def _elsewhere(self, seq: int, topic: str) -> bool:
+        """Whether ``seq`` is known to have gone to a topic other than ``topic`` (a
+        deleted topic's subscriptions no longer know theirs)."""
+        published_to = self.seq_topics.topic_of(seq)
+        return topic != DELETED_TOPIC and published_to is not None and published_to != topic
 
     # ========================================================== dead letters
 

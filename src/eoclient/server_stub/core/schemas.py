@@ -82,7 +82,7 @@ def parse_schema_name(name: str) -> tuple[str, str]:
     base, _, revision = name.partition("@")
     parts = base.split("/")
     if len(parts) != 4 or parts[0] != "projects" or parts[2] != "schemas" or not parts[1]:
-        raise names.invalid_name(name)
+        raise names.invalid_name(name, "A schema's name is projects/{project}/schemas/{id}.")
     return base, revision
 
 
@@ -115,10 +115,9 @@ class SchemaRegistry:
         if not schema_id:
             raise InvalidArgument("schema_id is required (the last part of the schema's name).")
         name = schema_name(project, schema_id)
-        try:  # schema ids follow the same rule as topic ids
-            names.parse(f"projects/{project}/topics/{schema_id}", "topics")
-        except InvalidArgument:
-            raise names.invalid_name(name) from None
+        problem = names.id_problem(schema_id)  # schema ids follow the same rule as topic ids
+        if problem or "/" in schema_id:
+            raise names.invalid_name(name, problem or "An id holds no '/'.")
         if name in self.schemas:
             raise AlreadyExists(f"Schema already exists (resource={schema_id}).")
         codec = self.compiled(kind, definition)

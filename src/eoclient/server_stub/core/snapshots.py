@@ -19,6 +19,7 @@ from eoclient._clock import Clock
 from eoclient.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from eoclient.server_stub.core import names
 from eoclient.server_stub.core.ack_ids import new_uid
+from eoclient.server_stub.core.labels import check as labels_check
 from eoclient.server_stub.core.model import (
     SNAPSHOT_LIFETIME,
     SNAPSHOT_MIN_LIFETIME,
@@ -75,6 +76,7 @@ class Snapshots:
             project, _ = names.parse(subscription, "subscriptions")
             name = f"projects/{project}/snapshots/snapshot-{self._rng.getrandbits(64):016x}"
         names.parse(name, "snapshots")
+        labels_check(labels or {})
         if not subscription:
             raise InvalidArgument("The snapshot's subscription must be set.")
         if name in self.records:
@@ -146,6 +148,7 @@ class Snapshots:
         for path in paths:
             if path == "labels":
                 labels = dict(snapshot.labels)
+                labels_check(labels)
             elif path == "expire_time":
                 if snapshot.expire_time <= self._clock.now():
                     raise InvalidArgument(

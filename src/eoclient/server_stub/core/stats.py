@@ -47,6 +47,7 @@ class SubscriptionStats:
     oldest_unacked_age: float  # seconds since the oldest unacked message's publish; 0: none
     outstanding_messages: int  # leased now
     delivered: int
+    redelivered: int  # deliveries of a message delivered before (a nack, a lease ran out)
     acked: int  # acknowledged by Acknowledge (or a stream's ack ids)
     nacked: int  # ModifyAckDeadline with 0 seconds
     modacked: int  # deadlines extended by ModifyAckDeadline
@@ -110,6 +111,7 @@ def collect_stats(resources: Resources, now: float) -> BrokerStats:
                 oldest_unacked_age=_age(now, delivery.reads.oldest_unacked()),
                 outstanding_messages=delivery.reads.leased(),
                 delivered=counters.delivered,
+                redelivered=counters.redelivered,
                 acked=counters.acked,
                 nacked=counters.nacked,
                 modacked=counters.modacked,

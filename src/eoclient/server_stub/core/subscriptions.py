@@ -21,7 +21,7 @@ from typing import Any
 
 from eoclient._clock import Clock
 from eoclient.errors import AlreadyExists, InvalidArgument, NotFound
-from eoclient.server_stub.core import filters, names, validation
+from eoclient.server_stub.core import filters, labels, names, validation
 from eoclient.server_stub.core.ack_ids import new_uid
 from eoclient.server_stub.core.model import (
     DEFAULT_ACK_DEADLINE,
@@ -203,6 +203,7 @@ class Subscriptions:
         default: a subscription with 31-day retention and no policy is valid
         (docs/protocol.md#retention-and-expiration).
         """
+        labels.check(config.labels)
         if config.ack_deadline_seconds == 0:
             config = replace(config, ack_deadline_seconds=_default_ack_deadline(config))
         validation.ack_deadline(config.ack_deadline_seconds)

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from eoclient._clock import Clock
 from eoclient.errors import AlreadyExists
-from eoclient.server_stub.core import names, validation
+from eoclient.server_stub.core import labels, names, validation
 from eoclient.server_stub.core.model import DELETED_TOPIC, Page, TopicConfig, TopicView
 from eoclient.server_stub.core.policies import TopicPolicies, TopicPolicyCounters
 from eoclient.server_stub.core.resources import Resources, TopicState, retention_cursor_name
@@ -53,6 +53,7 @@ class Topics:
 
     def create(self, config: TopicConfig) -> TopicView:
         names.parse(config.name, "topics")
+        labels.check(config.labels)
         if config.message_retention_duration is not None:
             validation.retention("message_retention_duration", config.message_retention_duration)
         if config.name in self._resources.topics:
@@ -76,6 +77,7 @@ class Topics:
         """
         topic = self._resources.topic(config.name)
         updated = apply_update_mask(topic.config, config, paths, TOPIC_MASK, merge_extras)
+        labels.check(updated.labels)
         if updated.message_retention_duration is not None:
             validation.retention("message_retention_duration", updated.message_retention_duration)
         topic.config = updated

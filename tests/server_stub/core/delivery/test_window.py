@@ -1,4 +1,4 @@
-"""Backlog (core/delivery_window.py): the window, the cold rows and the messages returned
+"""Backlog (core/delivery/window.py): the window, the cold rows and the messages returned
 from a lease, over a real SqliteStore — a Hypothesis model of which message is where, and
 table tests of the loading rules."""
 

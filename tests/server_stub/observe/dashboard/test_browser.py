@@ -146,9 +146,11 @@ async def test_create_publish_see_the_backlog_and_seek(browser: WebDriver) -> No
 
 
 async def _click_through(driver: WebDriver, server: ReferenceServer) -> None:
-    await asyncio.to_thread(driver.get, server.rest_url + "/")
+    await asyncio.to_thread(driver.get, server.rest_url + "/dashboard")
     assert "Topics and subscriptions" in driver.title
     assert "No topics yet" in driver.find_element(By.ID, "no-topics").text
+    assert "No snapshots" in driver.find_element(By.ID, "no-snapshots").text
+    assert "No schemas" in driver.find_element(By.ID, "no-schemas").text
 
     assert await _submit(driver, "create-topic", topic=TOPIC) == f"Created {TOPIC}."
     answer = await _submit(
@@ -167,7 +169,7 @@ async def _click_through(driver: WebDriver, server: ReferenceServer) -> None:
         server.dashboard.sample()  # as the sampler does every 5 s: the chart's points
 
     # The overview shows the backlog and its chart.
-    await asyncio.to_thread(driver.get, server.rest_url + "/")
+    await asyncio.to_thread(driver.get, server.rest_url + "/dashboard")
     row = driver.find_element(By.XPATH, f"//table[@id='subscriptions']//tr[@data-name='{SUB}']")
     assert "exactly-once" in row.text
     assert row.find_element(By.CSS_SELECTOR, "td.backlog").text == "3"
@@ -180,6 +182,10 @@ async def _click_through(driver: WebDriver, server: ReferenceServer) -> None:
     peek = await _until(lambda: driver.find_element(By.ID, "peek").text, "the peek")
     assert all(f"order {n}" in peek for n in range(3))
     assert "leased" not in peek
+    assert peek.count("waiting") == 3
+    acks = driver.find_element(By.ID, "section-acks").text
+    assert "Exactly-once acks and redeliveries" in acks
+    assert "No ack has failed since the server started." in acks
     # Three charts, each with a time axis, a value axis, their captions and units.
     for chart_id, unit in (
         ("chart-backlog", "messages"),
@@ -204,7 +210,7 @@ async def _click_through(driver: WebDriver, server: ReferenceServer) -> None:
     assert await _submit(driver, "purge") == f"Purged {SUB}."
     await _until(lambda: backlog_shown() == "0", "the backlog to show 0 after the purge")
     answer = await _submit(driver, "seek-time", time=before.strftime("%Y-%m-%dT%H:%M:%S"))
-    assert answer == f"Sought {SUB} to {before.strftime('%Y-%m-%dT%H:%M:%S')}+00:00."
+    assert answer == f"Sought {SUB} to {before.strftime('%Y-%m-%dT%H:%M:%S')}Z."
     await _until(lambda: backlog_shown() == "3", "the backlog to show 3 after the seek")
     assert server.broker.backlog(SUB) == 3
 
@@ -231,7 +237,10 @@ async def _click_through(driver: WebDriver, server: ReferenceServer) -> None:
         driver.find_element(By.CSS_SELECTOR, f"a.name[data-name='{TOPIC}']").click
     )
     await _until(lambda: driver.title.startswith("Topic"), "the topic page")
-    assert "4" in driver.find_element(By.ID, "numbers").text
+    assert "4 messages" in driver.find_element(By.ID, "numbers").text
+    policies = driver.find_element(By.ID, "policies").text
+    assert "message retention" in policies
+    assert "backlog quota" in policies
     published = driver.find_element(By.CSS_SELECTOR, "#chart-published")
     assert "Published" in published.text
     subscriptions = driver.find_element(By.ID, "subscriptions")

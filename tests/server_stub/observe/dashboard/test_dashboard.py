@@ -3,14 +3,21 @@ protections around it. The real browser test is test_browser.py."""
 
 from __future__ import annotations
 
+import datetime
 import re
+import subprocess
+import sys
+import urllib.request
 from collections.abc import AsyncIterator
+from html.parser import HTMLParser
 from typing import Any
 
 import aiohttp
 import pytest
+from support.processes import eoclient_serve
 
 import eoclient
+from eoclient.admin import SchemaType
 from eoclient.server_stub.access.security import DoorSecurity
 from eoclient.server_stub.access.tokens import TokenTable
 from eoclient.server_stub.server import ReferenceServer, run_server
@@ -218,3 +225,160 @@ async def test_with_tokens_the_dashboard_needs_one_and_shows_its_projects_only(
             headers={"Authorization": "Bearer shop-token"},
         ) as answer:
             assert answer.status == 403
+
+
+# ------------------------------------------------------------------ the door and the pages
+
+
+class _Tables(HTMLParser):
+    """Each table's rows, as the kinds of their cells (``th`` / ``td``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[tuple[str, list[list[str]]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self.tables.append((dict(attrs).get("id") or "", []))
+        elif tag == "tr" and self.tables:
+            self.tables[-1][1].append([])
+        elif tag in ("th", "td") and self.tables and self.tables[-1][1]:
+            self.tables[-1][1][-1].append(tag)
+
+
+def _columns_without_header(page: str) -> list[str]:
+    """Tables with a column no header names: a grid whose first row is not all headers,
+    or a row wider than it; a facts table whose row does not start with its header."""
+    parser = _Tables()
+    parser.feed(page)
+    problems = []
+    for table_id, rows in parser.tables:
+        if all(row[:1] == ["th"] and row.count("th") == 1 for row in rows):
+            continue  # facts: (header, value) per row
+        head, *body = rows
+        if set(head) != {"th"} or any(len(row) > len(head) for row in body):
+            problems.append(table_id)
+    return problems
+
+
+async def test_the_dashboard_answers_at_its_own_path(
+    server: ReferenceServer, http: aiohttp.ClientSession
+) -> None:
+    await _fill(server, 1)
+    for path in ("/dashboard", "/dashboard/", "/"):
+        page = await _text(http, server.rest_url + path)
+        assert "<title>Topics and subscriptions · eoclient</title>" in page, path
+    # Its links stay under /dashboard.
+    assert "href='/dashboard'" in page
+    assert "href='/dashboard/subscription?name=" in page
+
+
+async def test_failed_exactly_once_acks_by_reason_and_redeliveries(
+    server: ReferenceServer, http: aiohttp.ClientSession
+) -> None:
+    ids = await _fill(server, 3)
+    server.inject_ack_failure(SUB, ids[0], "PERMANENT_FAILURE_INVALID_ACK_ID")
+    async with eoclient.SubscriberClient(server.address) as client:
+        first = await client.pull(SUB, 3)
+        by_id = {m.message_id: m for m in first}
+        assert await by_id[ids[0]].ack_with_response() is eoclient.AcknowledgeStatus.INVALID_ACK_ID
+        await by_id[ids[1]].nack_with_response()
+        again = await client.pull(SUB, 3)
+        assert [m.message_id for m in again] == [ids[1]]
+        for message in again:
+            await message.ack_with_response()
+    page = await _text(http, f"{server.rest_url}/dashboard/subscription", name=SUB)
+    failures = re.search(r"<table id=ack-failures>.*?</table>", page)
+    assert failures is not None, page
+    assert "<code>PERMANENT_FAILURE_INVALID_ACK_ID</code>" in failures[0]
+    assert "<td>Acknowledge</td>" in failures[0]
+    assert "<td class=n>1</td>" in failures[0]
+    assert "1 delivery of a message delivered before" in page
+    # A plain subscription says why nothing fails there.
+    page = await _text(http, f"{server.rest_url}/dashboard/subscription", name=OTHER_SUB)
+    assert "Exactly-once delivery is off" in page
+
+
+async def test_the_topic_page_shows_retention_and_backlog_policies(
+    server: ReferenceServer, http: aiohttp.ClientSession
+) -> None:
+    await _fill(server, 2)
+    async with eoclient.AdminClient(server.address) as admin:
+        await admin.update_topic(TOPIC, message_retention_duration=datetime.timedelta(days=2))
+        await admin.set_topic_retention(
+            TOPIC, time=datetime.timedelta(days=7), size_bytes=10 * 2**20
+        )
+        await admin.set_topic_backlog_quota(TOPIC, limit_bytes=2**20)
+        await admin.set_topic_message_ttl(TOPIC, datetime.timedelta(hours=1))
+    page = await _text(http, f"{server.rest_url}/dashboard/topic", name=TOPIC)
+    policies = re.search(r"<table id=policies class=facts>.*?</table>", page)
+    assert policies is not None, page
+    text = " ".join(re.sub(r"<[^>]+>", " ", policies[0]).split())
+    assert "message retention 2d" in text
+    assert "every message, acknowledged or not, for 7d, up to 10.0 MiB" in text
+    assert "1.0 MiB per subscription: publishes wait (up to 30s)" in text
+    assert "1h (then acknowledged for every subscription)" in text
+    # Units on the numbers: requests, messages, bytes.
+    assert "2 messages" in page
+    assert "2 requests" in page
+    assert re.search(r"<td class=n>\d+ B</td>", page)
+
+
+async def test_snapshots_and_schemas_are_listed(
+    server: ReferenceServer, http: aiohttp.ClientSession
+) -> None:
+    await _fill(server, 1)
+    page = await _text(http, server.rest_url + "/dashboard")
+    assert "id=no-snapshots" in page
+    assert "id=no-schemas" in page
+    async with eoclient.AdminClient(server.address) as admin:
+        await admin.create_snapshot("projects/shop/snapshots/before", SUB)
+        await admin.create_schema(
+            "projects/shop",
+            "order",
+            SchemaType.AVRO,
+            '{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "string"}]}',
+        )
+    page = await _text(http, server.rest_url + "/dashboard")
+    assert "<tr data-name='projects/shop/snapshots/before'>" in page
+    assert "<tr data-name='projects/shop/schemas/order'>" in page
+    assert "<td>AVRO</td>" in page
+    topic_page = await _text(http, f"{server.rest_url}/dashboard/topic", name=TOPIC)
+    assert "snapshots/<wbr></span><b>before</b>" in topic_page
+
+
+async def test_every_column_has_a_header_and_times_read_as_the_cli_writes_them(
+    server: ReferenceServer, http: aiohttp.ClientSession
+) -> None:
+    await _fill(server, 2)
+    async with eoclient.AdminClient(server.address) as admin:
+        await admin.create_snapshot("projects/shop/snapshots/before", SUB)
+    server.dashboard.sample()
+    pages = {
+        "overview": await _text(http, server.rest_url + "/dashboard"),
+        "topic": await _text(http, f"{server.rest_url}/dashboard/topic", name=TOPIC),
+        "subscription": await _text(http, f"{server.rest_url}/dashboard/subscription", name=SUB),
+    }
+    for kind, page in pages.items():
+        assert _columns_without_header(page) == [], kind
+        assert "+00:00" not in page, kind
+    assert re.search(r"<td>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ</td>", pages["subscription"])
+    assert re.search(r"<td>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ</td>", pages["overview"])
+    assert "<th>state</th>" in pages["subscription"]  # the peek's last column
+
+
+def test_eoclient_serve_names_the_dashboard_when_it_starts_and_in_its_help() -> None:
+    with eoclient_serve() as serve:
+        url = serve.wait_for(r"dashboard on (http://\S+/dashboard)\n").group(1)
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            assert answer.status == 200
+            assert "Topics and subscriptions" in answer.read().decode()
+    help_text = subprocess.run(
+        [sys.executable, "-m", "eoclient.cli", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "dashboard" in help_text
+    assert "/dashboard" in help_text

@@ -20,6 +20,7 @@ _SUB = SubscriptionStats(
     oldest_unacked_age=0.0,
     outstanding_messages=0,
     delivered=0,
+    redelivered=0,
     acked=0,
     nacked=0,
     modacked=0,

@@ -189,6 +189,8 @@ class SubscriptionDelivery:
             self.waiting.deliver(entry, now)
             generation = self.leases.lease(entry, deadline, stream)
             self.counters.delivered += 1
+            if generation > 1:
+                self.counters.redelivered += 1
             attempt = entry.failed_attempts + 1 if rules.count_attempts else 0
             # The ack id's format: docs/protocol.md#ack-ids-and-generations (ack_ids.py).
             ack_id = f"{self._ack_ids.uid}-{entry.seq}-{generation}"

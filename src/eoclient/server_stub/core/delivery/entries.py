@@ -84,6 +84,7 @@ class KeySequence:
 @dataclass
 class Counters:
     delivered: int = 0
+    redelivered: int = 0  # deliveries of a message delivered before (a nack, a lease ran out)
     acked: int = 0
     nacked: int = 0
     modacked: int = 0  # deadlines extended by ModifyAckDeadline (seconds > 0)

@@ -26,8 +26,8 @@ Why not a dict of objects: a slots object, its dict slot and a heap record cost 
   twice as many seqs (plus ``SLACK``), so stale ones cost memory in proportion to the
   live leases, not to the ack rate times the deadline.
 
-Pure and synchronous: no clock, no store; ``lease_lifecycle.py`` decides what a lease's
-end means.
+Pure and synchronous: no clock, no store; ``leases.py`` keeps it in step with
+the streams and the store, ``engine.py`` decides what a lease's end means.
 """
 
 from __future__ import annotations
@@ -316,14 +316,24 @@ class LeaseTable:
 
     def expire(self, now: float) -> Iterator[Lease]:
         """End, one at a time, every lease whose deadline is at or before ``now``; yields
-        each as it ends, by deadline (then in the order they were given it).
+        each as it ends, by deadline, then by seq (publish order).
 
         The caller may end or move other leases between two of them (an ordering key's
         rewind ends its later leases): one ended meanwhile is not yielded. Consume it
-        whole.
+        whole. Leases of one deadline go in publish order, whatever order they were given
+        it in: the earliest message of a key fails first and takes its key's later ones
+        back with it, not failed, as when their deadlines differ (a modack of a key's
+        leases in reverse order must not make the later ones' expiry count as failed
+        attempts).
         """
         while (record := self._due.pop_due(now)) is not None:
-            deadline, seqs = record
+            deadline, first = record
+            seqs = list(first)
+            while self._due.next_deadline() == deadline:
+                more = self._due.pop_due(now)
+                assert more is not None
+                seqs += more[1]
+            seqs.sort()
             for seq in seqs:
                 lease = self.get(seq)
                 # Stale: ended, or moved to another deadline, since the record was made.

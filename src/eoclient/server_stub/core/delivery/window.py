@@ -23,7 +23,7 @@ keys get a chance; beyond that it waits for acks.
 
 Pure: the store is read (``SubscriptionStorage``), never written; what a loaded message
 becomes (delivered, dropped by the retention, acked by the TTL) is decided by
-``retention.py`` and ``lease_lifecycle.py``.
+``retention.py`` and ``engine.py``.
 """
 
 from __future__ import annotations

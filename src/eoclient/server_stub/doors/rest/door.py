@@ -42,8 +42,8 @@ from eoclient.server_stub.doors.rest.errors import (
     problem_response,
     rpc_error_response,
 )
-from eoclient.server_stub.doors.rest.malformed import JsonErrorAppRunner
 from eoclient.server_stub.doors.rest.parsing import MAX_BODY_BYTES
+from eoclient.server_stub.doors.rest.read_timeouts import RequestReadTimeout, TimedAppRunner
 from eoclient.server_stub.doors.rest.routes import route
 from eoclient.server_stub.services.errors import INTERNAL_ERROR_MESSAGE
 from eoclient.server_stub.services.table import Services
@@ -83,8 +83,9 @@ class RestDoor:
     def runner(self) -> web.AppRunner:
         # aiohttp must not undo Content-Encoding itself (``parsing.read_body`` does,
         # so that a body that lies about its encoding is a 400 in Google's JSON).
-        # A request aiohttp cannot parse is answered in JSON as well (``malformed``).
-        return JsonErrorAppRunner(
+        # A request aiohttp cannot parse is answered in JSON as well (``malformed``), and
+        # one that stops half-way is answered 408 within seconds (``read_timeouts``).
+        return TimedAppRunner(
             self.application(), access_log=None, shutdown_timeout=1.0, auto_decompress=False
         )
 
@@ -113,6 +114,10 @@ class RestDoor:
             text = system.render(response)
         except HttpProblem as problem:
             return problem_response(problem, cors)
+        except RequestReadTimeout as late:  # the body stopped arriving (read_timeouts.py)
+            timed_out = json_response(error_body(408, "DEADLINE_EXCEEDED", str(late)), 408, cors)
+            timed_out.force_close()
+            return timed_out
         except RpcError as error:
             return rpc_error_response(error, cors)
         except ConnectionError as error:

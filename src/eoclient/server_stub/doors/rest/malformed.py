@@ -12,7 +12,7 @@ catches its own) keeps its traceback in the log, and is answered as JSON too.
 
 The hook is aiohttp's ``RequestHandler.handle_error``, the one place its connection
 protocol turns such a failure into a response: a subclass overrides it, and the door's
-runner builds its server with that subclass.
+connections are of a subclass of that (``read_timeouts.TimedRequestHandler``).
 """
 
 from __future__ import annotations
@@ -65,20 +65,3 @@ class JsonErrorRequestHandler(web.RequestHandler):
         response = json_response(body, http)
         response.force_close()
         return response
-
-
-class JsonErrorServer(web.Server):
-    """aiohttp's server, with connections of ``JsonErrorRequestHandler``."""
-
-    def __call__(self) -> web.RequestHandler:
-        return JsonErrorRequestHandler(self, loop=self._loop, **self._kwargs)
-
-
-class JsonErrorAppRunner(web.AppRunner):
-    """``web.AppRunner`` whose server answers unparseable requests in JSON."""
-
-    async def _make_server(self) -> web.Server:
-        server = await super()._make_server()
-        # The same server, with connections of the subclass (it adds no state).
-        server.__class__ = JsonErrorServer
-        return server

@@ -1,6 +1,7 @@
 """The dashboard as a page the REST door mounts (package docstring: what it shows and who
-may see it): which paths are its, the data each page shows, and the actions, run through
-the services' method table as the same RPC from a client would be."""
+may see it): which paths are its, the data each page shows (gathered here, rendered by
+``overview``, ``topic_page`` and ``subscription_page``), and the actions, run through the
+services' method table as the same RPC from a client would be."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import datetime
 import json
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from aiohttp import web
@@ -16,12 +18,22 @@ from eoclient._clock import Clock
 from eoclient._proto import broker_policies_pb2, pubsub_pb2
 from eoclient.errors import InvalidArgument, NotFound, PermissionDenied
 from eoclient.server_stub.access.tokens import Grant
+from eoclient.server_stub.core.model import SnapshotView
+from eoclient.server_stub.core.schemas import SchemaRevision
 from eoclient.server_stub.doors.rest.errors import HttpProblem
-from eoclient.server_stub.observe.dashboard import pages
+from eoclient.server_stub.observe.dashboard import (
+    formats,
+    overview,
+    subscription_page,
+    topic_page,
+)
+from eoclient.server_stub.observe.dashboard.frame import HOME
 from eoclient.server_stub.observe.dashboard.stats_history import SAMPLE_SECONDS, StatsHistory
 from eoclient.server_stub.services.table import Services
 
 PEEK_MESSAGES = 20
+# Most snapshots and schemas the overview lists (of each, over every project).
+LISTED_RESOURCES = 1000
 MAX_ACTION_BYTES = 64 * 1024  # a form's JSON; skip lists of thousands of ids still fit
 HTML = "text/html; charset=utf-8"
 
@@ -47,7 +59,7 @@ class Dashboard:
         self.history.record(self.clock.now(), self.services.broker.stats())
 
     def matches(self, path: str) -> bool:
-        return path == "/" or path.startswith("/dashboard/")
+        return path in ("/", HOME) or path.startswith(HOME + "/")
 
     async def response(
         self, request: web.Request, grant: Grant | None, cors: dict[str, str]
@@ -55,7 +67,7 @@ class Dashboard:
         """The REST door's answer to the dashboard's paths (after its browser and token
         checks; its pages are the server's own origin, so ``cors`` adds nothing)."""
         token = request.query.get("access_token")
-        if request.method == "GET" and request.path == "/":
+        if request.method == "GET" and request.path in ("/", HOME, HOME + "/"):
             return web.Response(text=self._overview(grant, token), content_type="text/html")
         if request.method == "GET" and request.path == "/dashboard/topic":
             text = self._topic(request.query.get("name", ""), grant, token)
@@ -78,16 +90,38 @@ class Dashboard:
         broker, history = self.services.broker, self.history
         per_topic = Counter(s.topic for s in stats.subscriptions)
         topics = [
-            (t, history.publish_rate(t.name), per_topic[t.name])
+            overview.TopicRow(t, history.publish_rate(t.name), per_topic[t.name])
             for t in sorted(stats.topics, key=lambda t: t.name)
             if self._visible(t.name, grant)
         ]
         subscriptions = [
-            (s, broker.subscriptions.get(s.name), history.rates(s.name), history.samples(s.name))
+            overview.SubscriptionRow(
+                s, broker.subscriptions.get(s.name), history.rates(s.name), history.samples(s.name)
+            )
             for s in sorted(stats.subscriptions, key=lambda s: s.name)
             if self._visible(s.name, grant)
         ]
-        return pages.overview(topics, subscriptions, token)
+        data = overview.OverviewData(
+            topics, subscriptions, self._snapshots(grant), self._schemas(grant), token
+        )
+        return overview.render(data)
+
+    def _projects(self, names: Iterable[str], grant: Grant | None) -> list[str]:
+        return sorted({_project(n) for n in names if self._visible(n, grant)})
+
+    def _snapshots(self, grant: Grant | None) -> list[SnapshotView]:
+        snapshots = self.services.broker.snapshots
+        found: list[SnapshotView] = []
+        for project in self._projects(snapshots.records, grant):
+            found += snapshots.list(f"projects/{project}", LISTED_RESOURCES, "").items
+        return found[:LISTED_RESOURCES]
+
+    def _schemas(self, grant: Grant | None) -> list[SchemaRevision]:
+        schemas = self.services.broker.schemas
+        found: list[SchemaRevision] = []
+        for project in self._projects(schemas.schemas, grant):
+            found += schemas.list_schemas(f"projects/{project}", LISTED_RESOURCES, "").items
+        return found[:LISTED_RESOURCES]
 
     async def _subscription(self, name: str, grant: Grant | None, token: str | None) -> str:
         if not self._visible(name, grant):
@@ -97,17 +131,18 @@ class Dashboard:
         stats = next((s for s in broker.stats().subscriptions if s.name == name), None)
         if stats is None:  # an internal subscription (a topic's retention cursor)
             raise NotFound(f"Resource not found (resource={name}).")
-        snapshots = broker.snapshots.list_for_topic(view.config.topic, 1000, "").items
-        return pages.subscription_page(
+        snapshots = broker.snapshots.list_for_topic(view.config.topic, LISTED_RESOURCES, "")
+        data = subscription_page.SubscriptionData(
             stats,
             view,
             self.history.rates(name),
             self.history.samples(name),
             self.history.rate_series(name),
             broker.peek(name, PEEK_MESSAGES),
-            snapshots,
+            snapshots.items,
             token,
         )
+        return subscription_page.render(data)
 
     def _topic(self, name: str, grant: Grant | None, token: str | None) -> str:
         if not self._visible(name, grant):
@@ -121,14 +156,16 @@ class Dashboard:
         subscriptions = sorted(
             (s for s in stats.subscriptions if s.topic == name), key=lambda s: s.name
         )
-        return pages.topic_page(
+        data = topic_page.TopicData(
             topic,
             view,
             subscriptions,
+            broker.snapshots.list_for_topic(name, LISTED_RESOURCES, "").items,
             self.history.publish_rate(name),
             self.history.publish_rate_series(name),
             token,
         )
+        return topic_page.render(data)
 
     async def _action(self, request: web.Request, grant: Grant | None) -> str:
         body = await request.content.read(MAX_ACTION_BYTES + 1)
@@ -150,7 +187,7 @@ class Dashboard:
             seek = pubsub_pb2.SeekRequest(subscription=subscription)
             seek.time.FromNanoseconds(int(at * 1e9))
             await call("Seek", seek, grant=grant)
-            when = pages.when(at)
+            when = formats.when(at)
             return (
                 f"Purged {subscription}."
                 if action == "purge"
