@@ -73,7 +73,7 @@ def _state(broker: Broker) -> dict[str, Any]:
             for name, s in resources.subscriptions.items()
         },
         "snapshots": {
-            name: (record, broker.store.snapshot_messages(name))
+            name: (record, broker.store.snapshots.messages(name))
             for name, record in broker.snapshots.records.items()
         },
         "last_seq": broker.publishing.last_seq,

@@ -111,7 +111,7 @@ class Snapshots:
 
     def _drop(self, name: str) -> None:
         del self.records[name]
-        self._store.delete_snapshot(name)
+        self._store.snapshots.delete(name)
 
     def _snapshot(self, name: str) -> SnapshotRecord:
         names.parse(name, "snapshots")
@@ -163,7 +163,7 @@ class Snapshots:
                 )
         record = replace(record, labels=labels, expire_time=expire_time)
         self.records[record.name] = record
-        self._store.update_snapshot(record)
+        self._store.snapshots.update(record)
         return _view(record)
 
     def delete(self, name: str) -> None:
@@ -198,8 +198,8 @@ class Snapshots:
                     f"{subscription.config.topic}: they must be the same topic."
                 )
             current = delivery.reads.unacked() + delivery.reads.retained()
-            target = dict(self._store.snapshot_messages(snapshot))
-            for seq, message in self._store.topic_log(record.topic, record.position):
+            target = dict(self._store.snapshots.messages(snapshot))
+            for seq, message in self._store.snapshots.topic_log(record.topic, record.position):
                 if subscription.filter is None or subscription.filter.matches(message.attributes):
                     target[seq] = message
             unacked = list(target.items())
