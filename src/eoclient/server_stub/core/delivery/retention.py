@@ -60,17 +60,17 @@ class Retention:
         ttl_cutoff = self._rules.ttl_cutoff(now)
         window = self._waiting.window
         left: Departures = []
+        table = self._leases.table
         while True:
             left += self._waiting.drop_older(cutoff, ttl_cutoff, now)
-            oldest = window.oldest()
-            table = self._leases.table
-            while (lease := table.oldest()) is not None and lease.publish_time <= ttl_cutoff:
-                gone = self.take(lease.seq, now)
-                if gone is not None:
-                    left.append((gone, True))
-            # Nothing newer was held: the oldest cold rows may be due too (a refill
-            # drops or acknowledges those, and loads the rest).
-            if oldest is not None or not window.cold():
+            if self._rules.ttl is not None:
+                while (lease := table.oldest()) is not None and lease.publish_time <= ttl_cutoff:
+                    gone = self.take(lease.seq, now)
+                    if gone is not None:
+                        left.append((gone, True))
+            # Nothing newer waits in memory: the oldest cold rows may be due too (a
+            # refill drops or acknowledges those, and loads the rest).
+            if not window.cold() or window.oldest() is not None:
                 break
             loaded, more = self._waiting.refill(now, 0, table, cutoff, ttl_cutoff)
             left += more

@@ -175,6 +175,8 @@ class Waiting:
         ``cutoff`` (dropped) or ``ttl_cutoff`` (acknowledged): out, each with whether it
         is acknowledged."""
         left: list[tuple[Left, bool]] = []
+        if not self.window.may_hold_older(max(cutoff, ttl_cutoff)):
+            return left
         while (oldest := self.window.oldest()) is not None:
             published, seq = oldest
             if published > cutoff and published > ttl_cutoff:

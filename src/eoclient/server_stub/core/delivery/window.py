@@ -29,6 +29,7 @@ becomes (delivered, dropped by the retention, acked by the TTL) is decided by
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -68,6 +69,11 @@ class Backlog:
         self._returned_seqs: list[int] = []  # heap of the returned seqs (stale ones too)
         self._bytes = 0  # sizes of every waiting message: window, cold, returned
         self._compact_at = 4096  # _by_publish's length that calls for dropping stale records
+        # At or before the publish time of every message ``oldest`` can see (window and
+        # returned): lowered as one comes in, raised to the true oldest when ``oldest``
+        # looks. The retention walk asks it first (``may_hold_older``), so that a backlog
+        # nothing is due in costs O(1) a call, not the stale records' heap pops.
+        self._floor = math.inf
 
     def __repr__(self) -> str:
         return (
@@ -99,7 +105,13 @@ class Backlog:
         low = self._lowest_returned()
         if low is not None:
             candidates.append((self._returned[low].publish_time, low))
-        return min(candidates) if candidates else None
+        oldest = min(candidates) if candidates else None
+        self._floor = oldest[0] if oldest is not None else math.inf
+        return oldest
+
+    def may_hold_older(self, cutoff: float) -> bool:
+        """Might ``oldest`` be published at or before ``cutoff``? (False: it is not.)"""
+        return self._floor <= cutoff
 
     def window_head(self) -> tuple[float, int] | None:
         """(publish time, seq) of the window's oldest entry. O(1) amortised."""
@@ -139,7 +151,10 @@ class Backlog:
     def add(self, entry: Entry) -> None:
         """Into the window (published, loaded, or back from a lease with its body)."""
         self.entries[entry.seq] = entry
-        heapq.heappush(self._by_publish, (entry.message.publish_time, entry.seq))
+        published = entry.message.publish_time
+        heapq.heappush(self._by_publish, (published, entry.seq))
+        if published < self._floor:
+            self._floor = published
         self._bytes += entry.message.size
         if entry.seq > self._cursor:
             self._cursor = entry.seq
@@ -159,6 +174,8 @@ class Backlog:
         """A leased message is waiting again, its body in the store only."""
         self._returned[seq] = returned
         heapq.heappush(self._returned_seqs, seq)
+        if returned.publish_time < self._floor:
+            self._floor = returned.publish_time
         self._bytes += returned.size
 
     # ------------------------------------------------------------ leaving
@@ -279,6 +296,7 @@ class Backlog:
         self._returned.clear()
         self._returned_seqs.clear()
         self._bytes = 0
+        self._floor = math.inf
 
 
 def _from_returned(seq: int, message: StoredMessage, returned: Returned) -> Loaded:
