@@ -44,13 +44,18 @@ MAX_ACK_ID_NUMBER_DIGITS = 19
 
 def parse_ack_id(ack_id: str) -> AckIdParts | None:
     """The parts of an id this server issued, or None for anything else."""
+    # Written out, not a loop over the two numbers: every id of every ack is parsed.
     parts = ack_id.split("-")
     if len(parts) != 3:
         return None
     uid, seq, generation = parts
-    for number in (seq, generation):
-        if not (
-            0 < len(number) <= MAX_ACK_ID_NUMBER_DIGITS and number.isascii() and number.isdigit()
-        ):
-            return None
-    return AckIdParts(uid, int(seq), int(generation))
+    if (
+        seq.isdigit()  # False when empty
+        and generation.isdigit()
+        and seq.isascii()
+        and generation.isascii()
+        and len(seq) <= MAX_ACK_ID_NUMBER_DIGITS
+        and len(generation) <= MAX_ACK_ID_NUMBER_DIGITS
+    ):
+        return AckIdParts(uid, int(seq), int(generation))
+    return None
