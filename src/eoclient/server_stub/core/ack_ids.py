@@ -40,6 +40,7 @@ class AckIdParts(NamedTuple):
 # The bound keeps int() of an absurdly long id from costing time, and ASCII-only digits
 # keep str.isdigit()'s other digits ("²") out of int(), which refuses them.
 MAX_ACK_ID_NUMBER_DIGITS = 19
+_new_tuple = tuple.__new__
 
 
 def parse_ack_id(ack_id: str) -> AckIdParts | None:
@@ -57,5 +58,7 @@ def parse_ack_id(ack_id: str) -> AckIdParts | None:
         and len(seq) <= MAX_ACK_ID_NUMBER_DIGITS
         and len(generation) <= MAX_ACK_ID_NUMBER_DIGITS
     ):
-        return AckIdParts(uid, int(seq), int(generation))
+        # tuple.__new__ directly: a NamedTuple's own constructor is a Python function
+        # around the same call, as much again for every id.
+        return _new_tuple(AckIdParts, (uid, int(seq), int(generation)))
     return None

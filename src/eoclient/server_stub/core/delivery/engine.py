@@ -163,8 +163,20 @@ class SubscriptionDelivery:
         self.advance(now)
         stream = self.streams.get(stream_id) if stream_id is not None else None
         deadline = now + ack_deadline
-        schedule, rules = self.waiting.schedule, self.rules
+        schedule, rules, waiting, leases = (
+            self.waiting.schedule,
+            self.rules,
+            self.waiting,
+            self.leases,
+        )
+        # Read once a call, not once a message: the ack ids' prefix (their format:
+        # docs/protocol.md#ack-ids-and-generations, ack_ids.py), the retention's cutoff,
+        # whether deliveries carry their attempt.
+        prefix = f"{self._ack_ids.uid}-"
+        cutoff = rules.retention_cutoff(now)
+        count_attempts = rules.count_attempts
         deliveries: list[Delivery] = []
+        redelivered = 0
         total_bytes = 0
         while len(deliveries) < max_messages:
             if schedule.exhausted():
@@ -177,7 +189,7 @@ class SubscriptionDelivery:
             if entry is None:
                 continue
             message = entry.message
-            if rules.past_retention(message.publish_time, now):
+            if message.publish_time <= cutoff:
                 # Leased past its retention, then nacked or expired along with an
                 # earlier message of its key: the retention walk did not see it leased.
                 self._drop(entry.seq, now)
@@ -186,15 +198,14 @@ class SubscriptionDelivery:
                 schedule.put_back(entry.seq)
                 break
             total_bytes += message.size
-            self.waiting.deliver(entry, now)
-            generation = self.leases.lease(entry, deadline, stream)
-            self.counters.delivered += 1
+            waiting.deliver(entry, now)
+            generation = leases.lease(entry, deadline, stream)
             if generation > 1:
-                self.counters.redelivered += 1
-            attempt = entry.failed_attempts + 1 if rules.count_attempts else 0
-            # The ack id's format: docs/protocol.md#ack-ids-and-generations (ack_ids.py).
-            ack_id = f"{self._ack_ids.uid}-{entry.seq}-{generation}"
-            deliveries.append(Delivery(ack_id, message, attempt))
+                redelivered += 1
+            attempt = entry.failed_attempts + 1 if count_attempts else 0
+            deliveries.append(Delivery(f"{prefix}{entry.seq}-{generation}", message, attempt))
+        self.counters.delivered += len(deliveries)
+        self.counters.redelivered += redelivered
         return deliveries
 
     def _refill(self, now: float, want: int) -> bool:

@@ -34,6 +34,7 @@ from eoclient.server_stub.core.delivery.rules import DeliveryRules
 from eoclient.server_stub.core.delivery.waiting import Waiting
 
 # What left, each with whether it is acknowledged (else dropped).
+_new_tuple = tuple.__new__
 Departures = list[tuple[Left, bool]]
 
 
@@ -50,8 +51,8 @@ class Retention:
         if ended is None:
             return self._waiting.remove(seq, now)
         self._waiting.lease_left(seq)
-        published, message = ended
-        return Left(seq, published, message)
+        # tuple.__new__, not Left(...): every ack comes here (ack_ids.parse_ack_id).
+        return _new_tuple(Left, (seq, *ended))
 
     def enforce(self, now: float) -> Departures:
         """Drop what outlived the retention; acknowledge what outlived the message TTL
