@@ -112,14 +112,16 @@ class Retention:
         time), meets the retention or the TTL (None: never, as things stand)."""
         rules, window = self._rules, self._waiting.window
         candidates = []
-        # The oldest waiting message's publish time. With nothing waiting in memory and
-        # cold rows (after a restart or a seek) it is the first cold row's, read from the
-        # store: otherwise only a Pull would load them, and a subscription nobody pulls —
-        # the topic's retention cursor above all — would keep expired rows (and the
-        # topic's garbage behind them) for ever. Only then: ``enforce`` can always load
-        # (and drop) that row, so a wake-up in the past cannot repeat.
-        oldest = window.oldest()
-        head = oldest[0] if oldest is not None else None
+        # The oldest waiting message's publish time, or a bound at or before it (a wake-up
+        # may come early: then ``enforce`` looks, which makes the bound exact, so an early
+        # wake-up in the past cannot repeat; the bound spares every call here the heap
+        # pops of the records delivered messages left behind). With nothing waiting in
+        # memory and cold rows (after a restart or a seek) it is the first cold row's,
+        # read from the store: otherwise only a Pull would load them, and a subscription
+        # nobody pulls — the topic's retention cursor above all — would keep expired rows
+        # (and the topic's garbage behind them) for ever. Only then: ``enforce`` can
+        # always load (and drop) that row, so a wake-up in the past cannot repeat.
+        head = window.oldest_bound()
         if head is None and window.cold():
             row = window.first_cold_row()
             head = row.message.publish_time if row is not None else None

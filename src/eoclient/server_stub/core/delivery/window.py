@@ -113,6 +113,12 @@ class Backlog:
         """Might ``oldest`` be published at or before ``cutoff``? (False: it is not.)"""
         return self._floor <= cutoff
 
+    def oldest_bound(self) -> float | None:
+        """At or before the publish time of ``oldest`` (None: the window and the returned
+        messages hold none), in O(1): early while messages that left were the oldest,
+        exact again once ``oldest`` looks."""
+        return None if self._floor == math.inf else self._floor
+
     def window_head(self) -> tuple[float, int] | None:
         """(publish time, seq) of the window's oldest entry. O(1) amortised."""
         by_publish, entries = self._by_publish, self.entries
