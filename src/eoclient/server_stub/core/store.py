@@ -68,9 +68,11 @@ class SnapshotRecord:
     position: int  # the last seq the topic had published when the snapshot was taken
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BacklogRow:
-    """One unacknowledged message of a subscription, as stored."""
+    """One unacknowledged message of a subscription, as stored. Not frozen: one is read
+    for every message a durable store hands back, and a frozen dataclass's constructor
+    costs three times a plain one's; nothing changes a row once read."""
 
     seq: int
     message: StoredMessage

@@ -38,9 +38,10 @@ from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import BacklogRow, SeqMessage, SubscriptionStorage
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Loaded:
-    """A cold message brought into reach by ``Backlog.load``, not in the window yet."""
+    """A cold message brought into reach by ``Backlog.load``, not in the window yet.
+    Not frozen: one is made for every message loaded (``BacklogRow``'s reason)."""
 
     seq: int
     message: StoredMessage
@@ -116,8 +117,11 @@ class Backlog:
     def oldest_bound(self) -> float | None:
         """At or before the publish time of ``oldest`` (None: the window and the returned
         messages hold none), in O(1): early while messages that left were the oldest,
-        exact again once ``oldest`` looks."""
-        return None if self._floor == math.inf else self._floor
+        exact again once ``oldest`` looks, and None whenever nothing is held."""
+        if not self.entries and not self._returned:
+            self._floor = math.inf
+            return None
+        return self._floor
 
     def window_head(self) -> tuple[float, int] | None:
         """(publish time, seq) of the window's oldest entry. O(1) amortised."""
