@@ -174,17 +174,30 @@ async def test_the_readme_spark_block_runs(monkeypatch: pytest.MonkeyPatch, tmp_
             "error,ignore:unclosed file <_io.Buffered:ResourceWarning"
             ",ignore:unclosed <socket.socket:ResourceWarning"
         )
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(script),
-            cwd=tmp_path,
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=280)
-        assert process.returncode == 0, stderr.decode()[-4000:]
+        # The output goes to files, not pipes, so that a run that does not finish in time
+        # still says where it was (Spark's log) when the test kills it.
+        stdout_path, stderr_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+        with stdout_path.open("wb") as stdout_file, stderr_path.open("wb") as stderr_file:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                str(script),
+                cwd=tmp_path,
+                env=env,
+                stdout=stdout_file,
+                stderr=stderr_file,
+            )
+            try:
+                await asyncio.wait_for(process.wait(), timeout=280)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+                pytest.fail(
+                    "the README's Spark block did not finish in 280 s; its stderr ends:\n"
+                    + stderr_path.read_text(errors="replace")[-4000:]
+                )
+        stderr = stderr_path.read_text(errors="replace")
+        assert process.returncode == 0, stderr[-4000:]
         # "order 1", "order 2" (Publishing) and "order 3" (settling by ack id) all reached
         # orders-spark, which nothing else consumes.
-        assert "3 orders archived" in stdout.decode()
+        assert "3 orders archived" in stdout_path.read_text()
         assert srv.broker.backlog("projects/my-project/subscriptions/orders-spark") == 0

@@ -7,6 +7,11 @@
 * tasks are started only in a TaskGroup or by ``eoclient._tasks``: no ``asyncio.create_task``,
   ``loop.create_task`` or ``ensure_future`` anywhere else
   (docs/architecture.md#every-background-task-belongs-to-one-taskgroup);
+* no ``__init__`` of the reference server takes more than ``MAX_SERVER_INIT_PARAMETERS``
+  parameters (``self`` not counted): a constructor that needs more is holding parts that
+  belong together in a value of their own;
+* the server's doors translate and never decide: nothing in ``server_stub/doors/`` names
+  the broker (docs/architecture.md#what-each-layer-keeps);
 * the Spark connector is built on the SDK's public names: it imports no private module of
   the SDK (``_tasks``, ``_clock`` and ``_proto`` are shared infrastructure);
 * outside the reference server, only the transport modules (``_transport``, ``_endpoint``)
@@ -34,22 +39,10 @@ SOURCE = Path(eoclient.__file__).parent
 MAX_MODULE_LINES = 500
 MAX_CLASS_CODE_LINES = 300
 MAX_FORWARDERS = 3
+MAX_SERVER_INIT_PARAMETERS = 7
 
 # (rule, module relative to src/eoclient, class or "" for the module).
-KNOWN_EXCEPTIONS: frozenset[tuple[str, str, str]] = frozenset(
-    {
-        ("loose task", "server_stub/server.py", ""),
-        ("loose task", "server_stub/group_commit.py", ""),
-        ("loose task", "server_stub/doors/grpc/streaming_pull.py", ""),
-        ("module lines", "server_stub/bigquery/standin.py", ""),
-        ("class lines", "server_stub/bigquery/standin.py", "BigQueryStandIn"),
-        # Grown past the limits by the merge of exports, ingestion and transforms.
-        ("class lines", "server_stub/exports/cloud_storage.py", "CloudStorageWorker"),
-        ("module lines", "admin/convert.py", ""),
-        ("module lines", "cli/subscriptions.py", ""),
-        ("module lines", "server_stub/ingestion/shell.py", ""),
-    }
-)
+KNOWN_EXCEPTIONS: frozenset[tuple[str, str, str]] = frozenset()
 
 # A task started outside a TaskGroup: asyncio.create_task(...), <loop>.create_task(...),
 # asyncio.ensure_future(...). ``<group>.create_task`` on a TaskGroup is the owned way.
@@ -151,6 +144,24 @@ def _forwards(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return len(passed) == len(call.args) + len(call.keywords) and passed == own
 
 
+def _parameters(method: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    arguments = method.args
+    named = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+    return len(named) - 1 + (arguments.vararg is not None) + (arguments.kwarg is not None)
+
+
+def _names_the_broker(tree: ast.Module) -> bool:
+    """Whether a module reaches the broker: a name or attribute ``broker`` / ``Broker``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in {"broker", "Broker"}:
+            return True
+        if isinstance(node, ast.Attribute) and node.attr in {"broker", "Broker"}:
+            return True
+        if isinstance(node, ast.alias) and node.name.rpartition(".")[2] == "Broker":
+            return True
+    return False
+
+
 def violations() -> set[tuple[str, str, str]]:
     found: set[tuple[str, str, str]] = set()
     for name, path in _modules():
@@ -173,6 +184,13 @@ def violations() -> set[tuple[str, str, str]]:
             ]
             if sum(_forwards(method) for method in methods) > MAX_FORWARDERS:
                 found.add(("forwarders", name, node.name))
+            if name.startswith("server_stub/") and any(
+                method.name == "__init__" and _parameters(method) > MAX_SERVER_INIT_PARAMETERS
+                for method in methods
+            ):
+                found.add(("init parameters", name, node.name))
+        if name.startswith("server_stub/doors/") and _names_the_broker(tree):
+            found.add(("door uses broker", name, ""))
         transport = name.startswith("server_stub/") or name in _TRANSPORT_MODULES
         grpc_imported = any(m == "grpc" or m.startswith("grpc.") for m in _runtime_imports(tree))
         if grpc_imported and not transport:
@@ -234,6 +252,26 @@ def test_a_forwarder_is_recognized(source: str, forwards: bool) -> None:
     method = ast.parse(source).body[0]
     assert isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef)
     assert _forwards(method) is forwards
+
+
+@pytest.mark.parametrize(
+    ("source", "names"),
+    [
+        ("services.broker.leasing.pull(name, 1)", True),
+        ("broker = services.broker_of(name)", True),
+        ("from eoclient.server_stub.core import Broker", True),
+        ("services.streaming_pull.open(first, grant, peer)", False),
+        ("# eoclient.broker.v1 in a comment", False),
+    ],
+)
+def test_a_door_naming_the_broker_is_recognized(source: str, names: bool) -> None:
+    assert _names_the_broker(ast.parse(source)) is names
+
+
+def test_init_parameters_are_counted_without_self() -> None:
+    method = ast.parse("def __init__(self, a, b=1, *, c, **d): pass").body[0]
+    assert isinstance(method, ast.FunctionDef)
+    assert _parameters(method) == 4
 
 
 def test_a_loose_task_is_recognized() -> None:

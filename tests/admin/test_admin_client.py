@@ -42,6 +42,7 @@ from eoclient.admin import (
     TopicState,
     convert,
     project_path,
+    rpc_requests,
     snapshot_path,
     subscription_path,
     topic_path,
@@ -220,7 +221,7 @@ def test_unset_and_partly_set_wire_fields() -> None:
 
 
 def test_update_mask_names_exactly_the_changed_fields() -> None:
-    request = convert.update_subscription(
+    request = rpc_requests.update_subscription(
         "projects/p/subscriptions/s", {"labels": {"team": "b"}, "ack_deadline_seconds": 30}
     )
     message = request.message
@@ -234,25 +235,25 @@ def test_update_mask_names_exactly_the_changed_fields() -> None:
         ("subscription.name", "projects/p/subscriptions/s"),
     )
     # None clears: the path is in the mask, the field is unset in the message.
-    cleared = convert.update_subscription(
+    cleared = rpc_requests.update_subscription(
         "projects/p/subscriptions/s", {"dead_letter_policy": None, "retry_policy": None}
     ).message
     assert isinstance(cleared, pb.UpdateSubscriptionRequest)
     assert list(cleared.update_mask.paths) == ["dead_letter_policy", "retry_policy"]
     assert not cleared.subscription.HasField("dead_letter_policy")
-    topic = convert.update_topic("projects/p/topics/t", {"message_retention_duration": HOUR})
+    topic = rpc_requests.update_topic("projects/p/topics/t", {"message_retention_duration": HOUR})
     assert isinstance(topic.message, pb.UpdateTopicRequest)
     assert list(topic.message.update_mask.paths) == ["message_retention_duration"]
     assert topic.routing == ("topic.name", "projects/p/topics/t")
     expire = datetime.datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
-    snapshot = convert.update_snapshot("projects/p/snapshots/n", {"expire_time": expire})
+    snapshot = rpc_requests.update_snapshot("projects/p/snapshots/n", {"expire_time": expire})
     assert isinstance(snapshot.message, pb.UpdateSnapshotRequest)
     assert list(snapshot.message.update_mask.paths) == ["expire_time"]
     assert snapshot.message.snapshot.expire_time.ToDatetime(tzinfo=UTC) == expire
 
 
 def test_create_snapshot_request_carries_labels() -> None:
-    request = convert.create_snapshot(
+    request = rpc_requests.create_snapshot(
         "projects/p/snapshots/n", "projects/p/subscriptions/s", {"run": "1"}
     )
     assert isinstance(request.message, pb.CreateSnapshotRequest)
@@ -282,7 +283,7 @@ async def test_arguments_the_client_can_reject_are_refused_before_sending() -> N
 
 def test_seek_time_is_sent_in_utc() -> None:
     local = datetime.datetime(2030, 1, 1, 2, 0, tzinfo=datetime.timezone(2 * HOUR))
-    request = convert.seek("projects/p/subscriptions/s", time=local, snapshot=None).message
+    request = rpc_requests.seek("projects/p/subscriptions/s", time=local, snapshot=None).message
     assert isinstance(request, pb.SeekRequest)
     assert request.time.ToDatetime(tzinfo=UTC) == datetime.datetime(2030, 1, 1, tzinfo=UTC)
 

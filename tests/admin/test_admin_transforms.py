@@ -17,6 +17,7 @@ from eoclient.admin import (
     Subscription,
     Topic,
     convert,
+    rpc_requests,
     subscription_path,
     topic_path,
 )
@@ -56,11 +57,11 @@ def test_a_transform_of_another_kind_reads_as_no_udf() -> None:
 
 
 def test_update_masks_name_message_transforms() -> None:
-    topic = convert.update_topic("projects/p/topics/t", {"message_transforms": ()}).message
+    topic = rpc_requests.update_topic("projects/p/topics/t", {"message_transforms": ()}).message
     assert isinstance(topic, pb.UpdateTopicRequest)
     assert list(topic.update_mask.paths) == ["message_transforms"]
     assert list(topic.topic.message_transforms) == []  # the mask names it: all removed
-    sub = convert.update_subscription(
+    sub = rpc_requests.update_subscription(
         "projects/p/subscriptions/s", {"message_transforms": (UPPER,)}
     ).message
     assert isinstance(sub, pb.UpdateSubscriptionRequest)

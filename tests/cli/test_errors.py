@@ -98,12 +98,12 @@ def test_main_returns_the_exit_status(capsys: pytest.CaptureFixture[str]) -> Non
 def test_an_unexpected_error_is_one_line_unless_asked(
     eo: Eo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import eoclient.cli.topics as topics_module
+    from eoclient.cli.resource_verbs import ResourceVerbs
 
     def broken(*args: object) -> None:
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr(topics_module, "show_topic", broken)
+    monkeypatch.setattr(ResourceVerbs, "show", broken)
     line = eo.fails("topics", "create", "orders")
     assert line == (
         "eoclient: internal error: ZeroDivisionError: boom "

@@ -171,7 +171,7 @@ def test_publish_from_an_open_pipe_stops_on_ctrl_c(eod_names: tuple[Eo, str]) ->
             process.kill()
             process.wait()
     assert sorted(pulled) == ["one", "two"]
-    assert process.returncode == 130
+    assert process.returncode == 130, stderr
     assert stdout == ""
     assert_one_line_error(stderr)
     assert stderr.strip() == ("eoclient: interrupted — published the 2 message(s) read before it")

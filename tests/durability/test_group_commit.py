@@ -24,6 +24,20 @@ async def test_reads_interleaved_with_commits_never_deadlock(tmp_path: Path) -> 
     store = SqliteStore(tmp_path, window=1, gc_interval=0)
     broker = Broker(SystemClock(), store=store, record_history=False)
     group = GroupCommit(store)
+    async with asyncio.TaskGroup() as tasks:
+        tasks.create_task(group.run())  # the commit loop, as the server runs it
+        acked = await _serve(broker, group)
+    assert sum(acked) == 2_000
+    assert group.commits > 10
+    store.close()
+    reopened = SqliteStore(tmp_path)
+    try:
+        assert reopened.load().subscriptions[0].backlog == 0  # every ack was committed
+    finally:
+        reopened.close()
+
+
+async def _serve(broker: Broker, group: GroupCommit) -> list[int]:
     broker.topics.create(TopicConfig(TOPIC))
     broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC))
     await group.durable()
@@ -57,12 +71,16 @@ async def test_reads_interleaved_with_commits_never_deadlock(tmp_path: Path) -> 
 
     _, _, *acked = await asyncio.gather(publisher(), ticker(), *(consumer() for _ in range(4)))
     await group.durable()
-    assert sum(acked) == 2_000
-    assert group.commits > 10
-    await group.aclose()
+    await group.aclose()  # the loop ends once the commit in flight is done
+    return acked
+
+
+async def test_without_its_loop_a_commit_is_made_at_once(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path)
+    broker = Broker(SystemClock(), store=store, record_history=False)
+    group = GroupCommit(store)
+    broker.topics.create(TopicConfig(TOPIC))
+    assert store.dirty
+    await group.durable()
+    assert not store.dirty
     store.close()
-    reopened = SqliteStore(tmp_path)
-    try:
-        assert reopened.load().subscriptions[0].backlog == 0  # every ack was committed
-    finally:
-        reopened.close()

@@ -12,7 +12,7 @@ import datetime
 from collections.abc import Mapping
 
 from eoclient._retrying import DEFAULT
-from eoclient.admin import convert
+from eoclient.admin import convert, rpc_requests
 from eoclient.admin.calls import AdminCalls, AsyncPager, Retry, Timeout
 from eoclient.admin.paths import project_of, snapshot_path
 from eoclient.admin.types import UNSET, Snapshot, Unset
@@ -37,7 +37,7 @@ class SnapshotAdmin(AdminCalls):
         """Snapshot ``subscription``'s unacked backlog (and everything published after)."""
         return convert.snapshot_from_pb(
             await self._call(
-                convert.create_snapshot(name, subscription, labels or {}), retry, timeout
+                rpc_requests.create_snapshot(name, subscription, labels or {}), retry, timeout
             )
         )
 
@@ -45,7 +45,7 @@ class SnapshotAdmin(AdminCalls):
         self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
     ) -> Snapshot:
         return convert.snapshot_from_pb(
-            await self._call(convert.get_snapshot(name), retry, timeout)
+            await self._call(rpc_requests.get_snapshot(name), retry, timeout)
         )
 
     async def update_snapshot(
@@ -60,7 +60,7 @@ class SnapshotAdmin(AdminCalls):
         """Change the given properties (the update mask names exactly those)."""
         changes = {"labels": labels, "expire_time": expire_time}
         return convert.snapshot_from_pb(
-            await self._call(convert.update_snapshot(name, changes), retry, timeout)
+            await self._call(rpc_requests.update_snapshot(name, changes), retry, timeout)
         )
 
     def list_snapshots(
@@ -72,8 +72,8 @@ class SnapshotAdmin(AdminCalls):
         timeout: Timeout = DEFAULT,
     ) -> AsyncPager[Snapshot]:
         return self._pager(
-            convert.list_snapshots,
-            convert.snapshots_page,
+            rpc_requests.list_snapshots,
+            rpc_requests.snapshots_page,
             project_of(project),
             page_size,
             retry,
@@ -90,13 +90,18 @@ class SnapshotAdmin(AdminCalls):
     ) -> AsyncPager[str]:
         """Names of the snapshots taken from the topic's subscriptions."""
         return self._pager(
-            convert.list_topic_snapshots, convert.names_page, topic, page_size, retry, timeout
+            rpc_requests.list_topic_snapshots,
+            rpc_requests.names_page,
+            topic,
+            page_size,
+            retry,
+            timeout,
         )
 
     async def delete_snapshot(
         self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
     ) -> None:
-        await self._call(convert.delete_snapshot(name), retry, timeout)
+        await self._call(rpc_requests.delete_snapshot(name), retry, timeout)
 
     async def seek(
         self,
@@ -114,4 +119,6 @@ class SnapshotAdmin(AdminCalls):
         retains them, ``retain_acked_messages``). ``snapshot``: the subscription's ack
         state becomes the snapshot's (same topic required). Exactly one of the two.
         """
-        await self._call(convert.seek(subscription, time=time, snapshot=snapshot), retry, timeout)
+        await self._call(
+            rpc_requests.seek(subscription, time=time, snapshot=snapshot), retry, timeout
+        )

@@ -12,7 +12,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 
 from eoclient._retrying import DEFAULT
-from eoclient.admin import convert
+from eoclient.admin import convert, rpc_requests
 from eoclient.admin.calls import AdminCalls, AsyncPager, Retry, Timeout
 from eoclient.admin.export_configs import BigQueryConfig, CloudStorageConfig
 from eoclient.admin.paths import project_of, subscription_path
@@ -77,14 +77,14 @@ class SubscriptionAdmin(AdminCalls):
             message_transforms=tuple(message_transforms),
         )
         return convert.subscription_from_pb(
-            await self._call(convert.create_subscription(subscription), retry, timeout)
+            await self._call(rpc_requests.create_subscription(subscription), retry, timeout)
         )
 
     async def get_subscription(
         self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
     ) -> Subscription:
         return convert.subscription_from_pb(
-            await self._call(convert.get_subscription(name), retry, timeout)
+            await self._call(rpc_requests.get_subscription(name), retry, timeout)
         )
 
     async def update_subscription(
@@ -133,7 +133,7 @@ class SubscriptionAdmin(AdminCalls):
             ),
         }
         return convert.subscription_from_pb(
-            await self._call(convert.update_subscription(name, changes), retry, timeout)
+            await self._call(rpc_requests.update_subscription(name, changes), retry, timeout)
         )
 
     def list_subscriptions(
@@ -146,8 +146,8 @@ class SubscriptionAdmin(AdminCalls):
     ) -> AsyncPager[Subscription]:
         """The project's subscriptions, with all their properties."""
         return self._pager(
-            convert.list_subscriptions,
-            convert.subscriptions_page,
+            rpc_requests.list_subscriptions,
+            rpc_requests.subscriptions_page,
             project_of(project),
             page_size,
             retry,
@@ -163,15 +163,15 @@ class SubscriptionAdmin(AdminCalls):
         timeout: Timeout = DEFAULT,
     ) -> None:
         """Switch a subscription to push (to ``push_config``) or, with ``None``, to pull."""
-        await self._call(convert.modify_push_config(name, push_config), retry, timeout)
+        await self._call(rpc_requests.modify_push_config(name, push_config), retry, timeout)
 
     async def delete_subscription(
         self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
     ) -> None:
-        await self._call(convert.delete_subscription(name), retry, timeout)
+        await self._call(rpc_requests.delete_subscription(name), retry, timeout)
 
     async def detach_subscription(
         self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
     ) -> None:
         """Detach a subscription from its topic: it stops receiving and pulls fail."""
-        await self._call(convert.detach_subscription(name), retry, timeout)
+        await self._call(rpc_requests.detach_subscription(name), retry, timeout)

@@ -13,7 +13,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 
 from eoclient._retrying import DEFAULT
-from eoclient.admin import convert
+from eoclient.admin import convert, rpc_requests
 from eoclient.admin.calls import AdminCalls, AsyncPager, Retry, Timeout
 from eoclient.admin.ingestion import IngestionSettings
 from eoclient.admin.paths import project_of, topic_path
@@ -52,12 +52,14 @@ class TopicAdmin(AdminCalls):
             message_transforms=tuple(message_transforms),
             ingestion_data_source_settings=ingestion_data_source_settings,
         )
-        return convert.topic_from_pb(await self._call(convert.create_topic(topic), retry, timeout))
+        return convert.topic_from_pb(
+            await self._call(rpc_requests.create_topic(topic), retry, timeout)
+        )
 
     async def get_topic(
         self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
     ) -> Topic:
-        return convert.topic_from_pb(await self._call(convert.get_topic(name), retry, timeout))
+        return convert.topic_from_pb(await self._call(rpc_requests.get_topic(name), retry, timeout))
 
     async def update_topic(
         self,
@@ -88,7 +90,7 @@ class TopicAdmin(AdminCalls):
             "ingestion_data_source_settings": ingestion_data_source_settings,
         }
         return convert.topic_from_pb(
-            await self._call(convert.update_topic(name, changes), retry, timeout)
+            await self._call(rpc_requests.update_topic(name, changes), retry, timeout)
         )
 
     def list_topics(
@@ -101,7 +103,12 @@ class TopicAdmin(AdminCalls):
     ) -> AsyncPager[Topic]:
         """The project's topics (``project`` = ``"my-project"`` or ``"projects/my-project"``)."""
         return self._pager(
-            convert.list_topics, convert.topics_page, project_of(project), page_size, retry, timeout
+            rpc_requests.list_topics,
+            rpc_requests.topics_page,
+            project_of(project),
+            page_size,
+            retry,
+            timeout,
         )
 
     def list_topic_subscriptions(
@@ -114,11 +121,16 @@ class TopicAdmin(AdminCalls):
     ) -> AsyncPager[str]:
         """Names of the topic's subscriptions."""
         return self._pager(
-            convert.list_topic_subscriptions, convert.names_page, topic, page_size, retry, timeout
+            rpc_requests.list_topic_subscriptions,
+            rpc_requests.names_page,
+            topic,
+            page_size,
+            retry,
+            timeout,
         )
 
     async def delete_topic(
         self, name: str, *, retry: Retry = DEFAULT, timeout: Timeout = DEFAULT
     ) -> None:
         """Delete a topic; its subscriptions remain, their topic reads ``_deleted-topic_``."""
-        await self._call(convert.delete_topic(name), retry, timeout)
+        await self._call(rpc_requests.delete_topic(name), retry, timeout)

@@ -1,7 +1,7 @@
 """Admin resources as frozen dataclasses: what ``AdminClient`` takes and returns.
 
 No protobuf here (docs/architecture.md#generated-protobuf-code-is-isolated);
-:mod:`eoclient.admin.convert` is the only
+:mod:`eoclient.admin.convert` (with :mod:`eoclient.admin.rpc_requests`) is the only
 place these meet the wire types. Conventions, the same in every class:
 
 * **durations** are :class:`datetime.timedelta` (wire: ``google.protobuf.Duration``);

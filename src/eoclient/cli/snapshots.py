@@ -18,6 +18,7 @@ from eoclient.cli.flags import (
     merged,
     updated_labels,
 )
+from eoclient.cli.resource_verbs import ResourceVerbs
 from eoclient.cli.views import SNAPSHOT_COLUMNS, snapshot_fields, snapshot_record
 
 
@@ -26,14 +27,16 @@ def snapshots() -> None:
     """Create, inspect, change and delete snapshots (for seek --snapshot)."""
 
 
-def show_snapshot(invocation: Invocation, snapshot: Snapshot, done: str = "") -> None:
-    out = invocation.output
-    if out.json:
-        out.document(snapshot_record(snapshot))
-        return
-    if done:
-        out.note(f"{done} snapshot {snapshot.name}")
-    out.fields(snapshot_fields(snapshot))
+SNAPSHOTS: ResourceVerbs[Snapshot] = ResourceVerbs(
+    "snapshot",
+    "snapshots",
+    SNAPSHOT_COLUMNS,
+    snapshot_record,
+    snapshot_fields,
+    lambda admin, name: admin.get_snapshot(name),
+    lambda admin, project: admin.list_snapshots(project),
+)
+SNAPSHOTS.add_to(snapshots)
 
 
 @snapshots.command("create")
@@ -59,41 +62,7 @@ def create(
         async with invocation.admin() as admin:
             return await admin.create_snapshot(name, source, labels=merged(labels))
 
-    show_snapshot(invocation, invocation.run(call()), "created")
-
-
-@snapshots.command("list")
-@common_options
-def list_(invocation: Invocation) -> None:
-    """List the project's snapshots."""
-    project = invocation.required_project("snapshots list")
-
-    async def call() -> list[Snapshot]:
-        async with invocation.admin() as admin:
-            return await admin.list_snapshots(project).collect()
-
-    found = invocation.run(call())
-    out = invocation.output
-    if out.json:
-        out.document([snapshot_record(s) for s in found])
-    elif found:
-        out.rows(found, SNAPSHOT_COLUMNS)
-    else:
-        out.note(f"no snapshots in projects/{project}")
-
-
-@snapshots.command("describe")
-@click.argument("snapshot")
-@common_options
-def describe(invocation: Invocation, snapshot: str) -> None:
-    """Show SNAPSHOT's properties."""
-    name = invocation.name("snapshot", snapshot)
-
-    async def call() -> Snapshot:
-        async with invocation.admin() as admin:
-            return await admin.get_snapshot(name)
-
-    show_snapshot(invocation, invocation.run(call()))
+    SNAPSHOTS.show(invocation, invocation.run(call()), "created")
 
 
 @snapshots.command("update")
@@ -127,7 +96,7 @@ def update(
                 name, labels=labels, expire_time=UNSET if expire_time is None else expire_time
             )
 
-    show_snapshot(invocation, invocation.run(call()), "updated")
+    SNAPSHOTS.show(invocation, invocation.run(call()), "updated")
 
 
 @snapshots.command("delete")

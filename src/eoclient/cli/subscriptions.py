@@ -17,7 +17,7 @@ from eoclient.admin import (
     SeekOutcome,
     Subscription,
 )
-from eoclient.cli import policies, policy_values
+from eoclient.cli import ack_by_id, policies, policy_values
 from eoclient.cli.app import Invocation, common_options
 from eoclient.cli.errors import CliError, UsageProblem
 from eoclient.cli.export_flags import (
@@ -37,6 +37,7 @@ from eoclient.cli.flags import (
     merged,
     updated_labels,
 )
+from eoclient.cli.resource_verbs import ResourceVerbs
 from eoclient.cli.transforms_file import (
     clear_transforms_option,
     read_transforms,
@@ -46,11 +47,9 @@ from eoclient.cli.transforms_file import (
 from eoclient.cli.values import wire_time
 from eoclient.cli.views import (
     SUBSCRIPTION_COLUMNS,
-    Column,
     subscription_fields,
     subscription_record,
 )
-from eoclient.subscriber import AckResult, SubscriberClient
 
 # RetryPolicy's wire defaults, used for the bound a flag leaves out
 # (docs/protocol.md#subscription-properties-and-defaults).
@@ -64,14 +63,18 @@ def subscriptions() -> None:
     """Create, inspect, change, detach and delete subscriptions; ack by id."""
 
 
-def show_subscription(invocation: Invocation, subscription: Subscription, done: str = "") -> None:
-    out = invocation.output
-    if out.json:
-        out.document(subscription_record(subscription))
-        return
-    if done:
-        out.note(f"{done} subscription {subscription.name}")
-    out.fields(subscription_fields(subscription))
+SUBSCRIPTIONS: ResourceVerbs[Subscription] = ResourceVerbs(
+    "subscription",
+    "subscriptions",
+    SUBSCRIPTION_COLUMNS,
+    subscription_record,
+    subscription_fields,
+    lambda admin, name: admin.get_subscription(name),
+    lambda admin, project: admin.list_subscriptions(project),
+)
+SUBSCRIPTIONS.add_to(subscriptions)
+subscriptions.add_command(ack_by_id.ack)
+subscriptions.add_command(ack_by_id.modify_ack_deadline)
 
 
 # Flags both create and update take, as gcloud names them.
@@ -202,41 +205,7 @@ def create(
                 **exports,
             )
 
-    show_subscription(invocation, invocation.run(call()), "created")
-
-
-@subscriptions.command("list")
-@common_options
-def list_(invocation: Invocation) -> None:
-    """List the project's subscriptions."""
-    project = invocation.required_project("subscriptions list")
-
-    async def call() -> list[Subscription]:
-        async with invocation.admin() as admin:
-            return await admin.list_subscriptions(project).collect()
-
-    found = invocation.run(call())
-    out = invocation.output
-    if out.json:
-        out.document([subscription_record(s) for s in found])
-    elif found:
-        out.rows(found, SUBSCRIPTION_COLUMNS)
-    else:
-        out.note(f"no subscriptions in projects/{project}")
-
-
-@subscriptions.command("describe")
-@click.argument("subscription")
-@common_options
-def describe(invocation: Invocation, subscription: str) -> None:
-    """Show SUBSCRIPTION's properties."""
-    name = invocation.name("subscription", subscription)
-
-    async def call() -> Subscription:
-        async with invocation.admin() as admin:
-            return await admin.get_subscription(name)
-
-    show_subscription(invocation, invocation.run(call()))
+    SUBSCRIPTIONS.show(invocation, invocation.run(call()), "created")
 
 
 @subscriptions.command("update")
@@ -354,7 +323,7 @@ def update(
                     )
             return await admin.update_subscription(name, **changes)
 
-    show_subscription(invocation, invocation.run(call()), "updated")
+    SUBSCRIPTIONS.show(invocation, invocation.run(call()), "updated")
 
 
 def _refuse_both(clear: bool, value: object, policy: str) -> None:
@@ -408,63 +377,6 @@ def detach(invocation: Invocation, subscription: str) -> None:
 
     invocation.run(call())
     invocation.output.done("detached", "subscription", name, {"name": name, "detached": True})
-
-
-def _settle_by_id(
-    invocation: Invocation, subscription: str, ack_ids: Sequence[str], seconds: int | None
-) -> None:
-    name = invocation.name("subscription", subscription)
-
-    async def call() -> dict[str, AckResult]:
-        async with SubscriberClient(invocation.endpoint) as client:
-            if seconds is None:
-                return await client.acknowledge(name, ack_ids)
-            return await client.modify_ack_deadline(name, ack_ids, seconds)
-
-    results = invocation.run(call())
-    out = invocation.output
-    if out.json:
-        out.document(
-            [
-                {"ackId": ack_id, "status": r.status.name, "info": r.info or None}
-                for ack_id, r in results.items()
-            ]
-        )
-        return
-    out.rows(list(results.items()), _ACK_COLUMNS)
-
-
-_ACK_COLUMNS: Sequence[Column[tuple[str, AckResult]]] = (
-    Column("ACK ID", lambda item: item[0]),
-    Column("STATUS", lambda item: item[1].status.name),
-    Column("INFO", lambda item: item[1].info),
-)
-
-
-@subscriptions.command("ack")
-@click.argument("subscription")
-@click.argument("ack_ids", nargs=-1, required=True, metavar="ACK_ID...")
-@common_options
-def ack(invocation: Invocation, subscription: str, ack_ids: Sequence[str]) -> None:
-    """Acknowledge deliveries by ack id (from pull); shows each id's exactly-once status."""
-    _settle_by_id(invocation, subscription, ack_ids, None)
-
-
-@subscriptions.command("modify-ack-deadline")
-@click.argument("subscription")
-@click.argument("ack_ids", nargs=-1, required=True, metavar="ACK_ID...")
-@click.option(
-    "--ack-deadline",
-    type=click.IntRange(0, 600),
-    required=True,
-    help="Seconds from now, 0..600; 0 gives the messages back for redelivery now.",
-)
-@common_options
-def modify_ack_deadline(
-    invocation: Invocation, subscription: str, ack_ids: Sequence[str], ack_deadline: int
-) -> None:
-    """Extend (or end, with 0) the deadline of deliveries by ack id."""
-    _settle_by_id(invocation, subscription, ack_ids, ack_deadline)
 
 
 @subscriptions.command("seek")

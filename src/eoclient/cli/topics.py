@@ -22,6 +22,7 @@ from eoclient.cli.flags import (
     updated_labels,
 )
 from eoclient.cli.ingestion import ingestion_from_flags, ingestion_options
+from eoclient.cli.resource_verbs import ResourceVerbs
 from eoclient.cli.transforms_file import (
     clear_transforms_option,
     read_transforms,
@@ -36,14 +37,16 @@ def topics() -> None:
     """Create, inspect, change and delete topics."""
 
 
-def show_topic(invocation: Invocation, topic: Topic, done: str = "") -> None:
-    out = invocation.output
-    if out.json:
-        out.document(topic_record(topic))
-        return
-    if done:
-        out.note(f"{done} topic {topic.name}")
-    out.fields(topic_fields(topic))
+TOPICS: ResourceVerbs[Topic] = ResourceVerbs(
+    "topic",
+    "topics",
+    TOPIC_COLUMNS,
+    topic_record,
+    topic_fields,
+    lambda admin, name: admin.get_topic(name),
+    lambda admin, project: admin.list_topics(project),
+)
+TOPICS.add_to(topics)
 
 
 @topics.command("create")
@@ -83,41 +86,7 @@ def create(
                 ingestion_data_source_settings=ingestion,
             )
 
-    show_topic(invocation, invocation.run(call()), "created")
-
-
-@topics.command("list")
-@common_options
-def list_(invocation: Invocation) -> None:
-    """List the project's topics."""
-    project = invocation.required_project("topics list")
-
-    async def call() -> list[Topic]:
-        async with invocation.admin() as admin:
-            return await admin.list_topics(project).collect()
-
-    found = invocation.run(call())
-    out = invocation.output
-    if out.json:
-        out.document([topic_record(topic) for topic in found])
-    elif found:
-        out.rows(found, TOPIC_COLUMNS)
-    else:
-        out.note(f"no topics in projects/{project}")
-
-
-@topics.command("describe")
-@click.argument("topic")
-@common_options
-def describe(invocation: Invocation, topic: str) -> None:
-    """Show TOPIC's properties."""
-    name = invocation.name("topic", topic)
-
-    async def call() -> Topic:
-        async with invocation.admin() as admin:
-            return await admin.get_topic(name)
-
-    show_topic(invocation, invocation.run(call()))
+    TOPICS.show(invocation, invocation.run(call()), "created")
 
 
 @topics.command("update")
@@ -194,7 +163,7 @@ def update(
                 ingestion_data_source_settings=ingestion,
             )
 
-    show_topic(invocation, invocation.run(call()), "updated")
+    TOPICS.show(invocation, invocation.run(call()), "updated")
 
 
 @topics.command("delete")

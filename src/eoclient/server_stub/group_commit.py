@@ -4,12 +4,14 @@ Durability rule (the one the exactly-once promise rests on): a Publish response 
 ids), an acknowledgement's SUCCESS — unary or a StreamingPull confirmation — every admin
 change, and a delivery of an exactly-once subscription (its lease: so its ack id still
 resolves after a crash) leave the server only after the store committed them. Each call
-awaits ``durable()`` after the broker applied its change. One commit runs at a time, in a task of
-its own: it yields once (so the other calls of this turn of the event loop add their
-changes), runs the pending statements (``begin_commit``), then the COMMIT and its fsync in
-a thread (``finish_commit``) — the event loop goes on serving meanwhile, and whatever
-arrives during that fsync shares the next commit: the busier the server, the larger the
-groups, and an fsync's latency never stalls the loop.
+awaits ``durable()`` after the broker applied its change. One commit runs at a time, in the
+commit loop (``run``, a task the server owns from its start to its stop): it yields once (so
+the other calls of this turn of the event loop add their changes), runs the pending
+statements (``begin_commit``), then the COMMIT and its fsync in a thread
+(``finish_commit``) — the event loop goes on serving meanwhile, and whatever arrives during
+that fsync shares the next commit: the busier the server, the larger the groups, and an
+fsync's latency never stalls the loop. Without the loop running (services used without a
+server) a commit is made at once, on the caller's thread.
 
 A store that keeps nothing (``MemoryStore``) is never dirty, so waiting costs nothing.
 
@@ -39,9 +41,11 @@ class GroupCommit:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._waiters: list[asyncio.Future[None]] = []
-        self._wanted = False
-        self._runner: asyncio.Task[None] | None = None
-        self._executor: ThreadPoolExecutor | None = None  # made when first needed
+        self._wanted = asyncio.Event()  # a commit is wanted: the loop makes one
+        self._running = False
+        self._closing = False
+        self._stopped = asyncio.Event()
+        self._executor: ThreadPoolExecutor | None = None
         self.commits = 0  # how many commits ran (inspection: the groups' sizes)
         self.unsafe = os.environ.get(UNSAFE_SWITCH) == "1"
         self._last_commit = time.monotonic()
@@ -69,7 +73,7 @@ class GroupCommit:
             return None
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
-        self._start()
+        self._want()
         return waiter
 
     def commit_pending(self) -> None:
@@ -80,44 +84,60 @@ class GroupCommit:
             if time.monotonic() - self._last_commit >= UNSAFE_COMMIT_INTERVAL:
                 self.commit()
             return
-        self._start()
+        self._want()
 
-    def _start(self) -> None:
-        self._wanted = True
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-commit")
-        if self._runner is None or self._runner.done():
-            self._runner = asyncio.get_running_loop().create_task(
-                self._run(), name="store-group-commit"
-            )
+    def _want(self) -> None:
+        if self._running:
+            self._wanted.set()
+        else:
+            self.commit()  # no loop to commit in: now, on this thread
 
-    async def _run(self) -> None:
-        while self._wanted:
-            self._wanted = False
-            await asyncio.sleep(0)  # the other calls of this turn add their changes
-            waiters, self._waiters = self._waiters, []
-            error: BaseException | None = None
-            try:
-                if self._store.begin_commit():
-                    # Submitted here, not from a task scheduled later: until the commit
-                    # ends, a read of the store blocks the loop waiting for it, so it
-                    # must already be running. Its own thread (nothing queued ahead of
-                    # it); not cancelled with this task (the store waits for it anyway).
-                    done = asyncio.get_running_loop().run_in_executor(
-                        self._executor, self._store.finish_commit
-                    )
-                    await asyncio.shield(done)
-                    self.commits += 1
-                    self._last_commit = time.monotonic()
-            except asyncio.CancelledError:
-                self._fail(waiters, Unavailable("The reference server is shutting down."))
-                raise
-            except Exception as exc:  # sqlite3.Error, OSError (disk full, I/O error)
-                logger.exception("the store could not commit")
-                error = _commit_failed(exc)
-            self._fail(waiters, error) if error is not None else self._release(waiters)
-            if self._waiters:
-                self._wanted = True
+    async def run(self) -> None:
+        """The commit loop: one commit at a time, whenever one is wanted, until ``aclose``
+        (or until cancelled: the waiters then fail with UNAVAILABLE)."""
+        self._running = True
+        self._stopped.clear()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-commit")
+        try:
+            while True:
+                if not self._wanted.is_set():
+                    if self._closing:
+                        return
+                    await self._wanted.wait()
+                self._wanted.clear()
+                if self._waiters or self._store.dirty:
+                    await self._commit_group()
+        finally:
+            self._running = False
+            self._stopped.set()
+            self._fail(self._waiters, Unavailable("The reference server is shutting down."))
+            self._waiters = []
+
+    async def _commit_group(self) -> None:
+        await asyncio.sleep(0)  # the other calls of this turn add their changes
+        waiters, self._waiters = self._waiters, []
+        error: BaseException | None = None
+        try:
+            if self._store.begin_commit():
+                # Submitted here, not from a task scheduled later: until the commit ends,
+                # a read of the store blocks the loop waiting for it, so it must already
+                # be running. Its own thread (nothing queued ahead of it); not cancelled
+                # with this task (the store waits for it anyway).
+                done = asyncio.get_running_loop().run_in_executor(
+                    self._executor, self._store.finish_commit
+                )
+                await asyncio.shield(done)
+                self.commits += 1
+                self._last_commit = time.monotonic()
+        except asyncio.CancelledError:
+            self._fail(waiters, Unavailable("The reference server is shutting down."))
+            raise
+        except Exception as exc:  # sqlite3.Error, OSError (disk full, I/O error)
+            logger.exception("the store could not commit")
+            error = _commit_failed(exc)
+        self._fail(waiters, error) if error is not None else self._release(waiters)
+        if self._waiters:
+            self._wanted.set()
 
     @staticmethod
     def _release(waiters: list[asyncio.Future[None]]) -> None:
@@ -139,17 +159,17 @@ class GroupCommit:
             self._last_commit = time.monotonic()
         except Exception as exc:
             logger.exception("the store could not commit")
-            self._fail(
-                waiters, Unavailable(f"The reference server could not store the change: {exc}")
-            )
+            self._fail(waiters, _commit_failed(exc))
             return
         self._release(waiters)
 
     async def aclose(self) -> None:
-        """Let the commit in flight finish (server shutdown); idempotent."""
-        if self._runner is not None and not self._runner.done():
-            await self._runner
-        self._runner = None
+        """Let the commit in flight, and one wanted, finish; then ``run`` returns (server
+        shutdown). Idempotent; afterwards commits are made at once, on the caller's thread."""
+        self._closing = True
+        self._wanted.set()
+        if self._running:
+            await self._stopped.wait()
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None

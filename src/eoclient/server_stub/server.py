@@ -26,14 +26,17 @@ import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 from aiohttp import web
+from prometheus_client.registry import Collector
 
 from eoclient._clock import Clock, SystemClock
-from eoclient._tasks import cancel_and_wait
+from eoclient._tasks import TaskOwner, cancel_and_wait
 from eoclient.server_stub.access.security import DoorSecurity, exposure_warnings
 from eoclient.server_stub.bigquery import BigQueryStandIn
 from eoclient.server_stub.bigquery.page import BigQueryPage
@@ -42,7 +45,6 @@ from eoclient.server_stub.core import Broker
 from eoclient.server_stub.core.history import MessageHistory
 from eoclient.server_stub.core.leasing import DEFAULT_MAX_LEASES
 from eoclient.server_stub.doors.grpc.door import GrpcDoor
-from eoclient.server_stub.doors.grpc.streams import StreamRegistry
 from eoclient.server_stub.doors.rest.door import RestDoor
 from eoclient.server_stub.exports import ExportRunner
 from eoclient.server_stub.exports.bigquery import bigquery_workers
@@ -55,7 +57,8 @@ from eoclient.server_stub.observe.dashboard.site import Dashboard
 from eoclient.server_stub.observe.metrics import ServerMetrics
 from eoclient.server_stub.push import PushSender
 from eoclient.server_stub.services.faults import InjectedStatus, RpcFaults
-from eoclient.server_stub.services.table import Services
+from eoclient.server_stub.services.open_streams import StreamRegistry
+from eoclient.server_stub.services.table import EdgeStates, Services
 from eoclient.server_stub.transforms import TransformLimits
 
 logger = logging.getLogger("eoclient.server_stub")
@@ -67,17 +70,27 @@ MAX_RECEIVE_BYTES = 32 * 2**20
 MAX_TICK_INTERVAL = 0.25
 
 
+@dataclass(frozen=True)
+class EdgeRooms:
+    """The rooms at the server's edge that it starts and stops with itself: import topics
+    (``ingestion``), export subscriptions (``exports``), and what they read and write: the
+    bucket store (``buckets``) and the BigQuery stand-in (``bigquery``; None: BigQuery
+    subscriptions wait in NOT_FOUND)."""
+
+    ingestion: Ingestion
+    exports: ExportRunner | None = None
+    buckets: BucketStore | None = None
+    bigquery: BigQueryStandIn | None = None
+
+
 class ReferenceServer:
     def __init__(
         self,
         broker: Broker,
         clock: Clock,
+        edge: EdgeRooms | None = None,
         security: DoorSecurity | None = None,
-        bigquery: BigQueryStandIn | None = None,
         transform_limits: TransformLimits | None = None,
-        ingestion: Ingestion | None = None,
-        *,
-        exports: ExportRunner | None = None,
     ) -> None:
         self.broker = broker
         self.clock = clock
@@ -85,54 +98,56 @@ class ReferenceServer:
         self.faults = RpcFaults()
         self.streams = StreamRegistry(self.security.stream_limits)
         self.group_commit = GroupCommit(broker.store)
-        # Import topics are fed by the server itself (``ingestion/``); the services ask it
-        # for their states.
-        self.ingestion = ingestion or Ingestion(broker, clock)
-        # Export subscriptions are delivered by the server itself too (``exports/``); the
-        # services fill in their state from it.
-        self.exports = exports
+        edge = edge or EdgeRooms(Ingestion(broker, clock))
+        # Import topics are fed by the server itself (``ingestion/``), export subscriptions
+        # delivered by it (``exports/``); the services ask them for their states.
+        self.ingestion = edge.ingestion
+        self.exports = edge.exports
+        self.buckets = edge.buckets  # where Cloud Storage exports write, ingestion reads
+        # BigQuery subscriptions write to the stand-in (through the export runner);
+        # /eoclient/bigquery/ serves it (bigquery/).
+        self.bigquery = edge.bigquery
         self.services = Services(
             broker,
             self.faults,
             self.group_commit,
             self.security.tokens,
             transform_limits,
-            self.ingestion,
-            export_states=exports.fill_states if exports is not None else None,
+            EdgeStates(
+                self.ingestion,
+                self.exports.fill_states if self.exports is not None else None,
+                self.bigquery,
+            ),
+            self.streams,
         )
         # Push subscriptions are delivered by the server itself (``push/``).
         self.push = PushSender(broker, clock, deliver=self.services.transforms.deliver)
+        if self.exports is not None:
+            # What an export leases passes through the subscription's transforms first.
+            self.exports.deliver = self.services.transforms.deliver
         broker.set_listener(self._notify)
         # /metrics on the REST door (observe/metrics.py), with the message transforms', the
         # import topics' and the exports' series.
-        self.metrics = ServerMetrics(
-            broker,
-            lambda projects: [
-                IngestionCollector(self.ingestion, projects),
-                *([ExportCollector(exports, projects)] if exports is not None else []),
-            ],
-            transforms=self.services.transforms,
-        )
-        if exports is not None:
-            # What an export leases passes through the subscription's transforms first.
-            exports.deliver = self.services.transforms.deliver
-        self.dashboard = Dashboard(self.services, clock)  # / on the REST door (observe/dashboard/)
-        self.buckets: BucketStore | None = None  # where Cloud Storage exports write
-        # BigQuery subscriptions write to the stand-in (through the export runner);
-        # /eoclient/bigquery/ serves it (bigquery/).
-        self.bigquery = bigquery
-        self.services.subscriber.bigquery = bigquery
+        self.metrics = ServerMetrics(broker, self._collectors, transforms=self.services.transforms)
+        # / on the REST door (observe/dashboard/); it reads the edge rooms' states.
+        self.dashboard = Dashboard(self.services, clock, edge)
         self.bigquery_page = BigQueryPage(lambda: self.bigquery)
         self.host = ""
         self.port = 0
         self.rest_port: int | None = None
         self._grpc: grpc.aio.Server | None = None
         self._rest: web.AppRunner | None = None
-        self._ticker: asyncio.Task[None] | None = None
-        self._pusher: asyncio.Task[None] | None = None
-        self._exporter: asyncio.Task[None] | None = None
-        self._sampler: asyncio.Task[None] | None = None
-        self._ingester: asyncio.Task[None] | None = None
+        # The server's own tasks, from start to stop: the commit loop, the ticker, the push
+        # sender, the ingestion loop, the export runner, the dashboard's sampler.
+        self._tasks = TaskOwner()
+        self._running: dict[str, asyncio.Task[None]] = {}
+
+    def _collectors(self, projects: frozenset[str] | None) -> list[Collector]:
+        """The series of the edge rooms, for a grant's projects (None: every project)."""
+        collectors: list[Collector] = [IngestionCollector(self.ingestion, projects)]
+        if self.exports is not None:
+            collectors.append(ExportCollector(self.exports, projects))
+        return collectors
 
     def _notify(self, subscription: str) -> None:
         """The broker has messages for ``subscription``: wake whoever waits for them."""
@@ -172,7 +187,7 @@ class ReferenceServer:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        server.add_generic_rpc_handlers(GrpcDoor(self.services, self.streams).generic_handlers())
+        server.add_generic_rpc_handlers(GrpcDoor(self.services).generic_handlers())
         try:
             bound = self.security.add_grpc_port(server, f"{host}:{port}")
         except RuntimeError:  # grpc raises this for an address in use
@@ -182,6 +197,8 @@ class ReferenceServer:
                 f"could not bind the reference server to {host}:{port} "
                 "(is the port in use? --port 0 picks a free one)"
             )
+        await self._tasks.open()
+        self._spawn("group-commit", self.group_commit.run)
         await server.start()
         self._grpc = server
         self.host, self.port = host, bound
@@ -191,18 +208,12 @@ class ReferenceServer:
             except BaseException:
                 await self.stop(0)
                 raise
-        self._ticker = asyncio.create_task(self._tick_forever(), name="reference-server-ticker")
-        self._pusher = asyncio.create_task(self.push.run(), name="reference-server-push")
-        self._ingester = asyncio.create_task(
-            self.ingestion.run(self.services), name="reference-server-ingestion"
-        )
+        self._spawn("ticker", self._tick_forever)
+        self._spawn("push", self.push.run)
+        self._spawn("ingestion", lambda: self.ingestion.run(self.services))
         if self.exports is not None:
-            self._exporter = asyncio.create_task(
-                self.exports.run(), name="reference-server-exports"
-            )
-        self._sampler = asyncio.create_task(
-            self.dashboard.sample_forever(), name="reference-server-dashboard"
-        )
+            self._spawn("exports", self.exports.run)
+        self._spawn("dashboard", self.dashboard.sample_forever)
         for warning in exposure_warnings(host, self.security):
             logger.warning("eoclient reference server: %s", warning)
 
@@ -218,19 +229,21 @@ class ReferenceServer:
         sockname = runner.addresses[0]
         return int(sockname[1])
 
+    def _spawn(self, name: str, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        task = self._tasks.spawn(_logged(name, work), name=f"reference-server-{name}")
+        if task is not None:
+            self._running[name] = task
+
     async def stop(self, grace: float | None = 1.0) -> None:
+        running = self._running
         # Pushes in flight end (their leases lapse).
-        pusher, self._pusher = self._pusher, None
-        await cancel_and_wait(pusher)
-        ingester, self._ingester = self._ingester, None
-        await self.ingestion.finish(ingester)  # the object under way first (bounded)
+        await cancel_and_wait(running.pop("push", None))
+        # The object under way is ingested first (bounded).
+        await self.ingestion.finish(running.pop("ingestion", None))
         # Batches being filled are given back (their messages wait in the subscription).
-        exporter, self._exporter = self._exporter, None
-        await cancel_and_wait(exporter)
-        ticker, self._ticker = self._ticker, None
-        await cancel_and_wait(ticker)
-        sampler, self._sampler = self._sampler, None
-        await cancel_and_wait(sampler)
+        await cancel_and_wait(running.pop("exports", None))
+        await cancel_and_wait(running.pop("ticker", None))
+        await cancel_and_wait(running.pop("dashboard", None))
         if self._rest is not None:
             await self._rest.cleanup()
             self._rest = None
@@ -240,17 +253,18 @@ class ReferenceServer:
             self.drop_streams("UNAVAILABLE", "The reference server is shutting down.")
             await self._grpc.stop(grace)
             self._grpc = None
-        await self.group_commit.aclose()
+        await self.group_commit.aclose()  # the commit in flight first
+        running.clear()
+        await self._tasks.close()
         self.group_commit.commit()  # what the last calls changed, answered or not
         self.services.transforms.close()  # the UDFs' isolates and threads
 
-    async def wait_closed(self) -> None:
-        if self._grpc is not None:
-            await self._grpc.wait_for_termination()
-
     async def _tick_forever(self) -> None:
         while True:
-            self.broker.tick()
+            try:
+                self.broker.tick()
+            except Exception:  # a bug: logged, and the next tick tries again
+                logger.exception("the reference server's ticker failed")
             # Changes nobody waits for (expiries, streaming acks without exactly-once,
             # activity clocks) are committed here, at least every MAX_TICK_INTERVAL.
             self.group_commit.commit_pending()
@@ -355,10 +369,8 @@ async def run_server(
                 IngestedObjects.in_directory(data_dir),
                 ingestion_poll_interval,
             )
-            server = ReferenceServer(
-                broker, clock, security, bigquery, transform_limits, ingestion, exports=exports
-            )
-            server.buckets = buckets
+            edge = EdgeRooms(ingestion, exports, buckets, bigquery)
+            server = ReferenceServer(broker, clock, edge, security, transform_limits)
             try:
                 await server.start(host, port, rest_port)
                 try:
@@ -370,3 +382,12 @@ async def run_server(
         finally:
             if store is not None:
                 store.close()
+
+
+async def _logged(name: str, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run one of the server's own tasks; a failure (a bug) is logged, and never reaches
+    the task group (which would cancel whoever started the server)."""
+    try:
+        await work()
+    except Exception:
+        logger.exception("the reference server's %s task failed", name)

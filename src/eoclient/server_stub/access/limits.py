@@ -2,8 +2,8 @@
 
 Each stream costs the server two tasks and a lease budget for as long as it is open, so
 a client opening streams in a loop (or many clients at once) could exhaust it. Beyond
-the limits the gRPC door refuses a new stream with RESOURCE_EXHAUSTED, naming the limit
-(``doors/grpc/streams.py`` counts them).
+the limits a new stream is refused with RESOURCE_EXHAUSTED, naming the limit
+(``services/open_streams.py`` counts them).
 """
 
 from __future__ import annotations

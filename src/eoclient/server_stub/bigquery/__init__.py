@@ -22,16 +22,16 @@ For users and tests: ``create_dataset``, ``create_table`` (a ``TableSchema``, fr
 dashboard shows. ``page.BigQueryPage`` serves them on the REST door for the CLI.
 """
 
-from eoclient.server_stub.bigquery.standin import (
+from eoclient.server_stub.bigquery.results import (
     ACTIVE,
     NOT_FOUND,
     SCHEMA_MISMATCH,
-    BigQueryStandIn,
     QueryResult,
     TableActivity,
     TargetStatus,
     WriteResult,
 )
+from eoclient.server_stub.bigquery.standin import BigQueryStandIn
 from eoclient.server_stub.bigquery.table_schema import Field, TableSchema, parse_schema
 from eoclient.server_stub.bigquery.target import (
     BigQueryTarget,

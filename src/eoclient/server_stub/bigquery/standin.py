@@ -8,47 +8,51 @@ are serialized by a lock and each runs in one transaction; reads (``query``, ``d
 ``list_*``) take a cursor of their own and see only committed data, so querying while the
 server writes is safe from any thread.
 
-``write(target, messages)`` is one transaction: every row of the batch, or none. Messages
-that cannot be written (a field the table lacks without ``drop_unknown_fields``, a value
-that does not convert, a body that is not JSON for a JSON column, a message that does not
-match the topic schema) are left out and reported with their reason; the rest are written.
-A change data capture batch also records each key's last ``_CHANGE_SEQUENCE_NUMBER`` in the
-catalog, in the same transaction.
+``write(target, messages)`` is one transaction (``table_writes``): every row of the batch,
+or none. Messages that cannot be written (a field the table lacks without
+``drop_unknown_fields``, a value that does not convert, a body that is not JSON for a JSON
+column, a message that does not match the topic schema) are left out and reported with
+their reason; the rest are written.
 
-The catalog (schema ``_eoclient_bigquery``) keeps what DuckDB cannot say about a table
-(``table_schema``'s mapping): its BigQuery schema and its primary key, and the change
-numbers of CDC keys. Statistics a dashboard would show (per table: messages written, the
+What DuckDB cannot say about a table is kept in the catalog (``catalog``). The answers are
+values of ``results``. Statistics a dashboard would show (per table: messages written, the
 last write, which subscriptions wrote; per subscription: its state) are ``activity()``.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import decimal
-import json
 import os
 import threading
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
 
 from eoclient._clock import Clock, SystemClock
 from eoclient.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from eoclient.server_stub.bigquery import cdc
+from eoclient.server_stub.bigquery import catalog
+from eoclient.server_stub.bigquery.catalog import local
+from eoclient.server_stub.bigquery.results import (
+    ACTIVE,
+    NOT_FOUND,
+    SCHEMA_MISMATCH,
+    QueryResult,
+    TableActivity,
+    TargetStatus,
+    WriteResult,
+    jsonable,
+)
 from eoclient.server_stub.bigquery.rows import Mismatch, Plan, Row, Unwritable, plan
 from eoclient.server_stub.bigquery.table_schema import (
     TableSchema,
     column_ddl,
-    from_duckdb,
     parse_schema,
     quote,
     schema_json,
 )
+from eoclient.server_stub.bigquery.table_writes import commit_rows
 from eoclient.server_stub.bigquery.target import (
     BigQueryTarget,
     check_dataset,
@@ -57,87 +61,10 @@ from eoclient.server_stub.bigquery.target import (
 )
 from eoclient.server_stub.core.model import StoredMessage
 
-__all__ = [
-    "ACTIVE",
-    "NOT_FOUND",
-    "SCHEMA_MISMATCH",
-    "BigQueryStandIn",
-    "QueryResult",
-    "TableActivity",
-    "TargetStatus",
-    "WriteResult",
-]
+__all__ = ["DEFAULT_MAX_ROWS", "BigQueryStandIn"]
 
-# BigQueryConfig.State names the stand-in reports.
-ACTIVE = "ACTIVE"
-NOT_FOUND = "NOT_FOUND"
-SCHEMA_MISMATCH = "SCHEMA_MISMATCH"
-
-CATALOG = "_eoclient_bigquery"
-# Rows per INSERT statement: one statement with many rows is ~25x faster than executemany
-# in DuckDB's Python API (measured: 2,000 rows of 7 columns, 3.7 s vs 0.15 s); beyond a
-# few hundred rows per statement nothing more is gained.
-ROWS_PER_INSERT = 200
-# Keys per DELETE / catalog statement of a CDC batch (same reason).
-KEYS_PER_STATEMENT = 200
-# How often a write is tried again when a concurrent transaction (a user's UPDATE through
-# ``query``) conflicts with it.
-CONFLICT_RETRIES = 3
 # A query's answer is cut at this many rows (the rest is counted, not sent).
 DEFAULT_MAX_ROWS = 10_000
-
-
-@dataclass(frozen=True)
-class TargetStatus:
-    """A target's state (ACTIVE, NOT_FOUND, SCHEMA_MISMATCH) and why, when not ACTIVE."""
-
-    state: str
-    reason: str = ""
-
-    @property
-    def active(self) -> bool:
-        return self.state == ACTIVE
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    """What one ``write`` did. Acknowledge ``written``; ``unwritable`` (id -> reason) were not
-    written (nack them: each counts a delivery attempt, so a dead-letter policy takes them
-    in the end). When ``state`` is not ACTIVE because the table is missing or does not fit,
-    nothing was tried: both are empty and every message stays."""
-
-    state: str
-    reason: str
-    written: tuple[str, ...]
-    unwritable: dict[str, str]
-
-
-@dataclass
-class TableActivity:
-    """What the subscriptions wrote to one table (``dataset.table``)."""
-
-    table: str
-    messages_written: int = 0
-    unwritable: int = 0
-    writes: int = 0
-    last_write: float | None = None  # seconds since the epoch
-    subscriptions: set[str] = field(default_factory=set)
-
-
-@dataclass(frozen=True)
-class QueryResult:
-    """A query's columns (name, DuckDB type) and rows (JSON-ready values)."""
-
-    columns: tuple[tuple[str, str], ...]
-    rows: tuple[tuple[Any, ...], ...]
-    truncated: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "columns": [{"name": n, "type": t} for n, t in self.columns],
-            "rows": [list(r) for r in self.rows],
-            "truncated": self.truncated,
-        }
 
 
 class BigQueryStandIn:
@@ -162,15 +89,7 @@ class BigQueryStandIn:
         self._states: dict[str, TargetStatus] = {}
         with self._lock:
             self._db.execute("SET GLOBAL TimeZone = 'UTC'")
-            self._db.execute(f"CREATE SCHEMA IF NOT EXISTS {CATALOG}")
-            self._db.execute(
-                f"CREATE TABLE IF NOT EXISTS {CATALOG}.tables (dataset VARCHAR, name VARCHAR, "
-                "schema VARCHAR, created TIMESTAMPTZ, PRIMARY KEY (dataset, name))"
-            )
-            self._db.execute(
-                f"CREATE TABLE IF NOT EXISTS {CATALOG}.change_numbers (dataset VARCHAR, "
-                "name VARCHAR, key VARCHAR, number VARCHAR, PRIMARY KEY (dataset, name, key))"
-            )
+            catalog.create(self._db)
 
     def __repr__(self) -> str:
         return f"<BigQueryStandIn {self.path}>"
@@ -197,15 +116,15 @@ class BigQueryStandIn:
     def create_dataset(self, dataset: str, *, exists_ok: bool = False) -> None:
         check_dataset(dataset)
         with self._lock, self._cursor() as cur:
-            catalog = cur.execute("SELECT current_database()").fetchone()
-            if catalog and str(catalog[0]).lower() == dataset.lower():
+            database = cur.execute("SELECT current_database()").fetchone()
+            if database and str(database[0]).lower() == dataset.lower():
                 # DuckDB names the database after its file: SQL could not tell the two apart.
                 raise InvalidArgument(
                     f"The dataset {dataset} has the name of the database file "
                     f"({os.path.basename(self.path)}), which DuckDB's SQL could not tell "
                     "from it: choose another dataset id, or another file name."
                 )
-            if self._dataset_exists(cur, dataset):
+            if catalog.dataset_exists(cur, dataset):
                 if exists_ok:
                     return
                 raise AlreadyExists(f"Already Exists: Dataset {dataset}")
@@ -214,9 +133,9 @@ class BigQueryStandIn:
     def delete_dataset(self, dataset: str, *, delete_contents: bool = False) -> None:
         check_dataset(dataset)
         with self._lock, self._cursor() as cur:
-            if not self._dataset_exists(cur, dataset):
+            if not catalog.dataset_exists(cur, dataset):
                 raise NotFound(f"Not found: Dataset {dataset}")
-            tables = self._table_names(cur, dataset)
+            tables = catalog.table_names(cur, dataset)
             if tables and not delete_contents:
                 raise FailedPrecondition(
                     f"Dataset {dataset} is still in use: it has {len(tables)} table(s) (delete "
@@ -225,11 +144,7 @@ class BigQueryStandIn:
             cur.execute("BEGIN")
             try:
                 cur.execute(f"DROP SCHEMA {quote(dataset)} CASCADE")
-                for statement in (
-                    f"DELETE FROM {CATALOG}.tables WHERE dataset = ?",
-                    f"DELETE FROM {CATALOG}.change_numbers WHERE dataset = ?",
-                ):
-                    cur.execute(statement, [dataset.lower()])
+                catalog.forget(cur, dataset)
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
@@ -240,7 +155,7 @@ class BigQueryStandIn:
             rows = cur.execute(
                 "SELECT DISTINCT schema_name FROM duckdb_schemas() WHERE database_name = "
                 "current_database() AND NOT internal AND schema_name <> ? ORDER BY 1",
-                [CATALOG],
+                [catalog.CATALOG],
             ).fetchall()
         return [r[0] for r in rows if r[0] != "main"]
 
@@ -254,20 +169,20 @@ class BigQueryStandIn:
         check_table_id(table)
         columns = ", ".join(column_ddl(f) for f in schema.fields)
         with self._lock, self._cursor() as cur:
-            if not self._dataset_exists(cur, dataset):
+            if not catalog.dataset_exists(cur, dataset):
                 raise NotFound(
                     f"Not found: Dataset {dataset} (make it first: eoclient bigquery mk-dataset "
                     f"{dataset})"
                 )
-            if self._table_exists(cur, dataset, table):
+            if catalog.table_exists(cur, dataset, table):
                 if exists_ok:
                     return
                 raise AlreadyExists(f"Already Exists: Table {dataset}.{table}")
             cur.execute("BEGIN")
             try:
-                cur.execute(f"CREATE TABLE {_local(dataset, table)} ({columns})")
+                cur.execute(f"CREATE TABLE {local(dataset, table)} ({columns})")
                 cur.execute(
-                    f"INSERT OR REPLACE INTO {CATALOG}.tables VALUES (?, ?, ?, ?)",
+                    f"INSERT OR REPLACE INTO {catalog.CATALOG}.tables VALUES (?, ?, ?, ?)",
                     [dataset.lower(), table.lower(), schema_json(schema), self._now()],
                 )
                 cur.execute("COMMIT")
@@ -287,16 +202,12 @@ class BigQueryStandIn:
 
     def delete_table(self, dataset: str, table: str) -> None:
         with self._lock, self._cursor() as cur:
-            if not self._table_exists(cur, dataset, table):
+            if not catalog.table_exists(cur, dataset, table):
                 raise NotFound(f"Not found: Table {dataset}.{table}")
             cur.execute("BEGIN")
             try:
-                cur.execute(f"DROP TABLE {_local(dataset, table)}")
-                for statement in (
-                    f"DELETE FROM {CATALOG}.tables WHERE dataset = ? AND name = ?",
-                    f"DELETE FROM {CATALOG}.change_numbers WHERE dataset = ? AND name = ?",
-                ):
-                    cur.execute(statement, [dataset.lower(), table.lower()])
+                cur.execute(f"DROP TABLE {local(dataset, table)}")
+                catalog.forget(cur, dataset, table)
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
@@ -304,21 +215,21 @@ class BigQueryStandIn:
 
     def list_tables(self, dataset: str) -> list[str]:
         with self._cursor() as cur:
-            if not self._dataset_exists(cur, dataset):
+            if not catalog.dataset_exists(cur, dataset):
                 raise NotFound(f"Not found: Dataset {dataset}")
-            return self._table_names(cur, dataset)
+            return catalog.table_names(cur, dataset)
 
     def describe(self, dataset: str, table: str) -> TableSchema | None:
         """The table's BigQuery schema (None if it does not exist): DuckDB's columns, with
         what only the catalog knows laid over them."""
         with self._cursor() as cur:
-            return self._describe(cur, dataset, table)
+            return catalog.describe(cur, dataset, table)
 
     def row_count(self, dataset: str, table: str) -> int:
         with self._cursor() as cur:
-            if not self._table_exists(cur, dataset, table):
+            if not catalog.table_exists(cur, dataset, table):
                 raise NotFound(f"Not found: Table {dataset}.{table}")
-            row = cur.execute(f"SELECT count(*) FROM {_local(dataset, table)}").fetchone()
+            row = cur.execute(f"SELECT count(*) FROM {local(dataset, table)}").fetchone()
             return int(row[0]) if row else 0
 
     def query(self, sql: str, *, max_rows: int = DEFAULT_MAX_ROWS) -> QueryResult:
@@ -368,7 +279,7 @@ class BigQueryStandIn:
                         unknown = made.reason
                 else:
                     rows.append(made)
-            failed = self._commit(cur, the_plan, name.dataset, name.table, rows)
+            failed = commit_rows(cur, the_plan, name.dataset, name.table, rows)
             unwritable.update(failed)
         written = tuple(r.message_id for r in rows if r.message_id not in failed)
         self._record(target, name.local, written, unwritable)
@@ -407,13 +318,13 @@ class BigQueryStandIn:
     def _plan(
         self, cur: duckdb.DuckDBPyConnection, target: BigQueryTarget, dataset: str, table: str
     ) -> tuple[TargetStatus, Plan | None]:
-        if not self._dataset_exists(cur, dataset):
+        if not catalog.dataset_exists(cur, dataset):
             return TargetStatus(
                 NOT_FOUND,
                 f"the dataset {dataset} of the table {target.table} does not exist (make it: "
                 f"eoclient bigquery mk-dataset {dataset})",
             ), None
-        schema = self._describe(cur, dataset, table)
+        schema = catalog.describe(cur, dataset, table)
         if schema is None:
             return TargetStatus(
                 NOT_FOUND,
@@ -424,123 +335,6 @@ class BigQueryStandIn:
             return TargetStatus(ACTIVE), plan(target, schema)
         except Mismatch as error:
             return TargetStatus(SCHEMA_MISMATCH, str(error)), None
-
-    def _commit(
-        self,
-        cur: duckdb.DuckDBPyConnection,
-        the_plan: Plan,
-        dataset: str,
-        table: str,
-        rows: list[Row],
-    ) -> dict[str, str]:
-        """Write ``rows`` in one transaction; if DuckDB refuses the batch, each row alone,
-        so that one bad row costs only itself. The rows that failed, and why."""
-        if not rows:
-            return {}
-        for attempt in range(CONFLICT_RETRIES):
-            try:
-                self._transaction(cur, the_plan, dataset, table, rows)
-                return {}
-            except duckdb.TransactionException:
-                if attempt == CONFLICT_RETRIES - 1:
-                    break
-            except duckdb.Error:
-                break
-        failed: dict[str, str] = {}
-        for row in rows:
-            try:
-                self._transaction(cur, the_plan, dataset, table, [row])
-            except duckdb.Error as error:
-                failed[row.message_id] = f"the table refused the row: {error}"
-        return failed
-
-    def _transaction(
-        self,
-        cur: duckdb.DuckDBPyConnection,
-        the_plan: Plan,
-        dataset: str,
-        table: str,
-        rows: list[Row],
-    ) -> None:
-        target = _local(dataset, table)
-        cur.execute("BEGIN")
-        try:
-            self._insert(cur, target, [r.values for r in rows if r.change is None])
-            changes = [r.change for r in rows if r.change is not None]
-            if changes:
-                self._apply_changes(cur, the_plan.table, dataset, table, changes)
-            cur.execute("COMMIT")
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
-
-    @staticmethod
-    def _insert(cur: duckdb.DuckDBPyConnection, target: str, rows: list[dict[str, Any]]) -> None:
-        if not rows:
-            return
-        names = list(rows[0])
-        columns = ", ".join(quote(n) for n in names)
-        one = "(" + ", ".join("?" for _ in names) + ")"
-        for start in range(0, len(rows), ROWS_PER_INSERT):
-            part = rows[start : start + ROWS_PER_INSERT]
-            cur.execute(
-                f"INSERT INTO {target} ({columns}) VALUES " + ", ".join(one for _ in part),
-                [row[n] for row in part for n in names],
-            )
-
-    def _apply_changes(
-        self,
-        cur: duckdb.DuckDBPyConnection,
-        schema: TableSchema,
-        dataset: str,
-        table: str,
-        changes: list[cdc.Change],
-    ) -> None:
-        keys = {c.key: _key_text(c.key) for c in changes}
-        known: dict[tuple[object, ...], tuple[int, ...]] = {}
-        by_text = {text: key for key, text in keys.items()}
-        texts = list(by_text)
-        for start in range(0, len(texts), KEYS_PER_STATEMENT):
-            part = texts[start : start + KEYS_PER_STATEMENT]
-            found = cur.execute(
-                f"SELECT key, number FROM {CATALOG}.change_numbers WHERE dataset = ? AND "
-                f"name = ? AND key IN ({', '.join('?' for _ in part)})",
-                [dataset.lower(), table.lower(), *part],
-            ).fetchall()
-            for text, number in found:
-                known[by_text[text]] = cdc.decode(number)
-        outcome = cdc.resolve(changes, known)
-        target = _local(dataset, table)
-        key_columns = [quote(c) for c in schema.primary_key]
-        one = "(" + " AND ".join(f"{c} = ?" for c in key_columns) + ")"
-        final = list(outcome.final)
-        for start in range(0, len(final), KEYS_PER_STATEMENT):
-            doomed = final[start : start + KEYS_PER_STATEMENT]
-            cur.execute(
-                f"DELETE FROM {target} WHERE " + " OR ".join(one for _ in doomed),
-                [value for key in doomed for value in key],
-            )
-        self._insert(cur, target, [c.row for c in outcome.final.values() if c.kind == cdc.UPSERT])
-        changed = [keys[k] for k in outcome.numbers]
-        for start in range(0, len(changed), KEYS_PER_STATEMENT):
-            part = changed[start : start + KEYS_PER_STATEMENT]
-            cur.execute(
-                f"DELETE FROM {CATALOG}.change_numbers WHERE dataset = ? AND name = ? AND key "
-                f"IN ({', '.join('?' for _ in part)})",
-                [dataset.lower(), table.lower(), *part],
-            )
-        kept = [(keys[k], n) for k, n in outcome.numbers.items() if n is not None]
-        for start in range(0, len(kept), KEYS_PER_STATEMENT):
-            numbered = kept[start : start + KEYS_PER_STATEMENT]
-            cur.execute(
-                f"INSERT INTO {CATALOG}.change_numbers VALUES "
-                + ", ".join("(?, ?, ?, ?)" for _ in numbered),
-                [
-                    v
-                    for text, n in numbered
-                    for v in (dataset.lower(), table.lower(), text, cdc.encode(n))
-                ],
-            )
 
     def _record(
         self,
@@ -561,85 +355,6 @@ class BigQueryStandIn:
 
     def _now(self) -> dt.datetime:
         return dt.datetime.fromtimestamp(self._clock.now(), dt.UTC)
-
-    @staticmethod
-    def _dataset_exists(cur: duckdb.DuckDBPyConnection, dataset: str) -> bool:
-        row = cur.execute(
-            "SELECT count(*) FROM duckdb_schemas() WHERE database_name = current_database() "
-            "AND lower(schema_name) = lower(?)",
-            [dataset],
-        ).fetchone()
-        return bool(row and row[0])
-
-    @staticmethod
-    def _table_exists(cur: duckdb.DuckDBPyConnection, dataset: str, table: str) -> bool:
-        row = cur.execute(
-            "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
-            "AND lower(schema_name) = lower(?) AND lower(table_name) = lower(?)",
-            [dataset, table],
-        ).fetchone()
-        return bool(row and row[0])
-
-    @staticmethod
-    def _table_names(cur: duckdb.DuckDBPyConnection, dataset: str) -> list[str]:
-        rows = cur.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
-            "AND lower(schema_name) = lower(?) ORDER BY 1",
-            [dataset],
-        ).fetchall()
-        return [r[0] for r in rows]
-
-    def _describe(
-        self, cur: duckdb.DuckDBPyConnection, dataset: str, table: str
-    ) -> TableSchema | None:
-        if not self._table_exists(cur, dataset, table):
-            return None
-        relation = cur.sql(f"SELECT * FROM {_local(dataset, table)} LIMIT 0")
-        nullable = dict(
-            cur.execute(
-                "SELECT column_name, is_nullable FROM duckdb_columns() WHERE database_name = "
-                "current_database() AND lower(schema_name) = lower(?) AND lower(table_name) = "
-                "lower(?)",
-                [dataset, table],
-            ).fetchall()
-        )
-        row = cur.execute(
-            f"SELECT schema FROM {CATALOG}.tables WHERE dataset = ? AND name = ?",
-            [dataset.lower(), table.lower()],
-        ).fetchone()
-        known = parse_schema(json.loads(row[0])) if row else None
-        fields = tuple(
-            from_duckdb(
-                name,
-                kind,
-                bool(nullable.get(name, True)),
-                known.column(name) if known is not None else None,
-            )
-            for name, kind in zip(relation.columns, relation.types, strict=True)
-        )
-        primary_key: tuple[str, ...] = ()
-        if known is not None and known.primary_key:
-            primary_key = tuple(
-                k for k in known.primary_key if any(f.name.lower() == k.lower() for f in fields)
-            )
-        if not primary_key:
-            constraint = cur.execute(
-                "SELECT constraint_column_names FROM duckdb_constraints() WHERE database_name "
-                "= current_database() AND lower(schema_name) = lower(?) AND lower(table_name) "
-                "= lower(?) AND constraint_type = 'PRIMARY KEY'",
-                [dataset, table],
-            ).fetchone()
-            if constraint:
-                primary_key = tuple(constraint[0])
-        return TableSchema(fields, primary_key)
-
-
-def _local(dataset: str, table: str) -> str:
-    return f"{quote(dataset)}.{quote(table)}"
-
-
-def _key_text(key: tuple[object, ...]) -> str:
-    return json.dumps([jsonable(v) for v in key], separators=(",", ":"))
 
 
 _READ_ONLY_STARTS = (
@@ -665,25 +380,3 @@ def _changes_data(sql: str) -> bool:
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield
-
-
-def jsonable(value: Any) -> Any:
-    """A query value as JSON can hold it: decimals and big integers as text, bytes as
-    base64, times as ISO 8601, structs and lists recursively."""
-    if value is None or isinstance(value, bool | str | float):
-        return value
-    if isinstance(value, int):
-        return value if -(2**53) <= value <= 2**53 else str(value)
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return base64.b64encode(bytes(value)).decode()
-    if isinstance(value, dt.datetime | dt.date | dt.time):
-        return value.isoformat()
-    if isinstance(value, dt.timedelta | uuid.UUID):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    return str(value)

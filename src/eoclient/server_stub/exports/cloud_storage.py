@@ -1,6 +1,6 @@
 """The Cloud Storage export of one subscription: the async shell around ``batch`` (when a
-file closes), ``files`` (what goes in it) and ``naming`` (what it is called)
-(docs/protocol.md#export-delivery).
+file closes), ``formats`` and ``files`` (what goes in it, and how) and ``naming`` (what it
+is called) (docs/protocol.md#export-delivery).
 
 It leases from the broker exactly as a subscriber does — ``broker.leasing.pull``, lease
 extensions while a batch is open or being written, ``broker.acks.acknowledge`` once the
@@ -23,28 +23,16 @@ from dataclasses import dataclass, field
 
 from eoclient.errors import ResourceExhausted, RpcError
 from eoclient.server_stub.buckets import BucketError, BucketNotFound, InvalidName
-from eoclient.server_stub.core import Delivery, StoredMessage
+from eoclient.server_stub.core import Delivery
 from eoclient.server_stub.exports.batch import (
     MAX_LEASE_SECONDS,
     WRITE_ALLOWANCE_SECONDS,
     Batch,
     Leases,
 )
-from eoclient.server_stub.exports.context import (
-    ExportConfig,
-    ExportContext,
-    export_config,
-    topic_schema_settings,
-)
-from eoclient.server_stub.exports.files import (
-    BatchFile,
-    FileFormat,
-    SchemaMismatch,
-    TextFormat,
-    Unwritable,
-    message_format,
-    topic_schema_format,
-)
+from eoclient.server_stub.exports.context import ExportConfig, ExportContext, export_config
+from eoclient.server_stub.exports.files import BatchFile, FileFormat, SchemaMismatch, Unwritable
+from eoclient.server_stub.exports.formats import FileFormats
 from eoclient.server_stub.exports.journal import LeaseJournal
 from eoclient.server_stub.exports.naming import object_name
 from eoclient.server_stub.exports.settings import CloudStorageExport, cloud_storage_export
@@ -71,10 +59,6 @@ RECHECK_SECONDS = 1.0
 # Backoff of a write that failed for another reason than a missing bucket.
 WRITE_RETRY_FIRST_SECONDS = 1.0
 WRITE_RETRY_MAX_SECONDS = 30.0
-# The schema attributes a message published on a topic with a schema carries.
-SCHEMA_NAME_ATTRIBUTE = "googclient_schemaname"
-SCHEMA_REVISION_ATTRIBUTE = "googclient_schemarevisionid"
-SCHEMA_ENCODING_ATTRIBUTE = "googclient_schemaencoding"
 
 
 @dataclass(eq=False)
@@ -109,7 +93,7 @@ class CloudStorageWorker:
         self._extras = b""
         self._has_retry_policy = False
         self._ack_deadline = 10
-        self._formats: dict[object, FileFormat] = {}
+        self._formats = FileFormats(name, context.broker)
         self._gone = asyncio.Event()
         self._bucket_missing = False
         self._schema_problem = ""
@@ -210,71 +194,13 @@ class CloudStorageWorker:
             self.status.checked_at = now
             return
         self._bucket_missing = not exists
-        self._schema_problem = self._topic_schema_problem(settings)
+        self._schema_problem = self._formats.topic_schema_problem(settings, self._topic)
         if not exists:
             self.status.set_state(NOT_FOUND, f"bucket {settings.bucket!r} does not exist", now)
         elif self._schema_problem:
             self.status.set_state(SCHEMA_MISMATCH, self._schema_problem, now)
         else:
             self.status.set_state(ACTIVE, "", now)
-
-    def _topic_schema_problem(self, settings: CloudStorageExport) -> str:
-        if not settings.use_topic_schema:
-            return ""
-        schema = topic_schema_settings(self.context.broker, self._topic)
-        if schema is None:
-            return "use_topic_schema is set but the topic has no schema"
-        try:
-            revision = self.context.broker.schemas.get(schema.schema)
-        except RpcError:
-            return f"the topic's schema {schema.schema} does not exist"
-        if revision.type != "AVRO":
-            return f"the topic's schema {schema.schema} is {revision.type}, not AVRO"
-        try:
-            topic_schema_format(self.name, revision.definition, "JSON", settings.write_metadata)
-        except SchemaMismatch as error:
-            return str(error)
-        return ""
-
-    # ------------------------------------------------------------ formats
-
-    def _format_of(self, message: StoredMessage) -> tuple[object, FileFormat]:
-        settings = self._settings
-        assert settings is not None
-        if not settings.avro:
-            key: object = "text"
-        elif not settings.use_topic_schema:
-            key = ("avro", settings.write_metadata)
-        else:
-            attributes = message.attributes
-            revision_id = attributes.get(SCHEMA_REVISION_ATTRIBUTE, "")
-            schema = attributes.get(SCHEMA_NAME_ATTRIBUTE, "")
-            if not revision_id or not schema:
-                raise Unwritable(
-                    f"message {message.message_id} carries no schema revision (published "
-                    "before the topic had its schema)"
-                )
-            key = (schema, revision_id, attributes.get(SCHEMA_ENCODING_ATTRIBUTE, "JSON"))
-        found = self._formats.get(key)
-        if found is None:
-            found = self._make_format(key, settings)
-            self._formats[key] = found
-        return key, found
-
-    def _make_format(self, key: object, settings: CloudStorageExport) -> FileFormat:
-        if key == "text":
-            return TextFormat()
-        if isinstance(key, tuple) and key[0] == "avro":
-            return message_format(self.name, settings.write_metadata)
-        assert isinstance(key, tuple)
-        schema, revision_id, encoding = key
-        try:
-            revision = self.context.broker.schemas.get(f"{schema}@{revision_id}")
-        except RpcError as error:
-            raise Unwritable(f"schema revision {schema}@{revision_id}: {error}") from None
-        return topic_schema_format(
-            self.name, revision.definition, encoding, settings.write_metadata
-        )
 
     # -------------------------------------------------------------- pulls
 
@@ -302,13 +228,15 @@ class CloudStorageWorker:
         return leased
 
     def _admit(self, deliveries: list[Delivery], now: float) -> None:
+        settings = self._settings
+        assert settings is not None
         lease_until = now + self._ack_deadline
         refused: list[str] = []
         taken: dict[_OpenBatch, list[str]] = {}
         pieces: dict[_OpenBatch, list[bytes]] = {}
         for delivery in deliveries:
             try:
-                key, file_format = self._format_of(delivery.message)
+                key, file_format = self._formats.of(delivery.message, settings)
                 encoded = file_format.encode(delivery.message)
             except (Unwritable, SchemaMismatch) as error:
                 refused.append(delivery.ack_id)

@@ -7,13 +7,10 @@ topic: a ``CloudStorageIngestion`` (the pure core that decides) for a Cloud Stor
 source, or the ``UnreachableSource`` of a source in another cloud, which is logged once
 (why it shows the state it shows) and never read.
 
-Messages are published through ``Services.call("Publish", ...)``, as a publisher would:
-the topic's schema, message transforms, retention, quotas and the subscriptions' filters
-all apply, and an answer means the messages are committed. The caller is the service's
-own agent (every project). Then the object goes into the ledger. A refused message is an
-ingestion failure (docs/protocol.md#cloud-storage-ingestion): counted, and logged as the
-service's platform logs would carry it (an ``IngestionFailureEvent``) when the topic's
-``platform_logs_settings`` ask for it; the other messages of the object go on.
+Each object it reads is ingested by ``objects.ObjectIngester``: published through
+``Services.call("Publish", ...)``, as a publisher would (the topic's schema, message
+transforms, retention, quotas and the subscriptions' filters all apply, and an answer means
+the messages are committed), then recorded in the ledger.
 
 The buckets are the ``BucketReader`` the server was given: the local directories of
 ``--buckets-dir`` or the Cloud Storage API at ``STORAGE_EMULATOR_HOST``; with neither,
@@ -26,28 +23,28 @@ import asyncio
 import contextlib
 import datetime
 import logging
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-from google.protobuf import json_format
 
 from eoclient._clock import Clock
 from eoclient._proto import pubsub_pb2
 from eoclient._tasks import cancel_and_wait
-from eoclient.errors import InvalidArgument, NotFound, PermissionDenied, RpcError
-from eoclient.server_stub.access.tokens import Grant
+from eoclient.errors import InvalidArgument, NotFound
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.ingestion import formats
 from eoclient.server_stub.ingestion.cloud_storage import (
     DEFAULT_POLL_INTERVAL,
     CloudStorageIngestion,
-    IngestionCounters,
     ListedObject,
     listing_prefix,
 )
 from eoclient.server_stub.ingestion.ledger import IngestedObjects
+from eoclient.server_stub.ingestion.objects import (
+    IngestionStatus,
+    ObjectIngester,
+    Publisher,
+    TopicEntry,
+)
 from eoclient.server_stub.ingestion.sources import (
     ACTIVE,
     CloudStorageSource,
@@ -56,27 +53,11 @@ from eoclient.server_stub.ingestion.sources import (
 )
 
 logger = logging.getLogger("eoclient.server_stub.ingestion")
-# Where IngestionFailureEvents go: the platform logs of the service, here a logger of
-# their own so an operator can route or silence them apart from the server's log.
-platform_logger = logging.getLogger("eoclient.server_stub.ingestion.platform_logs")
 
-# One Publish request: the service's limits (docs/protocol.md#publish-limits), with room
-# for the request's framing under the 10,000,000 bytes.
-MAX_BATCH_MESSAGES = 1000
-MAX_BATCH_BYTES = 9_000_000
-MAX_MESSAGE_BYTES = 10_000_000
-MAX_ATTRIBUTES = 100
-# Failure events kept per topic for the dashboard.
-RECENT_FAILURES = 20
 # On the server's stop, the object being ingested is finished (its messages published and
 # recorded) for at most this long before the loop is cancelled: a clean stop then repeats
 # nothing after the restart. An object of thousands of lines takes well under a second.
 STOP_GRACE_SECONDS = 5.0
-# Ingestion failure events are written at WARNING: a severity setting of DEBUG, INFO or
-# WARNING shows them, ERROR and DISABLED (or unset) do not.
-_FAILURE_SEVERITY = "WARNING"
-_SEVERITY_ORDER = ("DEBUG", "INFO", "WARNING", "ERROR")
-_AGENT = Grant(frozenset(), every_project=True)
 
 
 class BucketObject(Protocol):
@@ -100,26 +81,6 @@ class BucketReader(Protocol):
     async def list(self, bucket: str, prefix: str = "") -> Sequence[BucketObject]: ...
 
     async def read(self, bucket: str, name: str) -> bytes: ...
-
-
-class Publisher(Protocol):
-    """How the shell publishes (``Services``)."""
-
-    async def call(
-        self, method: str, request: Any, handler: Any = None, grant: Grant | None = None
-    ) -> Any: ...
-
-
-@dataclass
-class IngestionStatus:
-    """What the dashboard and the metrics show of one import topic."""
-
-    topic: str
-    source: str  # "cloud_storage", "aws_kinesis", ...
-    state: str  # the source's State name
-    detail: str  # the bucket, or why nothing is ingested
-    counters: IngestionCounters = field(default_factory=IngestionCounters)
-    recent_failures: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_FAILURES))
 
 
 def _seconds(value: Any) -> float:
@@ -165,22 +126,6 @@ def source_of(topic: pubsub_pb2.Topic) -> Source | None:
     )
 
 
-def _logs_failures(severity: str) -> bool:
-    return severity in _SEVERITY_ORDER and _SEVERITY_ORDER.index(severity) <= (
-        _SEVERITY_ORDER.index(_FAILURE_SEVERITY)
-    )
-
-
-@dataclass
-class _Entry:
-    source: Source
-    status: IngestionStatus
-    core: CloudStorageIngestion | None = None
-    # An object whose messages were published in part when a Publish failed: its key and
-    # how many went, so the next look goes on from there instead of repeating them.
-    resume: tuple[tuple[str, str, int], int] | None = None
-
-
 class Ingestion:
     """Every import topic of one broker (see the module docstring)."""
 
@@ -197,7 +142,8 @@ class Ingestion:
         self._buckets = buckets
         self._ledger = ledger or IngestedObjects()
         self._poll_interval = poll_interval
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, TopicEntry] = {}
+        self._objects = ObjectIngester(self._ledger, clock)
         self._dirty: set[str] = set()
         self._synced = False
         self._wake = asyncio.Event()
@@ -324,15 +270,17 @@ class Ingestion:
         now = self._clock.now()
         if isinstance(source, UnreachableSource):
             status = IngestionStatus(name, source.kind, source.state, source.reason())
-            self._entries[name] = _Entry(source, status)
+            self._entries[name] = TopicEntry(source, status)
             logger.warning("topic %s: %s", name, source.reason())
             return
         core = CloudStorageIngestion(name, source, now, self._poll_interval)
         status = IngestionStatus(name, "cloud_storage", core.state, source.bucket, core.counters)
-        self._entries[name] = _Entry(source, status, core)
+        self._entries[name] = TopicEntry(source, status, core)
         logger.info("topic %s: ingesting from Cloud Storage bucket %s", name, source.bucket)
 
-    async def _look(self, entry: _Entry, core: CloudStorageIngestion, publisher: Publisher) -> None:
+    async def _look(
+        self, entry: TopicEntry, core: CloudStorageIngestion, publisher: Publisher
+    ) -> None:
         source = core.source
         try:
             listed = await self._list(source)
@@ -383,14 +331,14 @@ class Ingestion:
 
     async def _ingest(
         self,
-        entry: _Entry,
+        entry: TopicEntry,
         core: CloudStorageIngestion,
         listed: ListedObject,
         publisher: Publisher,
     ) -> bool:
-        """Ingest one object; False when a Publish failed in a way worth trying again."""
+        """Read one object and ingest it (``objects``); False when it is worth trying
+        again at the next look."""
         source = core.source
-        key = listed.key(source.bucket)
         assert self._buckets is not None
         try:
             data = await self._buckets.read(source.bucket, listed.name)
@@ -399,127 +347,4 @@ class Ingestion:
                 "topic %s: cannot read %s/%s: %s", core.topic, source.bucket, listed.name, error
             )
             return False
-        try:
-            messages = formats.messages(data, source.input_format, source.delimiter)
-        except formats.ObjectParseError as error:
-            self._failure(entry, core, listed, "avro", str(error))
-            self._ledger.add(core.topic, key)  # not tried again: it will not parse later
-            return True
-        start = entry.resume[1] if entry.resume is not None and entry.resume[0] == key else 0
-        published = start
-        for batch in self._batches(entry, core, listed, messages[start:]):
-            try:
-                await self._publish(entry, core, listed, batch, publisher)
-            except RpcError as error:
-                entry.resume = (key, published)
-                if isinstance(error, PermissionDenied):
-                    core.state = "PUBLISH_PERMISSION_DENIED"
-                    entry.status.state = core.state
-                if not isinstance(error, NotFound):
-                    logger.warning(
-                        "topic %s: publishing %s/%s stopped (%s); tried again at the next look",
-                        core.topic,
-                        source.bucket,
-                        listed.name,
-                        error,
-                    )
-                return False
-            published += len(batch)
-        entry.resume = None
-        self._ledger.add(core.topic, key)
-        core.ingested(listed, published - start, len(data), self._clock.now())
-        return True
-
-    def _batches(
-        self,
-        entry: _Entry,
-        core: CloudStorageIngestion,
-        listed: ListedObject,
-        messages: Sequence[formats.IngestedMessage],
-    ) -> list[list[pubsub_pb2.PubsubMessage]]:
-        batches: list[list[pubsub_pb2.PubsubMessage]] = []
-        batch: list[pubsub_pb2.PubsubMessage] = []
-        size = 0
-        for message in messages:
-            attributes = dict(message.attributes)
-            if len(attributes) > MAX_ATTRIBUTES:
-                # The service keeps the first 100 and reports the rest (ApiViolationReason).
-                kept = sorted(attributes)[:MAX_ATTRIBUTES]
-                attributes = {k: attributes[k] for k in kept}
-                self._failure(entry, core, listed, "api_violation", "more than 100 attributes")
-            pb = pubsub_pb2.PubsubMessage(
-                data=message.data, attributes=attributes, ordering_key=message.ordering_key
-            )
-            bytes_ = pb.ByteSize()
-            if bytes_ > MAX_MESSAGE_BYTES:
-                self._failure(entry, core, listed, "api_violation", f"a message of {bytes_} bytes")
-                continue
-            if batch and (len(batch) >= MAX_BATCH_MESSAGES or size + bytes_ > MAX_BATCH_BYTES):
-                batches.append(batch)
-                batch, size = [], 0
-            batch.append(pb)
-            size += bytes_
-        if batch:
-            batches.append(batch)
-        return batches
-
-    async def _publish(
-        self,
-        entry: _Entry,
-        core: CloudStorageIngestion,
-        listed: ListedObject,
-        batch: list[pubsub_pb2.PubsubMessage],
-        publisher: Publisher,
-    ) -> None:
-        """Publish ``batch``; a message refused for what it is (INVALID_ARGUMENT: schema,
-        transform, limits) is a failure of its own and the others still go."""
-        request = pubsub_pb2.PublishRequest(topic=core.topic, messages=batch)
-        try:
-            await publisher.call("Publish", request, grant=_AGENT)
-            return
-        except InvalidArgument as error:
-            if len(batch) == 1:
-                self._failure(entry, core, listed, _refusal_reason(str(error)), str(error))
-                return
-        for message in batch:  # find the refused ones
-            await self._publish(entry, core, listed, [message], publisher)
-
-    def _failure(
-        self,
-        entry: _Entry,
-        core: CloudStorageIngestion,
-        listed: ListedObject,
-        reason: str,
-        text: str,
-    ) -> None:
-        core.failed(reason)
-        source = core.source
-        event = pubsub_pb2.IngestionFailureEvent(topic=core.topic, error_message=text)
-        failure = event.cloud_storage_failure
-        failure.bucket = source.bucket
-        failure.object_name = listed.name
-        failure.object_generation = listed.generation
-        getattr(failure, f"{_FAILURE_FIELDS[reason]}_reason").SetInParent()
-        rendered = json_format.MessageToJson(event, indent=None)
-        entry.status.recent_failures.append(rendered)
-        if _logs_failures(source.log_severity):
-            platform_logger.warning("%s", rendered)
-        else:
-            logger.debug("topic %s: ingestion failure: %s", core.topic, rendered)
-
-
-_FAILURE_FIELDS = {
-    "avro": "avro_failure",
-    "api_violation": "api_violation",
-    "schema_violation": "schema_violation",
-    "transform": "message_transformation_failure",
-}
-
-
-def _refusal_reason(text: str) -> str:
-    lowered = text.lower()
-    if "schema" in lowered:
-        return "schema_violation"
-    if "transform" in lowered:
-        return "transform"
-    return "api_violation"
+        return await self._objects.ingest(entry, core, listed, data, publisher)

@@ -7,7 +7,7 @@ run them through the same ``Services.call`` as google.pubsub.v1 calls: injected 
 request checks, and nothing answered before the store has it. The gRPC door serves them
 as ``/eoclient.broker.v1.BrokerPolicies/<Method>``, the REST door at the bindings
 ``doors/rest/routes.py`` lists (docs/policies.md), and the Pulsar-shaped skip alias
-(``doors/rest/pulsar_alias.py``) calls ``SkipMessages``.
+(``pulsar_skip.py``, for the REST door's ``pulsar_alias.py``) calls ``SkipMessages``.
 
 Thin, like every service here: protobuf <-> core values in ``policy_translate``,
 semantics in the core (``core/policies.py``). The wait of a Publish held by a backlog

@@ -60,10 +60,11 @@ class SubscriberService:
         broker: Broker,
         transforms: MessageTransforms | None = None,
         export_states: ExportStates | None = None,
+        bigquery: BigQueryStandIn | None = None,
     ) -> None:
         self.broker = broker
-        # Where BigQuery subscriptions write (the server sets it; ``bigquery_config``).
-        self.bigquery: BigQueryStandIn | None = None
+        # Where BigQuery subscriptions write (``bigquery_config`` checks them against it).
+        self.bigquery = bigquery
         # A subscription's transforms run on what leaves it (``transforms/``).
         self.transforms = transforms or MessageTransforms(broker)
         self._pull_waiters: dict[str, set[asyncio.Event]] = {}

@@ -11,12 +11,14 @@ itself: nothing wraps one handler in another.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import Message
 
 from eoclient.errors import RpcError, Unauthenticated, Unimplemented, rpc_error_class
 from eoclient.server_stub.access.tokens import Grant, TokenTable, request_projects
+from eoclient.server_stub.bigquery import BigQueryStandIn
 from eoclient.server_stub.core import Broker
 from eoclient.server_stub.group_commit import GroupCommit
 from eoclient.server_stub.services import request_checks
@@ -24,11 +26,26 @@ from eoclient.server_stub.services.broker_policies import BrokerPoliciesService
 from eoclient.server_stub.services.faults import RpcFaults
 from eoclient.server_stub.services.iam_policy import IamPolicyService
 from eoclient.server_stub.services.ingestion_settings import IngestionStates
+from eoclient.server_stub.services.open_streams import StreamRegistry
 from eoclient.server_stub.services.publisher import PublisherService
+from eoclient.server_stub.services.pulsar_skip import PulsarSkip
 from eoclient.server_stub.services.rpc import RpcMethod
 from eoclient.server_stub.services.schemas import SchemaService
+from eoclient.server_stub.services.streaming_pull import StreamingPullService
 from eoclient.server_stub.services.subscriber import ExportStates, SubscriberService
 from eoclient.server_stub.transforms import MessageTransforms, TransformLimits
+
+
+@dataclass(frozen=True)
+class EdgeStates:
+    """What the services know of the rooms at the server's edge: the output-only states of
+    import topics (the ingestion room's, with its news that a topic changed) and of export
+    subscriptions (the export runner's), and the BigQuery stand-in that BigQuery
+    subscriptions are checked against (None: they wait in NOT_FOUND)."""
+
+    ingestion: IngestionStates | None = None
+    exports: ExportStates | None = None
+    bigquery: BigQueryStandIn | None = None
 
 
 class Services:
@@ -41,21 +58,34 @@ class Services:
         group_commit: GroupCommit | None = None,
         tokens: TokenTable | None = None,
         transform_limits: TransformLimits | None = None,
-        ingestion: IngestionStates | None = None,
-        export_states: ExportStates | None = None,
+        edge: EdgeStates | None = None,
+        streams: StreamRegistry | None = None,
     ) -> None:
         self.broker = broker
         self.faults = faults or RpcFaults()
         self.group_commit = group_commit or GroupCommit(broker.store)
         self.tokens = tokens
+        edge = edge or EdgeStates()
         # The subscriber service keeps the unary Pulls waiting for a message: the
         # server wakes them (``notify``) when the broker has one.
         # Message transforms: the Publish handler, every Pull and StreamingPull, the push
         # sender and the exports run a resource's UDFs through this one stage.
         self.transforms = MessageTransforms(broker, transform_limits)
-        self.subscriber = SubscriberService(broker, self.transforms, export_states)
+        self.subscriber = SubscriberService(broker, self.transforms, edge.exports, edge.bigquery)
+        # StreamingPull: a session per call (the gRPC door drives it), woken through the
+        # open streams (``streams``: the server notifies and drops them).
+        self.streaming_pull = StreamingPullService(
+            broker,
+            self.group_commit,
+            self.transforms,
+            streams or StreamRegistry(),
+            self.faults,
+            self.authorize,
+        )
+        # Pulsar's skip path on the REST door (``pulsar_skip``), run through ``call``.
+        self.pulsar_skip = PulsarSkip(broker, self.call, self.authorize)
         self.methods: dict[str, RpcMethod] = _one_table(
-            PublisherService(broker, self.transforms, ingestion).methods(),
+            PublisherService(broker, self.transforms, edge.ingestion).methods(),
             self.subscriber.methods(),
             IamPolicyService(broker).methods(),
             SchemaService(broker).methods(),

@@ -12,8 +12,8 @@ from support.wire import Wire
 
 from eoclient._clock import FakeClock
 from eoclient._proto import pubsub_pb2 as pb
-from eoclient.server_stub.doors.grpc import streaming_pull
 from eoclient.server_stub.server import ReferenceServer
+from eoclient.server_stub.services.streaming_pull import StreamingPullSession
 
 PERMANENT = "PERMANENT_FAILURE_INVALID_ACK_ID"
 
@@ -352,14 +352,14 @@ async def test_a_dropped_stream_sends_the_confirmations_already_decided(
     stream = wire.stream(sub)
     await wire.publish(topic, b"m")
     [m] = await stream.messages(1)
-    apply = streaming_pull._StreamSession.apply
+    receive = StreamingPullSession.receive
 
-    def apply_then_drop(session: Any, request: pb.StreamingPullRequest, *, first: bool) -> None:
-        apply(session, request, first=first)
+    def receive_then_drop(session: Any, request: pb.StreamingPullRequest) -> None:
+        receive(session, request)
         if request.ack_ids:
             reference.drop_streams("UNAVAILABLE")
 
-    monkeypatch.setattr(streaming_pull._StreamSession, "apply", apply_then_drop)
+    monkeypatch.setattr(StreamingPullSession, "receive", receive_then_drop)
     stream.send(ack_ids=[m.ack_id])
     confirmation = (await stream.next()).acknowledge_confirmation
     assert list(confirmation.ack_ids) == [m.ack_id]

@@ -2,7 +2,7 @@
 chromedriver): create a topic and a subscription, publish, see the backlog, seek — the
 clicks a user makes — and check what each page shows: the empty state, the backlog, the
 charts' axes and labels, the topic's page, and a refresh that changes the numbers without
-reloading the page.
+reloading the page; an export subscription's page that shows the object it wrote.
 
 ``./dev setup`` installs chromium and chromium-driver with apt where they are missing; the
 test skips, saying why, only where neither can be found. With
@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import eoclient
+from eoclient.admin import CloudStorageConfig
 from eoclient.server_stub.server import ReferenceServer, run_server
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -248,3 +249,48 @@ async def _click_through(driver: WebDriver, server: ReferenceServer) -> None:
         subscriptions.find_element(By.CSS_SELECTOR, f"tr[data-name='{SUB}'] td.backlog").text == "4"
     )
     _screenshot(driver, "topic")
+
+
+@pytest.mark.timeout(120)
+async def test_an_export_page_counts_the_object_it_writes(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    """A Cloud Storage subscription's page shows its export and its state; once messages
+    are published, the page's refresh shows the object written, in place."""
+    topic, sub = "projects/browser/topics/logs", "projects/browser/subscriptions/logs-archive"
+    async with run_server(buckets_dir=tmp_path / "buckets") as server:
+        assert server.buckets is not None
+        await server.buckets.create_bucket("archive")
+        async with eoclient.AdminClient(server.address) as admin:
+            await admin.create_topic(topic)
+            await admin.create_subscription(
+                sub,
+                topic,
+                cloud_storage_config=CloudStorageConfig(
+                    "archive", filename_prefix="logs/", filename_suffix=".txt", max_bytes=1000
+                ),
+            )
+        url = f"{server.rest_url}/dashboard/subscription?name={sub}"
+        await asyncio.to_thread(browser.get, url)
+        export = browser.find_element(By.ID, "section-export")
+        assert "Cloud Storage export" in export.text
+        assert "gs://archive" in export.text
+        assert "ACTIVE" in browser.find_element(By.ID, "export-state").text
+        assert "Nothing written" in browser.find_element(By.ID, "export-written").text
+        await asyncio.to_thread(browser.execute_script, "document.body.dataset.kept = '1'")
+
+        async with eoclient.PublisherClient(server.address) as publisher:
+            for n in range(2):  # two lines of 500 bytes: one object of 1,000 bytes
+                await publisher.publish(topic, str(n).encode() * 499)
+
+        def written() -> str:
+            return str(browser.find_element(By.ID, "export-written").text)
+
+        shown = await _until(lambda: "logs/" in written() and written(), "the object", 20)
+        (info,) = await server.buckets.list("archive")
+        assert f"gs://archive/{info.name}" in shown
+        assert "1,000 B" in shown
+        assert "2 messages in 1 object" in browser.find_element(By.ID, "export-state").text
+        assert browser.execute_script("return document.body.dataset.kept") == "1"  # no reload
+        browser.execute_script("document.getElementById('section-export').scrollIntoView()")
+        _screenshot(browser, "export")

@@ -4,7 +4,8 @@ Generic handlers (no generated servicer classes): every unary method runs throug
 transport-neutral ``Services.call`` (``services/table.py``), whose ``RpcError`` becomes the
 call's status here; exactly-once ack failures add their rich ``google.rpc.Status`` in
 ``grpc-status-details-bin``. Pull answers bytes encoded by ``wire_encoding`` rather than
-a protobuf; StreamingPull has a session of its own (``streaming_pull``).
+a protobuf; StreamingPull has a session of its own (``services/streaming_pull.py``), met here by
+``streaming_pull``.
 
 Requests arrive as bytes and are decoded here (``request_checks.decode``), so undecodable
 ones are INVALID_ARGUMENT rather than grpc's UNKNOWN "Unexpected DecodeError" with a
@@ -26,7 +27,6 @@ from eoclient.errors import Internal, RpcError
 from eoclient.server_stub.doors.grpc import wire_encoding
 from eoclient.server_stub.doors.grpc.status import abort, authorization
 from eoclient.server_stub.doors.grpc.streaming_pull import serve_streaming_pull
-from eoclient.server_stub.doors.grpc.streams import StreamRegistry
 from eoclient.server_stub.services import request_checks
 from eoclient.server_stub.services.errors import INTERNAL_ERROR_MESSAGE
 from eoclient.server_stub.services.subscriber import SERVICE as SUBSCRIBER
@@ -38,11 +38,10 @@ GrpcHandler = Callable[[bytes, grpc.aio.ServicerContext[Any, Any]], Awaitable[An
 
 
 class GrpcDoor:
-    """The grpc.aio handlers of one ``Services``, and its open StreamingPull streams."""
+    """The grpc.aio handlers of one ``Services``."""
 
-    def __init__(self, services: Services, streams: StreamRegistry) -> None:
+    def __init__(self, services: Services) -> None:
         self.services = services
-        self.streams = streams
 
     def generic_handlers(self) -> list[grpc.GenericRpcHandler[Any, Any]]:
         handlers = []
@@ -97,7 +96,7 @@ class GrpcDoor:
     async def streaming_pull(
         self, requests: Any, context: grpc.aio.ServicerContext[Any, Any]
     ) -> None:
-        await serve_streaming_pull(self.services, self.streams, requests, context)
+        await serve_streaming_pull(self.services, requests, context)
 
 
 def serialize_response(response: Message | bytes) -> bytes:

@@ -9,12 +9,10 @@ persistent://t/n/x not found" / "Subscription s not found for topic ..." for an 
 topic or subscription. The body is checked first, as Pulsar's JAX-RS deserializes it
 before the handler runs.
 
-Names: the tenant is the project and the namespace must be ``default`` (any other is
-404), so ``persistent://my-project/default/orders`` is ``projects/my-project/topics/
-orders`` and its subscription ``s`` is ``projects/my-project/subscriptions/s`` (which
-must be attached to that topic). The skip itself is the ``SkipMessages`` RPC of
-``services/broker_policies.py``, run through ``Services.call`` like every other call; the
-per-id outcomes it reports are not part of Pulsar's answer (use ``:skipMessages``).
+What the names mean, whether they exist and the skip itself are the services'
+(``services/pulsar_skip.py``); this door reads the path and the body and writes Pulsar's
+answer. The per-id outcomes the skip reports are not part of Pulsar's answer (use
+``:skipMessages``).
 """
 
 from __future__ import annotations
@@ -24,8 +22,7 @@ import re
 
 from aiohttp import web
 
-from eoclient._proto import broker_policies_pb2 as pb
-from eoclient.errors import NotFound, RpcError
+from eoclient.errors import RpcError
 from eoclient.server_stub.access.tokens import Grant
 from eoclient.server_stub.doors.rest import parsing
 from eoclient.server_stub.doors.rest.errors import HTTP_STATUS
@@ -34,14 +31,13 @@ from eoclient.server_stub.doors.rest.pulsar_ids import (
     message_id_of,
     parse_skip_body,
 )
+from eoclient.server_stub.services.pulsar_skip import PulsarSubscription
 from eoclient.server_stub.services.table import Services
 
 PATH = re.compile(
     r"/admin/v2/persistent/(?P<tenant>[^/]+)/(?P<namespace>[^/]+)/(?P<topic>[^/]+)"
     r"/subscription/(?P<subscription>[^/]+)/skipByMessageIds"
 )
-# The one namespace of a project: Pulsar's default namespace name.
-NAMESPACE = "default"
 
 
 def matches(path: str) -> bool:
@@ -77,40 +73,11 @@ async def answer(
     except RpcError as error:  # the body's encoding or size (parsing)
         return _pulsar_error(HTTP_STATUS.get(error.code, 400), error.message, cors)
 
-    tenant, namespace = found["tenant"], found["namespace"]
-    pulsar_topic = f"persistent://{tenant}/{namespace}/{found['topic']}"
-    if namespace != NAMESPACE:
-        return _pulsar_error(
-            404,
-            f"Namespace {tenant}/{namespace} not found: eoclient maps project {tenant} to "
-            f"the namespace {tenant}/{NAMESPACE}.",
-            cors,
-        )
-    topic = f"projects/{tenant}/topics/{found['topic']}"
-    subscription = f"projects/{tenant}/subscriptions/{found['subscription']}"
-    skip = pb.SkipMessagesRequest(subscription=subscription, message_ids=message_ids)
+    target = PulsarSubscription(
+        found["tenant"], found["namespace"], found["topic"], found["subscription"]
+    )
     try:
-        services.authorize(grant, skip)  # before anything is looked up (existence leaks)
+        await services.pulsar_skip.skip(target, message_ids, grant)
     except RpcError as error:
-        return _pulsar_error(HTTP_STATUS.get(error.code, 403), error.message, cors)
-    broker = services.broker
-    try:
-        broker.topics.get(topic)
-    except RpcError:  # NOT_FOUND, or a name that cannot exist
-        return _pulsar_error(404, f"Topic {pulsar_topic} not found", cors)
-    try:
-        attached = broker.subscriptions.get(subscription).config.topic == topic
-    except RpcError:
-        attached = False
-    if not attached:
-        return _pulsar_error(
-            404, f"Subscription {found['subscription']} not found for topic {pulsar_topic}", cors
-        )
-    if message_ids:
-        try:
-            await services.call("SkipMessages", skip, grant=grant)
-        except NotFound as error:  # deleted meanwhile
-            return _pulsar_error(404, error.message, cors)
-        except RpcError as error:
-            return _pulsar_error(HTTP_STATUS.get(error.code, 500), error.message, cors)
+        return _pulsar_error(HTTP_STATUS.get(error.code, 500), error.message, cors)
     return web.Response(status=204, headers=cors)

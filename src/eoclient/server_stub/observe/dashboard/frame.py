@@ -51,6 +51,8 @@ table.facts{width:auto}table.facts th{text-transform:none;font-size:13px;letter-
 overflow-wrap:normal;word-break:normal}
 .name .path{color:var(--muted)}.name b{font-weight:600;color:var(--fg);white-space:nowrap}
 code{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.5px}
+pre{margin:.3em 0;padding:.5em;background:var(--bg);white-space:pre-wrap;max-width:70em}
+summary{cursor:pointer}
 .muted{color:var(--muted)}
 section{margin:0}
 .empty-state{padding:1em;border:1px dashed var(--line);background:var(--bg);color:var(--muted)}
@@ -226,7 +228,8 @@ def empty(element_id: str, text: str) -> str:
 
 def page(title: str, sections: Sequence[Section], token: str | None) -> str:
     home = link(HOME, token)
-    body = "".join(section.render() for section in sections)
+    # A section with nothing to show (an export's, on a subscription without one) is left out.
+    body = "".join(section.render() for section in sections if section.html)
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         "<meta name=viewport content='width=device-width, initial-scale=1'>"

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from eoclient.server_stub.core.model import DELETED_TOPIC, SnapshotView, SubscriptionView
 from eoclient.server_stub.core.schemas import SchemaRevision
 from eoclient.server_stub.core.stats import SubscriptionStats, TopicStats
-from eoclient.server_stub.observe.dashboard import formats
+from eoclient.server_stub.observe.dashboard import edge_sections, formats
 from eoclient.server_stub.observe.dashboard.charts import sparkline
+from eoclient.server_stub.observe.dashboard.edges import EdgeRow
 from eoclient.server_stub.observe.dashboard.frame import (
     Column,
     Section,
@@ -51,6 +52,7 @@ class OverviewData:
     snapshots: Sequence[SnapshotView]
     schemas: Sequence[SchemaRevision]
     token: str | None
+    edges: Sequence[EdgeRow] = ()  # the export subscriptions and import topics
 
 
 def topics_section(data: OverviewData) -> Section:
@@ -120,6 +122,11 @@ def subscriptions_section(data: OverviewData) -> Section:
         )
     )
     return Section("Subscriptions", html, id="subscriptions", live=True)
+
+
+def edges_section(data: OverviewData) -> Section:
+    """Export subscriptions and import topics, with their state (none: left out)."""
+    return edge_sections.edges_section(data.edges, data.token)
 
 
 def snapshots_section(data: OverviewData) -> Section:
@@ -208,6 +215,7 @@ _CREATE_FORMS = (
 SECTIONS: tuple[Callable[[OverviewData], Section], ...] = (
     topics_section,
     subscriptions_section,
+    edges_section,
     snapshots_section,
     schemas_section,
     notes_section,

@@ -27,6 +27,7 @@ from eoclient.server_stub.observe.dashboard import (
     subscription_page,
     topic_page,
 )
+from eoclient.server_stub.observe.dashboard.edges import EdgeRooms, Edges
 from eoclient.server_stub.observe.dashboard.frame import HOME
 from eoclient.server_stub.observe.dashboard.stats_history import SAMPLE_SECONDS, StatsHistory
 from eoclient.server_stub.services.table import Services
@@ -43,10 +44,12 @@ def _project(name: str) -> str:
 
 
 class Dashboard:
-    def __init__(self, services: Services, clock: Clock) -> None:
+    def __init__(self, services: Services, clock: Clock, rooms: EdgeRooms | None = None) -> None:
         self.services = services
         self.clock = clock
         self.history = StatsHistory()
+        # Exports, ingestion and transforms, read from the server's edge rooms.
+        self.edges = Edges(services.transforms, rooms)
 
     async def sample_forever(self) -> None:
         # Real seconds, like the server's ticker; the samples carry the server's clock
@@ -101,8 +104,12 @@ class Dashboard:
             for s in sorted(stats.subscriptions, key=lambda s: s.name)
             if self._visible(s.name, grant)
         ]
+        edges = self.edges.rows(
+            (row.view for row in subscriptions),
+            (broker.topics.get(row.stats.name) for row in topics),
+        )
         data = overview.OverviewData(
-            topics, subscriptions, self._snapshots(grant), self._schemas(grant), token
+            topics, subscriptions, self._snapshots(grant), self._schemas(grant), token, edges
         )
         return overview.render(data)
 
@@ -141,6 +148,8 @@ class Dashboard:
             broker.peek(name, PEEK_MESSAGES),
             snapshots.items,
             token,
+            self.edges.export(view),
+            self.edges.subscription_transforms(view),
         )
         return subscription_page.render(data)
 
@@ -164,6 +173,8 @@ class Dashboard:
             self.history.publish_rate(name),
             self.history.publish_rate_series(name),
             token,
+            self.edges.ingestion(view),
+            self.edges.topic_transforms(view),
         )
         return topic_page.render(data)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from eoclient.server_stub.core.model import StoredMessage, SubscriptionView
 from eoclient.server_stub.core.stats import SubscriptionStats
-from eoclient.server_stub.observe.dashboard import formats
+from eoclient.server_stub.observe.dashboard import edge_sections, formats
 from eoclient.server_stub.observe.dashboard.charts import (
     AGE,
     MESSAGES,
@@ -20,6 +20,7 @@ from eoclient.server_stub.observe.dashboard.charts import (
     Series,
     line_chart,
 )
+from eoclient.server_stub.observe.dashboard.edges import ExportPanel, TransformsPanel
 from eoclient.server_stub.observe.dashboard.frame import (
     Column,
     Section,
@@ -58,6 +59,8 @@ class SubscriptionData:
     peeked: Sequence[tuple[StoredMessage, bool]]  # the next messages; leased or not
     snapshots: Sequence[str]  # of its topic: what it can seek to
     token: str | None
+    export: ExportPanel | None = None  # a Cloud Storage or BigQuery subscription's
+    transforms: TransformsPanel | None = None
 
 
 def numbers_section(data: SubscriptionData) -> Section:
@@ -229,6 +232,15 @@ def actions_section(data: SubscriptionData) -> Section:
     return Section("Actions", html, id="actions")
 
 
+def export_section(data: SubscriptionData) -> Section:
+    """Its export (Cloud Storage or BigQuery): settings, state, what it wrote."""
+    return edge_sections.export_section(data.export)
+
+
+def transforms_section(data: SubscriptionData) -> Section:
+    return edge_sections.transforms_section(data.transforms)
+
+
 def _preview(data: bytes) -> str:
     text = data[: PEEK_DATA_CHARS * 4].decode("utf-8", errors="replace")
     return text if len(text) <= PEEK_DATA_CHARS else text[:PEEK_DATA_CHARS] + "…"
@@ -237,7 +249,9 @@ def _preview(data: bytes) -> str:
 # The subscription page's sections, in order: a new concern adds its function here.
 SECTIONS: tuple[Callable[[SubscriptionData], Section], ...] = (
     numbers_section,
+    export_section,
     acks_section,
+    transforms_section,
     charts_section,
     peek_section,
     actions_section,

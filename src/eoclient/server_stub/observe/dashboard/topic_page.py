@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from eoclient.server_stub.core.model import TopicView
 from eoclient.server_stub.core.policies import QuotaAction, RetentionPolicy
 from eoclient.server_stub.core.stats import SubscriptionStats, TopicStats
-from eoclient.server_stub.observe.dashboard import formats
+from eoclient.server_stub.observe.dashboard import edge_sections, formats
 from eoclient.server_stub.observe.dashboard.charts import PER_SECOND, Series, line_chart
+from eoclient.server_stub.observe.dashboard.edges import IngestionPanel, TransformsPanel
 from eoclient.server_stub.observe.dashboard.frame import (
     Column,
     Section,
@@ -39,6 +40,8 @@ class TopicData:
     publish_rate: float
     rate_series: list[Point]
     token: str | None
+    ingestion: IngestionPanel | None = None  # an import topic's
+    transforms: TransformsPanel | None = None
 
 
 def numbers_section(data: TopicData) -> Section:
@@ -137,6 +140,15 @@ def _retention(policy: RetentionPolicy | None) -> str:
     return f"every message, acknowledged or not, for {time}, {size}"
 
 
+def ingestion_section(data: TopicData) -> Section:
+    """An import topic's source, its state and what it ingested."""
+    return edge_sections.ingestion_section(data.ingestion)
+
+
+def transforms_section(data: TopicData) -> Section:
+    return edge_sections.transforms_section(data.transforms)
+
+
 def chart_section(data: TopicData) -> Section:
     chart = line_chart(
         "Published", PER_SECOND, [Series("published", data.rate_series)], chart_id="chart-published"
@@ -202,6 +214,8 @@ def publish_section(data: TopicData) -> Section:
 # The topic page's sections, in order: a new concern adds its function here.
 SECTIONS: tuple[Callable[[TopicData], Section], ...] = (
     numbers_section,
+    ingestion_section,
+    transforms_section,
     policies_section,
     chart_section,
     subscriptions_section,

@@ -1,5 +1,10 @@
-"""The open StreamingPull streams, counted against the limits on how many one server holds
-(``access/limits.py``).
+"""The open StreamingPull streams: each one's wake-up and drop, counted against the limits
+on how many one server holds (``access/limits.py``).
+
+A stream's session (``streaming_pull.py``) waits on its handle's ``wake`` for anything to
+send: the broker has news for its subscription (``notify``, called by the server's
+listener), a request was applied, a commit its responses wait for is done, or the server
+drops it (``drop_all``: fault injection, shutdown).
 
 Each stream costs the server two tasks and a lease budget for as long as it is open, so
 a client opening streams in a loop (or many clients at once) could exhaust it. Beyond
