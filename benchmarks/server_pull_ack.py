@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python benchmarks/server_pull_ack.py [--messages 200000]
-        [--emulator-messages 200000] [--pull-size 1000] [--write]
+        [--emulator-messages 200000] [--pull-size 1000] [--durable] [--write]
 
 What a batch consumer (the Spark source's read tasks, a cron job draining a backlog) asks
 of a server: for each server (each in its own process) and each kind of subscription
@@ -14,6 +14,9 @@ the server process's CPU time a message (from /proc, the emulator's JVM included
 and duplicates (ids received more than once). Both servers run in the same session, so
 the ratio is a fair one for this machine's load; the emulator answers at most 100
 messages a Pull (docs/protocol.md#where-the-emulator-differs), which is part of what is measured.
+
+``--durable`` also runs ``eoclient serve --data-dir`` (SQLite, in a temporary directory)
+and reports its msg/s as a ratio of the memory server's.
 
 Not a test: nothing here asserts a speed. ``--write`` appends the table to
 docs/benchmarks.md.
@@ -27,6 +30,7 @@ import datetime
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +40,7 @@ from _server import GoogleEmulator, fill_subscription, start_server
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 # A loop that stops making progress for this long is reported incomplete, not waited on.
 STALL_SECONDS = 30.0
+DURABLE = "eoclient serve --data-dir"
 
 
 @dataclass
@@ -134,6 +139,13 @@ def table(results: list[Result]) -> list[str]:
         )
     by_kind = {(r.server, r.kind): r for r in results}
     for kind in ("plain", "exactly-once"):
+        memory, durable = by_kind.get(("eoclient serve", kind)), by_kind.get((DURABLE, kind))
+        if memory and durable and memory.rate:
+            lines.append("")
+            lines.append(
+                f"Ratio durable / memory, {kind}: **{durable.rate / memory.rate:.2f}** msg/s."
+            )
+    for kind in ("plain", "exactly-once"):
         ours, theirs = by_kind.get(("eoclient serve", kind)), by_kind.get(("emulator", kind))
         if ours and theirs and ours.received and theirs.received and theirs.seconds:
             lines.append("")
@@ -145,20 +157,26 @@ def table(results: list[Result]) -> list[str]:
     return lines
 
 
-async def run(options: argparse.Namespace) -> list[Result]:
+async def run_ours(options: argparse.Namespace, label: str, *flags: str) -> list[Result]:
     results: list[Result] = []
-    server, address = start_server()
+    server, address = start_server(*flags)
     try:
         for kind in ("plain", "exactly-once"):
-            print(f"eoclient serve, {kind}", flush=True)
+            print(f"{label}, {kind}", flush=True)
             results.append(
-                await drain(
-                    address, server.pid, "eoclient serve", kind, options.messages, options.pull_size
-                )
+                await drain(address, server.pid, label, kind, options.messages, options.pull_size)
             )
     finally:
         server.terminate()
         server.wait(timeout=30)
+    return results
+
+
+async def run(options: argparse.Namespace) -> list[Result]:
+    results = await run_ours(options, "eoclient serve")
+    if options.durable:
+        with tempfile.TemporaryDirectory() as data_dir:
+            results += await run_ours(options, DURABLE, "--data-dir", data_dir)
     if options.emulator_messages:
         emulator = GoogleEmulator()
         with emulator as emulator_address:
@@ -187,6 +205,9 @@ def main() -> int:
         help="messages for the emulator's runs (0: skip it)",
     )
     parser.add_argument("--pull-size", type=int, default=1000, help="max_messages a Pull")
+    parser.add_argument(
+        "--durable", action="store_true", help="also eoclient serve --data-dir (SQLite)"
+    )
     parser.add_argument("--write", action="store_true", help="append to docs/benchmarks.md")
     options = parser.parse_args()
     load_before = os.getloadavg()[0]

@@ -42,15 +42,7 @@ MAX_FORWARDERS = 3
 MAX_SERVER_INIT_PARAMETERS = 7
 
 # (rule, module relative to src/eoclient, class or "" for the module).
-KNOWN_EXCEPTIONS: frozenset[tuple[str, str, str]] = frozenset(
-    {
-        # The delivery engine's redesign (core/) is to fix these.
-        ("init parameters", "server_stub/core/delivery_settle.py", "Settlement"),
-        ("init parameters", "server_stub/core/lease_lifecycle.py", "LeaseLifecycle"),
-        ("forwarders", "server_stub/core/delivery.py", "SubscriptionDelivery"),
-        ("forwarders", "server_stub/storage/sqlite.py", "SqliteStore"),
-    }
-)
+KNOWN_EXCEPTIONS: frozenset[tuple[str, str, str]] = frozenset()
 
 # A task started outside a TaskGroup: asyncio.create_task(...), <loop>.create_task(...),
 # asyncio.ensure_future(...). ``<group>.create_task`` on a TaskGroup is the owned way.

@@ -24,7 +24,7 @@ from eoclient.server_stub.core import (
     SubscriptionConfig,
     TopicConfig,
 )
-from eoclient.server_stub.core.lease_lifecycle import LeaseLifecycle
+from eoclient.server_stub.core.delivery.leases import Leases
 from eoclient.server_stub.storage.sqlite import DATABASE_FILE, SqliteStore
 
 TOPIC = "projects/p1/topics/work"
@@ -173,7 +173,7 @@ def test_stored_leases_are_forgotten_after_their_deadlines(server: Server) -> No
     while server.store.statistics()["leases"]:
         wakeup = server.broker.next_wakeup()
         assert wakeup is not None, "stored leases left with nothing scheduled to forget them"
-        assert wakeup <= server.clock.now() + LeaseLifecycle.FORGET_LEASES_INTERVAL
+        assert wakeup <= server.clock.now() + Leases.FORGET_LEASES_INTERVAL
         server.clock.advance(max(wakeup - server.clock.now(), 0.0))
         server.broker.tick()
         server.commit()

@@ -48,7 +48,7 @@ async def test_sixty_thousand_outstanding_leases_on_a_durable_server(tmp_path: P
                 assert len(response.received_messages) == 1000, len(ack_ids)
                 ack_ids += [m.ack_id for m in response.received_messages]
             assert len(set(ack_ids)) == LIMIT
-            assert server.broker.delivery_state(SUB).leased() == LIMIT
+            assert server.broker.delivery_state(SUB).reads.leased() == LIMIT
             with pytest.raises(ResourceExhausted, match=f"--max-leases {LIMIT}"):
                 await transport.pull(SUB, 1000)
             # Room comes back with acks; the last thousand are still waiting.

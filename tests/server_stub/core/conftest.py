@@ -22,7 +22,7 @@ from . import support
 
 TEST_WINDOW = 3
 # Modules whose tests build no Env (their own broker, or none at all).
-STORE_INDEPENDENT = {"test_complexity", "test_lease_table", "test_backlog_window"}
+STORE_INDEPENDENT = {"test_complexity", "test_lease_table", "test_rooms", "test_window"}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -67,13 +67,13 @@ def _state(broker: Broker) -> dict[str, Any]:
                 s.config,
                 s.created,
                 s.last_activity,
-                s.delivery.backlog(),
-                s.delivery.retained(),
+                s.delivery.reads.backlog(),
+                s.delivery.reads.retained(),
             )
             for name, s in resources.subscriptions.items()
         },
         "snapshots": {
-            name: (record, broker.store.snapshot_messages(name))
+            name: (record, broker.store.snapshots.messages(name))
             for name, record in broker.snapshots.records.items()
         },
         "last_seq": broker.publishing.last_seq,

@@ -14,8 +14,8 @@ from eoclient.server_stub.core import (
     SubscriptionConfig,
     TopicConfig,
 )
+from eoclient.server_stub.core.delivery import StreamFlow
 from eoclient.server_stub.core.store import Store
-from eoclient.server_stub.core.stream_flow import StreamFlow
 
 PROJECT = "projects/p1"
 TOPIC = "projects/p1/topics/topic-a"
@@ -71,7 +71,7 @@ class Env:
         """The stream's flow-control counters (no public accessor: read the core's state)."""
         name = self.broker.leasing.stream_subscription(stream_id)
         assert name is not None
-        flow = self.broker._resources.subscriptions[name].delivery.stream(stream_id)
+        flow = self.broker._resources.subscriptions[name].delivery.streams.get(stream_id)
         assert flow is not None
         return flow
 

@@ -250,7 +250,7 @@ class BrokerMachine(RuleBasedStateMachine):
         """Right after a broker call (which processes due expiries): counts match the model."""
         delivery = self.broker._resources.subscriptions[SUB].delivery
         for stream_id in self.streams:
-            flow = delivery.stream(stream_id)
+            flow = delivery.streams.get(stream_id)
             assert flow is not None
             actual = (flow.outstanding_messages, flow.outstanding_bytes)
             assert actual == self.stream_load(stream_id)
@@ -456,7 +456,7 @@ class BrokerMachine(RuleBasedStateMachine):
             return
         delivery = self.broker._resources.subscriptions[SUB].delivery
         for stream_id in self.streams:
-            flow = delivery.stream(stream_id)
+            flow = delivery.streams.get(stream_id)
             assert flow is not None
             assert flow.outstanding_messages >= 0
             assert flow.outstanding_bytes >= 0

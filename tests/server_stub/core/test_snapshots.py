@@ -123,7 +123,7 @@ def test_expired_snapshots_disappear(env: Env) -> None:
     if isinstance(
         store, MemoryStore
     ):  # SqliteStore: tests/server_stub/storage/test_sqlite_store.py
-        assert store.pinned_topics() == 0  # the topic log is unpinned
+        assert store.snapshots.pinned_topics() == 0  # the topic log is unpinned
 
 
 def test_update_labels_and_expire_time(env: Env) -> None:
@@ -216,17 +216,17 @@ def test_the_topic_log_keeps_only_what_snapshots_pin(env: Env) -> None:
         pytest.skip("MemoryStore's topic logs; SqliteStore's: test_sqlite_store.py")
     env.subscribe()
     env.publish("before")
-    assert store.pinned_topics() == 0
+    assert store.snapshots.pinned_topics() == 0
     env.broker.snapshots.create(SNAP, SUB)
     env.publish("x")
     second = "projects/p1/snapshots/snap-b"
     env.broker.snapshots.create(second, SUB)
     env.publish("y")
-    assert [m.data for _, m in store.topic_log(TOPIC, 0)] == [b"x", b"y"]
+    assert [m.data for _, m in store.snapshots.topic_log(TOPIC, 0)] == [b"x", b"y"]
     env.broker.snapshots.delete(SNAP)
-    assert [m.data for _, m in store.topic_log(TOPIC, 0)] == [b"y"]
+    assert [m.data for _, m in store.snapshots.topic_log(TOPIC, 0)] == [b"y"]
     env.broker.snapshots.delete(second)
-    assert store.pinned_topics() == 0
+    assert store.snapshots.pinned_topics() == 0
 
 
 # ----------------------------------------------------------- seek to a time

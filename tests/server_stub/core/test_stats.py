@@ -12,9 +12,9 @@ from eoclient.server_stub.core import (
     SubscriptionConfig,
     TopicConfig,
 )
+from eoclient.server_stub.core.delivery import StreamFlow
 from eoclient.server_stub.core.policies import RetentionPolicy, TopicPolicies
 from eoclient.server_stub.core.stats import SubscriptionStats
-from eoclient.server_stub.core.stream_flow import StreamFlow
 
 from .support import DLT, INVALID, PROJECT, SUB, TOPIC, Env, ids
 

@@ -173,13 +173,13 @@ def test_the_window_bounds_what_the_broker_holds(tmp_path: Path) -> None:
     for _ in range(5):
         server.broker.publishing.publish(TOPIC, [NewMessage(b"x")] * 1_000)
     delivery = server.broker.delivery_state(SUB)
-    assert delivery.backlog() == 5_000
-    assert len(delivery.window()) == 100
+    assert delivery.reads.backlog() == 5_000
+    assert len(delivery.reads.held()) == 100
     for _ in range(10):
         pulled = server.broker.leasing.pull(SUB, 50)
         server.broker.acks.acknowledge(SUB, [d.ack_id for d in pulled])
-        assert len(delivery.window()) <= 2 * 100 + 50
-    assert delivery.backlog() == 4_500
+        assert len(delivery.reads.held()) <= 2 * 100 + 50
+    assert delivery.reads.backlog() == 4_500
     server.store.close()
 
 
@@ -201,7 +201,7 @@ def test_garbage_collection_keeps_what_something_refers_to(server: Server) -> No
             server.broker.acks.acknowledge(sub, [delivery.ack_id])
     server.broker.tick()
     assert server.store.statistics()["messages"] == 1
-    assert [m.data for _, m in server.store.topic_log(TOPIC, 0)] == [b"c"]
+    assert [m.data for _, m in server.store.snapshots.topic_log(TOPIC, 0)] == [b"c"]
     server.broker.snapshots.delete(SNAP)
     server.broker.tick()
     assert server.store.statistics()["messages"] == 0
@@ -265,10 +265,10 @@ def test_a_second_server_on_the_directory_is_refused(tmp_path: Path) -> None:
 
 def test_documents_survive_a_restart(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path)
-    store.put_document("schema", "projects/p1/schemas/s1", b"avro")
-    store.put_document("schema", "projects/p1/schemas/s2", b"proto")
-    store.put_document("iam", "projects/p1/topics/t", b"{}")
-    store.delete_document("schema", "projects/p1/schemas/s2")
+    store.resources.put_document("schema", "projects/p1/schemas/s1", b"avro")
+    store.resources.put_document("schema", "projects/p1/schemas/s2", b"proto")
+    store.resources.put_document("iam", "projects/p1/topics/t", b"{}")
+    store.resources.delete_document("schema", "projects/p1/schemas/s2")
     store.close()
     reopened = SqliteStore(tmp_path)
     try:

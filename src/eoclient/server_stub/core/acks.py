@@ -28,6 +28,7 @@ from eoclient.server_stub.core.ack_ids import (
     TRANSIENT_FAILURE_UNORDERED_ACK_ID,
     parse_ack_id,
 )
+from eoclient.server_stub.core.delivery import AckTarget
 from eoclient.server_stub.core.history import History
 from eoclient.server_stub.core.model import AckReply
 from eoclient.server_stub.core.resources import Resources, SubscriptionState
@@ -99,9 +100,11 @@ class Acks:
         failures: dict[str, str] = {}
         changed = False
         history = self._history
+        recording = history.enabled
+        faults = self._faults
         for ack_id, parts in zip(ack_ids, parsed, strict=True):
             entry = delivery.resolve_parts(parts)
-            fault = self._take_fault(name, entry.message_id if entry else "", operation)
+            fault = self._take_fault(name, entry, operation) if faults else ""
             if fault:
                 failures[ack_id] = fault
                 history.answered(name, entry, ack_id, operation, seconds, now, fault)
@@ -142,7 +145,8 @@ class Acks:
                         TRANSIENT_FAILURE_UNORDERED_ACK_ID,
                     )
                     continue
-                history.answered(name, entry, ack_id, operation, seconds, now, "")
+                if recording:
+                    history.answered(name, entry, ack_id, operation, seconds, now, "")
                 delivery.ack(entry)
             elif seconds == 0:
                 history.answered(name, entry, ack_id, operation, seconds, now, "")
@@ -174,10 +178,10 @@ class Acks:
         """
         self._faults[(subscription, message_id)] = AckFault(reason, times, frozenset(operations))
 
-    def _take_fault(self, subscription: str, message_id: str, operation: str) -> str:
-        if not message_id or not self._faults:
+    def _take_fault(self, subscription: str, entry: AckTarget | None, operation: str) -> str:
+        if entry is None or not self._faults:
             return ""
-        fault = self._faults.get((subscription, message_id))
+        fault = self._faults.get((subscription, entry.message_id))
         if fault is None or operation not in fault.operations or fault.remaining == 0:
             return ""
         if fault.remaining > 0:

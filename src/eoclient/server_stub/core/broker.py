@@ -167,7 +167,7 @@ class Broker:
 
     def backlog(self, name: str) -> int:
         """Messages of the subscription not acknowledged yet (waiting or outstanding)."""
-        return self.delivery_state(name).backlog()
+        return self.delivery_state(name).reads.backlog()
 
     def counters(self, name: str) -> Mapping[str, int]:
         counters = self.delivery_state(name).counters
@@ -192,11 +192,11 @@ class Broker:
     def peek(self, name: str, limit: int) -> list[tuple[StoredMessage, bool]]:
         """The subscription's oldest ``limit`` unacknowledged messages and whether each is
         leased now, without leasing or changing anything (the dashboard's peek)."""
-        return self._resources.subscription(name).delivery.peek(limit)
+        return self._resources.subscription(name).delivery.reads.peek(limit)
 
     def retained_acked(self, name: str) -> list[StoredMessage]:
         """Acknowledged messages the subscription keeps (retain_acked_messages), oldest first."""
-        return [m for _, m in self.delivery_state(name).retained()]
+        return [m for _, m in self.delivery_state(name).reads.retained()]
 
     # ================================================================ IAM
 

@@ -240,13 +240,13 @@ class IamPolicies:
             _etag(resource, revision, checked),
         )
         self.policies[resource] = (revision, stored)
-        self.store.put_document(DOCUMENT_KIND, resource, encode(revision, stored))
+        self.store.resources.put_document(DOCUMENT_KIND, resource, encode(revision, stored))
         return stored
 
     def forget(self, resource: str) -> None:
         """The resource is gone: a new one of the same name starts with an empty policy."""
         if self.policies.pop(resource, None) is not None:
-            self.store.delete_document(DOCUMENT_KIND, resource)
+            self.store.resources.delete_document(DOCUMENT_KIND, resource)
 
     def forget_missing(self, exists: Iterable[str]) -> None:
         """Forget the policies of every resource not in ``exists``."""

@@ -15,11 +15,10 @@ import itertools
 from eoclient._clock import Clock
 from eoclient.errors import FailedPrecondition, NotFound, ResourceExhausted
 from eoclient.server_stub.core import validation
-from eoclient.server_stub.core.delivery import SubscriptionDelivery
+from eoclient.server_stub.core.delivery import StreamFlow, SubscriptionDelivery
 from eoclient.server_stub.core.history import History
 from eoclient.server_stub.core.model import Delivery
 from eoclient.server_stub.core.resources import Resources, SubscriptionState
-from eoclient.server_stub.core.stream_flow import StreamFlow
 
 # Outstanding leases a subscription may hold at once (``Broker(max_leases=...)``, ``serve
 # --max-leases``; 0: no limit). Each costs the server a few hundred bytes until it is
@@ -74,7 +73,7 @@ class Leasing:
         room = self._lease_room(subscription, now)
         if room == 0:
             raise ResourceExhausted(
-                f"The subscription {name} holds {subscription.delivery.leased()} outstanding "
+                f"The subscription {name} holds {subscription.delivery.reads.leased()} outstanding "
                 f"leases, the server's limit (--max-leases {self.max_leases}): acknowledge or "
                 "nack messages before pulling more."
             )
@@ -99,7 +98,7 @@ class Leasing:
         validation.stream_ack_deadline(stream_ack_deadline)
         subscription = self._pullable(name)
         stream_id = next(self._stream_ids)
-        subscription.delivery.open_stream(
+        subscription.delivery.streams.open(
             StreamFlow(
                 stream_id=stream_id,
                 ack_deadline=stream_ack_deadline,
@@ -113,7 +112,7 @@ class Leasing:
 
     def set_stream_ack_deadline(self, stream_id: int, seconds: int) -> None:
         validation.stream_ack_deadline(seconds)
-        flow = self._stream_owner(stream_id).delivery.stream(stream_id)
+        flow = self._stream_owner(stream_id).delivery.streams.get(stream_id)
         if flow is not None:
             flow.ack_deadline = seconds
 
@@ -131,7 +130,7 @@ class Leasing:
             raise FailedPrecondition(
                 f"The subscription {subscription.config.name} was detached from its topic."
             )
-        flow = subscription.delivery.stream(stream_id)
+        flow = subscription.delivery.streams.get(stream_id)
         if flow is None:
             return []
         now = self._clock.now()
@@ -153,13 +152,13 @@ class Leasing:
         if self.max_leases <= 0:
             return validation.MAX_PULL_MESSAGES
         subscription.delivery.advance(now)  # expired leases free room first
-        return max(self.max_leases - subscription.delivery.leased(), 0)
+        return max(self.max_leases - subscription.delivery.reads.leased(), 0)
 
     def close_stream(self, stream_id: int) -> None:
         name, delivery = self._streams.pop(stream_id, ("", None))
         subscription = self._resources.subscriptions.get(name)
         if subscription is not None and subscription.delivery is delivery:
-            subscription.delivery.close_stream(stream_id)
+            subscription.delivery.streams.close(stream_id)
             self._resources.touch(subscription, self._clock.now())  # connected until now
 
     def stream_subscription(self, stream_id: int) -> str | None:

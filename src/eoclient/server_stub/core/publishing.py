@@ -112,7 +112,7 @@ class Publishing:
                 if subscription.delivery.evict(now, quota.limit_bytes, quota.limit_age):
                     self._changed(subscription.config.name)
             return
-        laggard = over[0].delivery
+        laggard = over[0].delivery.reads
         limits = []
         if quota.limit_bytes is not None:
             limits.append(f"{laggard.backlog_bytes()} of {quota.limit_bytes} bytes")

@@ -146,13 +146,13 @@ class Resources:
             )
             cursor = self.new_subscription(config, self._clock.now())
             topic.subscriptions.add(name)
-            self._store.put_subscription(cursor.record())
+            self._store.resources.put_subscription(cursor.record())
         elif not wanted and name in self.subscriptions:
             self.remove_subscription(name)
 
     def touch(self, subscription: SubscriptionState, now: float) -> None:
         subscription.last_activity = now
-        self._store.touch_subscription(subscription.config.name, now)
+        self._store.resources.touch_subscription(subscription.config.name, now)
 
     def topic(self, name: str) -> TopicState:
         names.parse(name, "topics")
@@ -273,6 +273,6 @@ class Resources:
         policy = subscription.config.expiration_policy
         if policy is None or policy.ttl is None:
             return float("inf")
-        if subscription.delivery.open_stream_count():
+        if subscription.delivery.streams:
             self.touch(subscription, now)
         return subscription.last_activity + policy.ttl

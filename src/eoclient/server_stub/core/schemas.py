@@ -167,7 +167,7 @@ class SchemaRegistry:
         base, _ = parse_schema_name(name)
         self._schema(base)
         del self.schemas[base]
-        self.store.delete_document(DOCUMENT_KIND, base)
+        self.store.resources.delete_document(DOCUMENT_KIND, base)
         self._deleted(base)
 
     # -------------------------------------------------------------- reads
@@ -302,7 +302,7 @@ class SchemaRegistry:
                 return candidate
 
     def _save(self, name: str, schema: _Schema) -> None:
-        self.store.put_document(DOCUMENT_KIND, name, _encode(schema.revisions))
+        self.store.resources.put_document(DOCUMENT_KIND, name, _encode(schema.revisions))
 
 
 def _encode(revisions: Sequence[SchemaRevision]) -> bytes:

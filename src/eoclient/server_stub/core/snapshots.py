@@ -83,7 +83,7 @@ class Snapshots:
             raise AlreadyExists("Snapshot already exists")
         source = self._resources.subscription(subscription)
         source.delivery.advance(now)
-        oldest = source.delivery.oldest_publish_time()
+        oldest = source.delivery.reads.oldest_unacked()
         oldest = now if oldest is None else oldest
         expire_time = oldest + SNAPSHOT_LIFETIME
         if expire_time - now < SNAPSHOT_MIN_LIFETIME:
@@ -102,7 +102,7 @@ class Snapshots:
             self._publishing.last_seq,
         )
         self.records[name] = record
-        self._store.put_snapshot(record, subscription, source.delivery.window())
+        self._store.put_snapshot(record, subscription, source.delivery.reads.held())
         return _view(record)
 
     def expire(self, now: float) -> None:
@@ -111,7 +111,7 @@ class Snapshots:
 
     def _drop(self, name: str) -> None:
         del self.records[name]
-        self._store.delete_snapshot(name)
+        self._store.snapshots.delete(name)
 
     def _snapshot(self, name: str) -> SnapshotRecord:
         names.parse(name, "snapshots")
@@ -163,7 +163,7 @@ class Snapshots:
                 )
         record = replace(record, labels=labels, expire_time=expire_time)
         self.records[record.name] = record
-        self._store.update_snapshot(record)
+        self._store.snapshots.update(record)
         return _view(record)
 
     def delete(self, name: str) -> None:
@@ -197,22 +197,22 @@ class Snapshots:
                     f"the subscription {name} is attached to topic "
                     f"{subscription.config.topic}: they must be the same topic."
                 )
-            current = delivery.unacked() + delivery.retained()
-            target = dict(self._store.snapshot_messages(snapshot))
-            for seq, message in self._store.topic_log(record.topic, record.position):
+            current = delivery.reads.unacked() + delivery.reads.retained()
+            target = dict(self._store.snapshots.messages(snapshot))
+            for seq, message in self._store.snapshots.topic_log(record.topic, record.position):
                 if subscription.filter is None or subscription.filter.matches(message.attributes):
                     target[seq] = message
             unacked = list(target.items())
             acked = [(seq, m) for seq, m in current if seq not in target]
         elif time is not None:
-            available = dict(delivery.unacked() + delivery.retained())
+            available = dict(delivery.reads.unacked() + delivery.reads.retained())
             cursor = self._resources.retention_cursor(subscription.config.topic)
             # A detached subscription is cut off from its topic: nothing of the topic's
             # is replayed into a backlog no one can pull.
             if cursor is not None and not subscription.config.detached:
                 cursor.delivery.advance(now)
                 matches = subscription.filter.matches if subscription.filter else None
-                for seq, message in cursor.delivery.unacked():
+                for seq, message in cursor.delivery.reads.unacked():
                     if seq not in available and (matches is None or matches(message.attributes)):
                         available[seq] = message
             unacked = [(seq, m) for seq, m in available.items() if m.publish_time >= time]

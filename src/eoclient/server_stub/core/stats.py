@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from eoclient.server_stub.core.delivery import StreamFlow
 from eoclient.server_stub.core.resources import Resources
-from eoclient.server_stub.core.stream_flow import StreamFlow
 
 # Stream states, with the names of Cloud Monitoring's subscription/open_streaming_pulls
 # ``status`` label: a stream whose flow control is full is not sent messages.
@@ -99,17 +99,17 @@ def collect_stats(resources: Resources, now: float) -> BrokerStats:
         delivery = state.delivery
         counters = delivery.counters
         streams: dict[str, int] = {}
-        for flow in delivery.streams():
+        for flow in delivery.streams.all():
             status = stream_status(flow)
             streams[status] = streams.get(status, 0) + 1
         subscriptions.append(
             SubscriptionStats(
                 name=name,
                 topic=state.config.topic,
-                undelivered_messages=delivery.backlog(),
-                backlog_bytes=delivery.backlog_bytes(),
-                oldest_unacked_age=_age(now, delivery.oldest_unacked()),
-                outstanding_messages=delivery.leased(),
+                undelivered_messages=delivery.reads.backlog(),
+                backlog_bytes=delivery.reads.backlog_bytes(),
+                oldest_unacked_age=_age(now, delivery.reads.oldest_unacked()),
+                outstanding_messages=delivery.reads.leased(),
                 delivered=counters.delivered,
                 redelivered=counters.redelivered,
                 acked=counters.acked,
@@ -141,9 +141,11 @@ def collect_stats(resources: Resources, now: float) -> BrokerStats:
                 held_publishes=published.held_publishes,
                 held_then_refused=published.held_then_refused,
                 refused_publishes=published.refused_publishes,
-                retained_messages=retained.backlog() if retained else None,
-                retained_bytes=retained.backlog_bytes() if retained else None,
-                oldest_retained_age=_age(now, retained.oldest_unacked()) if retained else None,
+                retained_messages=retained.reads.backlog() if retained else None,
+                retained_bytes=retained.reads.backlog_bytes() if retained else None,
+                oldest_retained_age=_age(now, retained.reads.oldest_unacked())
+                if retained
+                else None,
             )
         )
     return BrokerStats(tuple(subscriptions), tuple(topics))

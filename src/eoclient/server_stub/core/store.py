@@ -59,7 +59,7 @@ class SubscriptionRecord:
 
 @dataclass(frozen=True)
 class SnapshotRecord:
-    """A snapshot's description; its messages are the store's (``snapshot_messages``)."""
+    """A snapshot's description; its messages are the store's (``SnapshotStore.messages``)."""
 
     name: str
     topic: str
@@ -68,9 +68,11 @@ class SnapshotRecord:
     position: int  # the last seq the topic had published when the snapshot was taken
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BacklogRow:
-    """One unacknowledged message of a subscription, as stored."""
+    """One unacknowledged message of a subscription, as stored. Not frozen: one is read
+    for every message a durable store hands back, and a frozen dataclass's constructor
+    costs three times a plain one's; nothing changes a row once read."""
 
     seq: int
     message: StoredMessage
@@ -132,6 +134,45 @@ class StoredState:
     documents: Mapping[tuple[str, str], bytes] = field(default_factory=dict)
 
 
+class ResourceStore(Protocol):
+    """Topics, subscriptions and documents (``Store.resources``)."""
+
+    def put_topic(self, config: TopicConfig) -> None: ...
+
+    def delete_topic(self, name: str) -> None: ...
+
+    def put_subscription(self, record: SubscriptionRecord) -> None: ...
+
+    def touch_subscription(self, name: str, last_activity: float) -> None:
+        """Only the activity clock changed (frequent: a store may write it lazily)."""
+        ...
+
+    def put_document(self, kind: str, name: str, body: bytes) -> None:
+        """Keep a resource the core stores whole (a schema, an IAM policy): ``kind`` says
+        which, ``body`` is its encoding (the core's choice)."""
+        ...
+
+    def delete_document(self, kind: str, name: str) -> None: ...
+
+
+class SnapshotStore(Protocol):
+    """Snapshots and the topic logs they pin (``Store.snapshots``); a snapshot is created
+    by ``Store.put_snapshot``, which reads the subscription's backlog."""
+
+    def update(self, record: SnapshotRecord) -> None: ...
+
+    def delete(self, name: str) -> None: ...
+
+    def messages(self, name: str) -> list[SeqMessage]:
+        """The messages snapshot ``name`` retains, in seq order."""
+        ...
+
+    def topic_log(self, topic: str, after_seq: int) -> list[SeqMessage]:
+        """Messages ``topic`` published after ``after_seq``; complete while a snapshot of
+        the topic has a position at or before ``after_seq``."""
+        ...
+
+
 class Store(Protocol):
     """Where the broker's state lives. Calls are synchronous and applied in order; a
     store may buffer them, and they are durable once ``commit()`` returns."""
@@ -147,24 +188,14 @@ class Store(Protocol):
 
     # ---------------------------------------------------------------- resources
 
-    def put_topic(self, config: TopicConfig) -> None: ...
-
-    def delete_topic(self, name: str) -> None: ...
-
-    def put_subscription(self, record: SubscriptionRecord) -> None: ...
-
-    def touch_subscription(self, name: str, last_activity: float) -> None:
-        """Only the activity clock changed (frequent: a store may write it lazily)."""
+    @property
+    def resources(self) -> ResourceStore:
+        """Where topics, subscriptions and documents are kept."""
         ...
 
-    def delete_subscription(self, name: str) -> None: ...
-
-    def put_document(self, kind: str, name: str, body: bytes) -> None:
-        """Keep a resource the core stores whole (a schema, an IAM policy): ``kind`` says
-        which, ``body`` is its encoding (the core's choice)."""
+    def delete_subscription(self, name: str) -> None:
+        """The subscription's record, its backlog, leases and retained messages go."""
         ...
-
-    def delete_document(self, kind: str, name: str) -> None: ...
 
     # ----------------------------------------------------------------- messages
 
@@ -242,15 +273,9 @@ class Store(Protocol):
         core holds) and the store's cold rows of it."""
         ...
 
-    def update_snapshot(self, record: SnapshotRecord) -> None: ...
-
-    def delete_snapshot(self, name: str) -> None: ...
-
-    def snapshot_messages(self, name: str) -> list[SeqMessage]: ...
-
-    def topic_log(self, topic: str, after_seq: int) -> list[SeqMessage]:
-        """Messages ``topic`` published after ``after_seq``; complete while a snapshot of
-        the topic has a position at or before ``after_seq``."""
+    @property
+    def snapshots(self) -> SnapshotStore:
+        """Where snapshots and the topic logs they pin are kept."""
         ...
 
     # ---------------------------------------------------------------- lifecycle

@@ -136,7 +136,7 @@ class Subscriptions:
             self._resources.topic(config.dead_letter_policy.dead_letter_topic)
         subscription = self._resources.new_subscription(config, now)
         topic.subscriptions.add(config.name)
-        self._store.put_subscription(subscription.record())
+        self._store.resources.put_subscription(subscription.record())
         return self._resources.view(config.name)
 
     def update(
@@ -167,7 +167,7 @@ class Subscriptions:
             self._resources.topic(updated.dead_letter_policy.dead_letter_topic)
         subscription.config = updated
         subscription.last_activity = self._clock.now()
-        self._store.put_subscription(subscription.record())
+        self._store.resources.put_subscription(subscription.record())
         self._resources.apply_policies(subscription)
         return self._resources.view(config.name)
 
@@ -188,7 +188,7 @@ class Subscriptions:
         if topic is not None:
             topic.subscriptions.discard(name)
         subscription.config = replace(subscription.config, detached=True)
-        self._store.put_subscription(subscription.record())
+        self._store.resources.put_subscription(subscription.record())
         subscription.delivery.reset(new_uid(self._rng), [], [], self._clock.now())
         self._changed(name)
 
@@ -261,7 +261,7 @@ class Subscriptions:
         subscription = self._resources.subscription(name)
         policies.validate()
         subscription.config = replace(subscription.config, policies=policies)
-        self._store.put_subscription(subscription.record())
+        self._store.resources.put_subscription(subscription.record())
         self._resources.apply_policies(subscription)
         return subscription.config.policies
 
@@ -274,8 +274,8 @@ class Subscriptions:
             skipped=counters.skipped,
             evicted=counters.evicted,
             expired_by_ttl=counters.expired_by_ttl,
-            delayed_pending=delivery.delayed_pending(now),
-            backlog_messages=delivery.backlog(),
-            backlog_bytes=delivery.backlog_bytes(),
-            oldest_unacked_publish_time=delivery.oldest_unacked(),
+            delayed_pending=delivery.reads.delayed_pending(now),
+            backlog_messages=delivery.reads.backlog(),
+            backlog_bytes=delivery.reads.backlog_bytes(),
+            oldest_unacked_publish_time=delivery.reads.oldest_unacked(),
         )

@@ -60,7 +60,7 @@ class Topics:
             raise AlreadyExists("Topic already exists")
         topic = TopicState(config)
         self._resources.topics[config.name] = topic
-        self._store.put_topic(config)
+        self._store.resources.put_topic(config)
         self._resources.sync_retention_cursor(topic)
         return TopicView(config)
 
@@ -81,7 +81,7 @@ class Topics:
         if updated.message_retention_duration is not None:
             validation.retention("message_retention_duration", updated.message_retention_duration)
         topic.config = updated
-        self._store.put_topic(updated)
+        self._store.resources.put_topic(updated)
         self._changed_policies(topic)
         return TopicView(topic.config)
 
@@ -106,14 +106,14 @@ class Topics:
         if cursor in resources.subscriptions:
             resources.remove_subscription(cursor)  # the topic's retention goes with it
         del resources.topics[name]
-        self._store.delete_topic(name)
+        self._store.resources.delete_topic(name)
         # Subscriptions outlive their topic; their topic field reads "_deleted-topic_"
         # (docs/protocol.md#subscription-properties-and-defaults) and their backlog stays
         # deliverable.
         for subscription_name in topic.subscriptions:
             subscription = resources.subscriptions[subscription_name]
             subscription.config = replace(subscription.config, topic=DELETED_TOPIC)
-            self._store.put_subscription(subscription.record())
+            self._store.resources.put_subscription(subscription.record())
             resources.apply_policies(subscription)  # the topic's retention no longer applies
         self._deleted(name)  # a new topic of this name starts without a policy
 
@@ -127,7 +127,7 @@ class Topics:
         topic = self._resources.topic(name)
         policies.validate()
         topic.config = replace(topic.config, policies=policies)
-        self._store.put_topic(topic.config)
+        self._store.resources.put_topic(topic.config)
         self._changed_policies(topic)
         return topic.config.policies
 
@@ -141,9 +141,9 @@ class Topics:
             held_publishes=state.counters.held_publishes,
             held_then_refused=state.counters.held_then_refused,
             refused_publishes=state.counters.refused_publishes,
-            retained_messages=retained.backlog() if retained else 0,
-            retained_bytes=retained.backlog_bytes() if retained else 0,
-            oldest_retained_publish_time=retained.oldest_unacked() if retained else None,
+            retained_messages=retained.reads.backlog() if retained else 0,
+            retained_bytes=retained.reads.backlog_bytes() if retained else 0,
+            oldest_retained_publish_time=retained.reads.oldest_unacked() if retained else None,
         )
 
     def _changed_policies(self, topic: TopicState) -> None:

@@ -55,24 +55,8 @@ class RetainedAcked:
         return sorted(self._messages.items())
 
 
-class MemoryStore:
-    def __init__(self) -> None:
-        self._retained: dict[str, RetainedAcked] = {}
-        self._snapshots: dict[str, tuple[SnapshotRecord, dict[int, StoredMessage]]] = {}
-        # By topic, while a snapshot of the topic pins it: what it published since.
-        self._logs: dict[str, deque[SeqMessage]] = {}
-
-    def __repr__(self) -> str:
-        return f"<MemoryStore [{len(self._snapshots)} snapshots, {len(self._logs)} topic logs]>"
-
-    @property
-    def window(self) -> int | None:
-        return None
-
-    def load(self) -> StoredState:
-        return StoredState()
-
-    # ---------------------------------------------------------------- resources
+class NoResources:
+    """Topics, subscriptions and documents: the core keeps them in memory itself."""
 
     def put_topic(self, config: TopicConfig) -> None:
         pass
@@ -86,14 +70,87 @@ class MemoryStore:
     def touch_subscription(self, name: str, last_activity: float) -> None:
         pass
 
-    def delete_subscription(self, name: str) -> None:
-        self._retained.pop(name, None)
-
     def put_document(self, kind: str, name: str, body: bytes) -> None:
-        pass  # the core keeps its documents in memory itself
+        pass
 
     def delete_document(self, kind: str, name: str) -> None:
         pass
+
+
+class MemorySnapshots:
+    """Each snapshot's messages, and by topic, while a snapshot of the topic pins it, what
+    the topic published since."""
+
+    def __init__(self) -> None:
+        self._snapshots: dict[str, tuple[SnapshotRecord, dict[int, StoredMessage]]] = {}
+        self._logs: dict[str, deque[SeqMessage]] = {}
+
+    def __repr__(self) -> str:
+        return f"<MemorySnapshots [{len(self._snapshots)} snapshots, {len(self._logs)} topic logs]>"
+
+    def put(self, record: SnapshotRecord, window: Sequence[SeqMessage]) -> None:
+        self._snapshots[record.name] = (record, dict(window))
+        self._logs.setdefault(record.topic, deque())
+
+    def published(self, topic: str, messages: Sequence[SeqMessage]) -> None:
+        """``topic`` published ``messages``: kept in its log if a snapshot pins it."""
+        log = self._logs.get(topic)
+        if log is not None:
+            log.extend(messages)
+
+    def update(self, record: SnapshotRecord) -> None:
+        _, messages = self._snapshots[record.name]
+        self._snapshots[record.name] = (record, messages)
+
+    def delete(self, name: str) -> None:
+        """Forget the snapshot and unpin what only it kept in its topic's log."""
+        record, _ = self._snapshots.pop(name)
+        log = self._logs.get(record.topic)
+        if log is None:
+            return
+        positions = [r.position for r, _ in self._snapshots.values() if r.topic == record.topic]
+        if not positions:
+            del self._logs[record.topic]
+            return
+        floor = min(positions)
+        while log and log[0][0] <= floor:
+            log.popleft()
+
+    def messages(self, name: str) -> list[SeqMessage]:
+        return sorted(self._snapshots[name][1].items())
+
+    def topic_log(self, topic: str, after_seq: int) -> list[SeqMessage]:
+        return [(seq, m) for seq, m in self._logs.get(topic, ()) if seq > after_seq]
+
+    def pinned_topics(self) -> int:
+        """Topic logs kept (test introspection: they must go with the last snapshot)."""
+        return len(self._logs)
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self._retained: dict[str, RetainedAcked] = {}
+        self._resources = NoResources()
+        self._snapshots = MemorySnapshots()
+
+    def __repr__(self) -> str:
+        return f"<MemoryStore {self._snapshots!r}>"
+
+    @property
+    def window(self) -> int | None:
+        return None
+
+    def load(self) -> StoredState:
+        return StoredState()
+
+    # ---------------------------------------------------------------- resources
+
+    @property
+    def resources(self) -> NoResources:
+        return self._resources
+
+    def delete_subscription(self, name: str) -> None:
+        self._retained.pop(name, None)
 
     # ----------------------------------------------------------------- messages
 
@@ -103,9 +160,7 @@ class MemoryStore:
         messages: Sequence[SeqMessage],
         receivers: Mapping[str, Sequence[int]],
     ) -> None:
-        log = self._logs.get(topic)
-        if log is not None:
-            log.extend(messages)
+        self._snapshots.published(topic, messages)
 
     def backlog(self, subscription: str, after_seq: int, limit: int) -> list[BacklogRow]:
         return []  # the core holds the whole backlog
@@ -171,36 +226,11 @@ class MemoryStore:
     def put_snapshot(
         self, record: SnapshotRecord, subscription: str, window: Sequence[SeqMessage]
     ) -> None:
-        self._snapshots[record.name] = (record, dict(window))
-        self._logs.setdefault(record.topic, deque())
+        self._snapshots.put(record, window)
 
-    def update_snapshot(self, record: SnapshotRecord) -> None:
-        _, messages = self._snapshots[record.name]
-        self._snapshots[record.name] = (record, messages)
-
-    def delete_snapshot(self, name: str) -> None:
-        """Forget the snapshot and unpin what only it kept in its topic's log."""
-        record, _ = self._snapshots.pop(name)
-        log = self._logs.get(record.topic)
-        if log is None:
-            return
-        positions = [r.position for r, _ in self._snapshots.values() if r.topic == record.topic]
-        if not positions:
-            del self._logs[record.topic]
-            return
-        floor = min(positions)
-        while log and log[0][0] <= floor:
-            log.popleft()
-
-    def snapshot_messages(self, name: str) -> list[SeqMessage]:
-        return sorted(self._snapshots[name][1].items())
-
-    def topic_log(self, topic: str, after_seq: int) -> list[SeqMessage]:
-        return [(seq, m) for seq, m in self._logs.get(topic, ()) if seq > after_seq]
-
-    def pinned_topics(self) -> int:
-        """Topic logs kept (test introspection: they must go with the last snapshot)."""
-        return len(self._logs)
+    @property
+    def snapshots(self) -> MemorySnapshots:
+        return self._snapshots
 
     # ---------------------------------------------------------------- lifecycle
 

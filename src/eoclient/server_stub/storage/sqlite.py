@@ -39,7 +39,6 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from eoclient.server_stub.core.model import TopicConfig
 from eoclient.server_stub.core.store import (
     Acked,
     BacklogRow,
@@ -47,7 +46,6 @@ from eoclient.server_stub.core.store import (
     SnapshotRecord,
     StoredState,
     StoredSubscription,
-    SubscriptionRecord,
 )
 from eoclient.server_stub.storage.sqlite_backlog import BacklogTables
 from eoclient.server_stub.storage.sqlite_files import (
@@ -147,28 +145,14 @@ class SqliteStore:
 
     # ---- resources
 
-    def put_topic(self, config: TopicConfig) -> None:
-        self._resources.put_topic(config)
-
-    def delete_topic(self, name: str) -> None:
-        self._resources.delete_topic(name)
-
-    def put_subscription(self, record: SubscriptionRecord) -> None:
-        self._resources.put_subscription(record)
-
-    def touch_subscription(self, name: str, last_activity: float) -> None:
-        self._resources.touch_subscription(name, last_activity)
+    @property
+    def resources(self) -> ResourceTables:
+        return self._resources
 
     def delete_subscription(self, name: str) -> None:
         id_ = self._subscription(name)
         self._resources.delete_subscription(id_)
         self._messages.delete(id_)
-
-    def put_document(self, kind: str, name: str, body: bytes) -> None:
-        self._resources.put_document(kind, name, body)
-
-    def delete_document(self, kind: str, name: str) -> None:
-        self._resources.delete_document(kind, name)
 
     # ---- messages
 
@@ -234,17 +218,9 @@ class SqliteStore:
     ) -> None:
         self._snapshots.put(record, self._subscription(subscription))
 
-    def update_snapshot(self, record: SnapshotRecord) -> None:
-        self._snapshots.update(record)
-
-    def delete_snapshot(self, name: str) -> None:
-        self._snapshots.delete(name)
-
-    def snapshot_messages(self, name: str) -> list[SeqMessage]:
-        return self._snapshots.messages(name)
-
-    def topic_log(self, topic: str, after_seq: int) -> list[SeqMessage]:
-        return self._snapshots.topic_log(topic, after_seq)
+    @property
+    def snapshots(self) -> SnapshotTables:
+        return self._snapshots
 
     # ---------------------------------------------------------------- lifecycle
 

@@ -45,7 +45,9 @@ _INSERT_MESSAGE = (
     "publish_time, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_BACKLOG = "INSERT INTO backlog (subscription, seq, size) VALUES (?, ?, ?)"
-_SETTLE = "DELETE FROM backlog WHERE subscription = ? AND seq = ?"
+# Over a range of seqs, each of them settled (``Writes.write_range``): one statement for
+# a run of acks in seq order.
+_SETTLE = "DELETE FROM backlog WHERE subscription = ? AND seq BETWEEN ? AND ?"
 _END_LEASE = (
     "UPDATE backlog SET generation = ?, failed_attempts = ? WHERE subscription = ? AND seq = ?"
 )
@@ -215,7 +217,7 @@ class BacklogTables:
             first = min(acked.publish_time for acked in retain)
             self._oldest_retained[subscription] = first if oldest is None else min(oldest, first)
         for seq in seqs:
-            self._writes.write(_SETTLE, (subscription, seq))
+            self._writes.write_range(_SETTLE, subscription, seq)
 
     def lease(self, subscription: int, seq: int, generation: int, deadline: float) -> None:
         self._batch(subscription, deadline, seq, generation)

@@ -45,6 +45,20 @@ class Writes:
         else:
             self._ops.append((sql, [row]))
 
+    def write_range(self, sql: str, key: int, seq: int) -> None:
+        """Buffer ``seq`` for ``sql``, a statement over (key, first seq, last seq): the
+        seq right after the last row's range, of the same key, extends that range instead
+        of adding a row (acks mostly come in seq order: a run of them is one statement)."""
+        if self._ops and self._ops[-1][0] is sql:
+            rows = self._ops[-1][1]
+            last = rows[-1]
+            if last[0] == key and last[2] == seq - 1:
+                rows[-1] = (key, last[1], seq)
+            else:
+                rows.append((key, seq, seq))
+        else:
+            self._ops.append((sql, [(key, seq, seq)]))
+
     def write_many(self, sql: str, rows: list[Row]) -> None:
         if rows:
             self._ops.append((sql, rows))

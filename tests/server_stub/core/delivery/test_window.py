@@ -1,4 +1,4 @@
-"""Backlog (core/delivery_window.py): the window, the cold rows and the messages returned
+"""Backlog (core/delivery/window.py): the window, the cold rows and the messages returned
 from a lease, over a real SqliteStore — a Hypothesis model of which message is where, and
 table tests of the loading rules."""
 
@@ -13,8 +13,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from eoclient.server_stub.core.backlog_entry import Entry, Returned
-from eoclient.server_stub.core.delivery_window import Backlog, Loaded
+from eoclient.server_stub.core.delivery.entries import Entry, Returned
+from eoclient.server_stub.core.delivery.window import Backlog, Loaded
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import SubscriptionStorage
 from eoclient.server_stub.storage.sqlite import SqliteStore

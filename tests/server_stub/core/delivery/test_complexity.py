@@ -34,13 +34,10 @@ from eoclient.server_stub.core import (
     NewMessage,
     SubscriptionConfig,
     TopicConfig,
-    delivery_schedule,
-    delivery_window,
-    lease_deadlines,
-    lease_table,
 )
+from eoclient.server_stub.core.delivery import lease_deadlines, lease_table, schedule, window
 
-from .support import DLT, PROJECT, TOPIC
+from ..support import DLT, PROJECT, TOPIC
 
 PLAIN = f"{PROJECT}/subscriptions/plain"
 ORDERED = f"{PROJECT}/subscriptions/ordered"
@@ -190,7 +187,7 @@ def _core_lines_while(action: Callable[[], object]) -> int:
 def measure(backlog: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     clock, broker = build(backlog)
     counting = CountingHeapq()
-    for module in (delivery_schedule, delivery_window, lease_deadlines, lease_table):
+    for module in (schedule, window, lease_deadlines, lease_table):
         monkeypatch.setattr(module, "heapq", counting)
     CountingInt.comparisons = 0
     delivered = 0
@@ -209,10 +206,10 @@ def measure(backlog: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     for name in (PLAIN, ORDERED):
         state = broker._resources.subscriptions[name].delivery
         broker.leasing.pull(name, 1)  # processes expiries, consumes one message
-        assert state.leases.records() <= 1
-        ready, delayed = state.schedule.entries()
+        assert state.leases.table.records() <= 1
+        ready, delayed = state.waiting.schedule.entries()
         assert delayed == 0
-        assert ready <= state.backlog()
+        assert ready <= state.reads.backlog()
     return {
         "delivered": delivered,
         "lines": lines,
@@ -252,7 +249,7 @@ def test_acked_lease_records_do_not_pile_up_until_their_deadlines() -> None:
         deliveries = broker.leasing.pull(PLAIN, 1000)
         broker.acks.acknowledge(PLAIN, [d.ack_id for d in deliveries])
         clock.advance(0.1)  # 50,000 acks within one 600 s deadline
-    assert delivery.leases.records() <= 2 * 0 + delivery.leases.SLACK + 1
+    assert delivery.leases.table.records() <= 2 * 0 + delivery.leases.table.SLACK + 1
 
 
 def test_compacting_stale_lease_records_does_not_scan_the_backlog() -> None:
@@ -270,7 +267,7 @@ def test_compacting_stale_lease_records_does_not_scan_the_backlog() -> None:
         )
         for _ in range(backlog // 1000):
             broker.publishing.publish(TOPIC, [NewMessage(b"x")] * 1000)
-        slack = broker._resources.subscriptions[PLAIN].delivery.leases.SLACK
+        slack = broker._resources.subscriptions[PLAIN].delivery.leases.table.SLACK
 
         def pull_and_ack() -> None:
             for _ in range(3 * slack // 1000 + 1):
@@ -296,10 +293,10 @@ def test_one_ack_id_extended_many_times_in_one_request_leaves_one_lease_record(
     broker.publishing.publish(TOPIC, [NewMessage(b"x")])
     [delivery] = broker.leasing.pull(PLAIN, 1)
     state = broker._resources.subscriptions[PLAIN].delivery
-    repeats = 3 * state.leases.SLACK
+    repeats = 3 * state.leases.table.SLACK
     counting = CountingHeapq()
     monkeypatch.setattr(lease_deadlines, "heapq", counting)
     assert broker.acks.modify_ack_deadline(PLAIN, [delivery.ack_id] * repeats, 60).ok
     monkeypatch.undo()
-    assert state.leases.records() <= state.leases.SLACK + 1
-    assert counting.calls["heapify"] <= repeats // state.leases.SLACK + 1
+    assert state.leases.table.records() <= state.leases.table.SLACK + 1
+    assert counting.calls["heapify"] <= repeats // state.leases.table.SLACK + 1

@@ -9,7 +9,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from eoclient.server_stub.core.lease_table import Lease, LeaseTable
+from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable
 
 
 def lease(seq: int, generation: int = 1, deadline: float = 10.0, size: int = 5) -> Lease:

@@ -26,8 +26,8 @@ Why not a dict of objects: a slots object, its dict slot and a heap record cost 
   twice as many seqs (plus ``SLACK``), so stale ones cost memory in proportion to the
   live leases, not to the ack rate times the deadline.
 
-Pure and synchronous: no clock, no store; ``lease_lifecycle.py`` decides what a lease's
-end means.
+Pure and synchronous: no clock, no store; ``leases.py`` keeps it in step with
+the streams and the store, ``engine.py`` decides what a lease's end means.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from itertools import compress
 from typing import NamedTuple
 
-from eoclient.server_stub.core.lease_deadlines import DeadlineRecords
+from eoclient.server_stub.core.delivery.lease_deadlines import DeadlineRecords
 
 
 class Lease(NamedTuple):

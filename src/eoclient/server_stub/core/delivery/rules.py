@@ -3,9 +3,9 @@
 The broker sets them from the subscription's config and its topic's policies
 (``resources.py``) and sets them again whenever either changes: one ``DeliveryRules`` a
 subscription, changed in place, so that every part of its delivery state holding it sees
-the change at once — a lease's end (``lease_lifecycle.py``: backoff, dead letters), the
-retention walk (``delivery_retention.py``: retention, TTL) and settling
-(``delivery_settle.py``: whether an acknowledged message is retained). Each rule is a
+the change at once — a lease's end (``engine.py``: backoff, dead letters), the
+retention walk (``retention.py``: retention, TTL) and settling
+(``settlement.py``: whether an acknowledged message is retained). Each rule is a
 field read or an O(1) computation.
 """
 

@@ -29,8 +29,7 @@ import math
 from collections.abc import Sequence
 
 from eoclient.server_stub.core.ack_ids import AckIdParts
-from eoclient.server_stub.core.delivery_window import Backlog
-from eoclient.server_stub.core.lease_table import LeaseTable
+from eoclient.server_stub.core.delivery.lease_table import LeaseTable
 from eoclient.server_stub.core.store import StoredAck
 
 
@@ -57,11 +56,14 @@ class AckTarget:
         return str(self.seq)  # the server numbers its messages by seq (dispatch.py)
 
 
-class AckIdResolver:
-    def __init__(self, uid: str, leases: LeaseTable, window: Backlog) -> None:
+class AckIds:
+    """The ack ids of one subscription: the uid of those issued from now on, the uids it
+    had before each seek, and the acks a durable store kept across a restart. What an id
+    names is read from the leases (``LeaseTable``) and, without exactly-once, from the
+    waiting message's last generation: both are the caller's to hand over."""
+
+    def __init__(self, uid: str) -> None:
         self.uid = uid  # of the ids issued from now on
-        self._leases = leases
-        self._window = window
         self._former_uids: set[str] = set()  # before each seek: ids still well formed
         # Leases whose messages left the backlog before a restart (acked, the answer
         # maybe lost with the process): seq -> (generation, deadline); kept until the
@@ -69,12 +71,12 @@ class AckIdResolver:
         self._acked_before: dict[int, tuple[int, float]] = {}
         self._acked_before_until = -math.inf
 
-    def resolve(self, parts: AckIdParts | None, now: float) -> AckTarget | None:
+    def resolve(self, parts: AckIdParts | None, now: float, leases: LeaseTable) -> AckTarget | None:
         """The lease an exactly-once ack id names while it is live (acks parse each id
         once), or an ack this id made before a restart."""
         if parts is None or parts.uid != self.uid:
             return None
-        current = self._leases.current(parts.seq)
+        current = leases.current(parts.seq)
         if current is not None:
             generation, deadline = current
             if generation == parts.generation and deadline > now:
@@ -85,24 +87,16 @@ class AckIdResolver:
             return AckTarget(parts.seq, parts.generation, acked=True)
         return None
 
-    def lookup(self, parts: AckIdParts | None) -> AckTarget | None:
-        """The unacknowledged message an id of any of its deliveries names."""
+    def lookup(self, parts: AckIdParts | None, latest: int | None) -> AckTarget | None:
+        """The unacknowledged message an id of any of its deliveries names; ``latest``:
+        the generation of its last delivery (None: the message is not held)."""
         if parts is None or parts.uid != self.uid:
             return None
-        seq = parts.seq
-        lease = self._leases.get(seq)
-        entry = self._window.entries.get(seq)
-        if lease is not None:
-            latest: int | None = lease.generation
-        elif entry is not None:
-            latest = entry.generation
-        else:
-            latest = self._window.returned_generation(seq)
         # Only ids actually issued (generations 1..latest) name the message: a forged
         # "{uid}-{seq}-0" must not settle a message that was never delivered.
         if latest is None or not 1 <= parts.generation <= latest:
             return None
-        return AckTarget(seq, parts.generation)
+        return AckTarget(parts.seq, parts.generation)
 
     def wellformed(self, parts: AckIdParts | None) -> bool:
         """Issued by this subscription, now or before a seek."""

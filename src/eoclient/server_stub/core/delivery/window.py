@@ -5,7 +5,7 @@ its body), and again after a nack or an expiry. Three places, each with its coun
 bytes:
 
 * the **window**: messages whose bodies are in memory (``entries``), each scheduled by
-  ``delivery_schedule.py``. A store that bounds it (``Store.window``) keeps it near that many
+  ``schedule.py``. A store that bounds it (``Store.window``) keeps it near that many
   messages; ``MemoryStore`` does not (every waiting message is here);
 * the **cold rows**: messages past the *cursor* (every seq above the largest loaded),
   only in the store;
@@ -23,23 +23,25 @@ keys get a chance; beyond that it waits for acks.
 
 Pure: the store is read (``SubscriptionStorage``), never written; what a loaded message
 becomes (delivered, dropped by the retention, acked by the TTL) is decided by
-``delivery_retention.py`` and ``lease_lifecycle.py``.
+``retention.py`` and ``engine.py``.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from eoclient.server_stub.core.backlog_entry import Entry, Returned
+from eoclient.server_stub.core.delivery.entries import Entry, Returned
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import BacklogRow, SeqMessage, SubscriptionStorage
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Loaded:
-    """A cold message brought into reach by ``Backlog.load``, not in the window yet."""
+    """A cold message brought into reach by ``Backlog.load``, not in the window yet.
+    Not frozen: one is made for every message loaded (``BacklogRow``'s reason)."""
 
     seq: int
     message: StoredMessage
@@ -68,6 +70,11 @@ class Backlog:
         self._returned_seqs: list[int] = []  # heap of the returned seqs (stale ones too)
         self._bytes = 0  # sizes of every waiting message: window, cold, returned
         self._compact_at = 4096  # _by_publish's length that calls for dropping stale records
+        # At or before the publish time of every message ``oldest`` can see (window and
+        # returned): lowered as one comes in, raised to the true oldest when ``oldest``
+        # looks. The retention walk asks it first (``may_hold_older``), so that a backlog
+        # nothing is due in costs O(1) a call, not the stale records' heap pops.
+        self._floor = math.inf
 
     def __repr__(self) -> str:
         return (
@@ -99,7 +106,22 @@ class Backlog:
         low = self._lowest_returned()
         if low is not None:
             candidates.append((self._returned[low].publish_time, low))
-        return min(candidates) if candidates else None
+        oldest = min(candidates) if candidates else None
+        self._floor = oldest[0] if oldest is not None else math.inf
+        return oldest
+
+    def may_hold_older(self, cutoff: float) -> bool:
+        """Might ``oldest`` be published at or before ``cutoff``? (False: it is not.)"""
+        return self._floor <= cutoff
+
+    def oldest_bound(self) -> float | None:
+        """At or before the publish time of ``oldest`` (None: the window and the returned
+        messages hold none), in O(1): early while messages that left were the oldest,
+        exact again once ``oldest`` looks, and None whenever nothing is held."""
+        if not self.entries and not self._returned:
+            self._floor = math.inf
+            return None
+        return self._floor
 
     def window_head(self) -> tuple[float, int] | None:
         """(publish time, seq) of the window's oldest entry. O(1) amortised."""
@@ -115,21 +137,11 @@ class Backlog:
         rows = self.storage.backlog(self._cursor, 1)
         return rows[0] if rows else None
 
-    def lowest_returned(self) -> tuple[int, Returned] | None:
-        low = self._lowest_returned()
-        return None if low is None else (low, self._returned[low])
-
     def _lowest_returned(self) -> int | None:
         seqs, returned = self._returned_seqs, self._returned
         while seqs and seqs[0] not in returned:
             heapq.heappop(seqs)
         return seqs[0] if seqs else None
-
-    def in_window(self, seq: int) -> bool:
-        return seq in self.entries
-
-    def is_returned(self, seq: int) -> bool:
-        return seq in self._returned
 
     def returned_generation(self, seq: int) -> int | None:
         returned = self._returned.get(seq)
@@ -149,7 +161,10 @@ class Backlog:
     def add(self, entry: Entry) -> None:
         """Into the window (published, loaded, or back from a lease with its body)."""
         self.entries[entry.seq] = entry
-        heapq.heappush(self._by_publish, (entry.message.publish_time, entry.seq))
+        published = entry.message.publish_time
+        heapq.heappush(self._by_publish, (published, entry.seq))
+        if published < self._floor:
+            self._floor = published
         self._bytes += entry.message.size
         if entry.seq > self._cursor:
             self._cursor = entry.seq
@@ -169,6 +184,8 @@ class Backlog:
         """A leased message is waiting again, its body in the store only."""
         self._returned[seq] = returned
         heapq.heappush(self._returned_seqs, seq)
+        if returned.publish_time < self._floor:
+            self._floor = returned.publish_time
         self._bytes += returned.size
 
     # ------------------------------------------------------------ leaving
@@ -273,15 +290,6 @@ class Backlog:
         """(seq, message) of every message in the window."""
         return [(seq, entry.message) for seq, entry in self.entries.items()]
 
-    def cold_rows(self, limit: int) -> list[BacklogRow]:
-        """The first ``limit`` rows past the cursor (a store read; rows of leased
-        messages among them, after a restart, too)."""
-        return self.storage.backlog(self._cursor, limit) if self._cold else []
-
-    def returned_rows(self) -> list[BacklogRow]:
-        """The rows of every returned message (a store read)."""
-        return self.storage.rows(sorted(self._returned)) if self._returned else []
-
     # ------------------------------------------------------------ lifecycle
 
     def restore(self, rows: int, size: int) -> None:
@@ -298,6 +306,7 @@ class Backlog:
         self._returned.clear()
         self._returned_seqs.clear()
         self._bytes = 0
+        self._floor = math.inf
 
 
 def _from_returned(seq: int, message: StoredMessage, returned: Returned) -> Loaded:

@@ -11,35 +11,31 @@ order.
 
 Messages enter a sequence in seq order (the window loads in seq order, so a key's loaded
 messages are always a prefix of its messages): a new message is appended; one coming back
-from a lease keeps its place. The delivery state tells this object what happens and asks
-it what to schedule; it asks the window (``delivery_window.Backlog``) and the lease table
-where a message is.
+from a lease keeps its place. A message that leaves for good (acked, dropped) is told
+here (``removed``) and stays in its sequence, as *gone*, until it reaches the front: a
+sequence is a list bisected by seq, so nothing is taken out of its middle.
+
+Part of the waiting messages (``waiting.Waiting``), which tells this object what happens
+and asks it what to schedule; ``in_window`` is the window's set of seqs (a message of a
+key neither there nor gone is back from a lease, its body in the store).
 """
 
 from __future__ import annotations
 
 from collections.abc import Container
-from typing import Protocol
 
-from eoclient.server_stub.core.backlog_entry import KeySequence
-
-
-class Waiting(Protocol):
-    """Where a waiting message is (``delivery_window.Backlog``)."""
-
-    def in_window(self, seq: int) -> bool: ...
-
-    def is_returned(self, seq: int) -> bool: ...
+from eoclient.server_stub.core.delivery.entries import KeySequence
 
 
 class KeyOrder:
-    def __init__(self, waiting: Waiting, leased: Container[int]) -> None:
-        self._waiting = waiting
-        self._leased = leased
+    def __init__(self, in_window: Container[int]) -> None:
+        self._in_window = in_window
         self._keys: dict[str, KeySequence] = {}
         # The key of each message held outside the window (leased, or returned): the
         # window's entries carry theirs in their message.
         self._key_of: dict[int, str] = {}
+        # Messages that left while a message before them in their key is still held.
+        self._gone: set[int] = set()
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -47,6 +43,7 @@ class KeyOrder:
     def clear(self) -> None:
         self._keys.clear()
         self._key_of.clear()
+        self._gone.clear()
 
     def admit(self, seq: int, key: str, *, returned: bool) -> tuple[int, bool]:
         """Message ``seq`` of ``key`` enters the window: its absolute position, and whether
@@ -100,6 +97,7 @@ class KeyOrder:
         sequence = self._keys[key]
         if position < 0:
             position = sequence.position_of(seq)
+        self._gone.add(seq)
         # A waiting message may leave while it is its key's head (the only one of the
         # key scheduled): a stale ack without exactly-once, a dead letter, retention. The
         # next one must be scheduled in its place or the key would never be delivered
@@ -132,24 +130,19 @@ class KeyOrder:
     def _advance(self, sequence: KeySequence) -> int | None:
         """Past the head: the next undelivered message that waits in the window, if any."""
         sequence.next_position += 1
-        waiting = self._waiting
         while sequence.next_position < sequence.end():
             follower = sequence.seq_at(sequence.next_position)
-            if waiting.in_window(follower):
+            if follower in self._in_window:
                 return follower
-            if waiting.is_returned(follower):
-                return None  # scheduled when the window loads it
+            if follower not in self._gone:
+                return None  # back from a lease: scheduled when the window loads it
             sequence.next_position += 1  # acked out of order (no exactly-once): skip
         return None
 
-    def _held(self, seq: int) -> bool:
-        """Unacknowledged and held here: in the window, leased, or returned."""
-        waiting = self._waiting
-        return waiting.in_window(seq) or seq in self._leased or waiting.is_returned(seq)
-
     def _prune(self, key: str, sequence: KeySequence) -> None:
-        held = self._held
-        while (first := sequence.first()) is not None and not held(first):
+        gone = self._gone
+        while (first := sequence.first()) is not None and first in gone:
+            gone.discard(first)
             sequence.pop_first()
         sequence.next_position = max(sequence.next_position, sequence.base)
         if not len(sequence):

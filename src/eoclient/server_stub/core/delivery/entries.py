@@ -1,10 +1,12 @@
-"""What ``delivery`` keeps per waiting message, per ordering key and per subscription
-(the leases are ``lease_table.py``'s)."""
+"""What the delivery engine keeps per waiting message, per ordering key and per
+subscription (the leases are ``lease_table.py``'s), and what it hands on of a message
+that left."""
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from eoclient.server_stub.core.model import StoredMessage
 
@@ -31,6 +33,14 @@ class Returned:
     failed_attempts: int
     size: int
     publish_time: float
+
+
+class Left(NamedTuple):
+    """A message that left the backlog for good, as settling it needs it."""
+
+    seq: int
+    publish_time: float
+    message: StoredMessage | None  # None: only the store holds its body
 
 
 @dataclass(slots=True)
