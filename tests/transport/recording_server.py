@@ -93,4 +93,8 @@ async def recording_server(
     try:
         yield recorder
     finally:
-        await server.stop(None)
+        # A grace, not None: stop(None) twice hung in C on a loaded machine, holding the GIL
+        # (no test timeout fired). None also cancels every call at once; with no call left,
+        # a grace ends the shutdown without that step. Whether that step was the hang is not
+        # known: this only takes the one path that never hung here.
+        await server.stop(1.0)
