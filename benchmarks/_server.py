@@ -16,13 +16,20 @@ from pathlib import Path
 from typing import Any
 
 
-def start_server(*extra_args: str) -> tuple[subprocess.Popen[str], str]:
+def start_server(*extra_args: str, src: Path | None = None) -> tuple[subprocess.Popen[str], str]:
     """Start ``eoclient serve`` on a free port (``extra_args``: more of its flags, e.g.
-    ``--data-dir DIR``); return the process and its host:port."""
+    ``--data-dir DIR``; ``src``: import eoclient from there, to measure another commit's
+    server); return the process and its host:port."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep
+        )
     server = subprocess.Popen(
         [sys.executable, "-m", "eoclient.cli", "serve", "--port", "0", *extra_args],
         stdout=subprocess.PIPE,
         text=True,
+        env=env,
     )
     assert server.stdout is not None
     for line in server.stdout:
@@ -30,6 +37,13 @@ def start_server(*extra_args: str) -> tuple[subprocess.Popen[str], str]:
             return server, line.strip().split("=", 1)[1]
     server.wait(timeout=10)
     raise RuntimeError("eoclient serve exited before printing its address")
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far, its threads included (Linux
+    /proc: utime and stime, fields 14 and 15 of its stat line)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # Messages the benchmarks pre-publish: 100-byte payloads, 1,000 per Publish call.

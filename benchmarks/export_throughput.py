@@ -33,8 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from _server import PAYLOAD, fill_subscription, start_server
-from server_pull_ack import Result, drain, process_cpu
+from _server import PAYLOAD, fill_subscription, process_cpu, start_server
+from server_pull_ack import Result, drain
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 STALL_SECONDS = 60.0

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _server import start_server  # benchmarks/ is on sys.path when run as a script
+from _server import process_cpu, start_server  # benchmarks/ is on sys.path when run as a script
 
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD = b"x" * 100
@@ -143,12 +143,6 @@ async def _create_topic(address: str, topic: str) -> None:
         await admin.create_topic(topic)
 
 
-def _process_cpu(pid: int) -> float:
-    """User + system CPU seconds of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def run_scenario(
     address: str,
     client: str,
@@ -184,11 +178,11 @@ def run_scenario(
     if library_src is not None:
         # PYTHONPATH comes before site-packages, where the editable install points here.
         env = {**os.environ, "PYTHONPATH": library_src}
-    server_before = _process_cpu(server_pid)
+    server_before = process_cpu(server_pid)
     output = subprocess.run(
         command, check=True, capture_output=True, text=True, timeout=1800, env=env
     )
-    server_cpu = _process_cpu(server_pid) - server_before
+    server_cpu = process_cpu(server_pid) - server_before
     result: dict[str, float] = json.loads(output.stdout.strip().splitlines()[-1])
     result["server_cpu_us_per_msg"] = server_cpu / count * 1e6
     result["messages"] = count

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from _server import GoogleEmulator, fill_subscription, start_server
+from _server import GoogleEmulator, fill_subscription, process_cpu, start_server
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 # A loop that stops making progress for this long is reported incomplete, not waited on.
@@ -60,12 +60,6 @@ class Result:
     @property
     def cpu_per_message(self) -> float:
         return self.server_cpu / self.received * 1e6 if self.received else 0.0
-
-
-def process_cpu(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (its threads included)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def drain(

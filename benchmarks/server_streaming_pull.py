@@ -32,14 +32,13 @@ import asyncio
 import datetime
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _server import fill_subscription
+from _server import fill_subscription, process_cpu, start_server
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 KINDS = ("plain", "exactly-once")
@@ -60,34 +59,6 @@ class Run:
     @property
     def cpu_per_message(self) -> float:
         return self.server_cpu / self.messages * 1e6 if self.messages else 0.0
-
-
-def process_cpu(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (its threads included)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def start(src: Path | None, data_dir: str | None) -> tuple[subprocess.Popen[str], str]:
-    """``eoclient serve`` on a free port, importing eoclient from ``src`` when given."""
-    env = dict(os.environ)
-    if src is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(
-            os.pathsep
-        )
-    extra = ["--data-dir", data_dir] if data_dir is not None else []
-    server = subprocess.Popen(
-        [sys.executable, "-m", "eoclient.cli", "serve", "--port", "0", *extra],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert server.stdout is not None
-    for line in server.stdout:
-        if line.startswith("export PUBSUB_EMULATOR_HOST="):
-            return server, line.strip().split("=", 1)[1]
-    server.wait(timeout=10)
-    raise RuntimeError("eoclient serve exited before printing its address")
 
 
 async def receive(address: str, pid: int, server: str, kind: str, count: int) -> Run:
@@ -138,7 +109,9 @@ async def run(options: argparse.Namespace) -> list[Run]:
         for kind in KINDS:
             for name, src in variants:
                 with tempfile.TemporaryDirectory(prefix="bench-streaming-") as scratch:
-                    server, address = start(src, scratch if options.data_dir else None)
+                    server, address = start_server(
+                        *(["--data-dir", scratch] if options.data_dir else []), src=src
+                    )
                     try:
                         result = await receive(address, server.pid, name, kind, options.messages)
                     finally:
