@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from eoclient.errors import InvalidArgument
 from eoclient.server_stub.core import AckReply, Broker
-from eoclient.server_stub.services.request_checks import plausible_ack_id
+from eoclient.server_stub.services.request_checks import all_plausible_ack_ids, plausible_ack_id
 
 PERMANENT_FAILURE_INVALID_ACK_ID = "PERMANENT_FAILURE_INVALID_ACK_ID"
 
@@ -83,8 +83,15 @@ def _settle(
     ack_ids: Sequence[str],
     apply: Callable[[Sequence[str]], AckReply],
 ) -> Settled:
-    plausible = [ack_id for ack_id in ack_ids if plausible_ack_id(ack_id)]
-    implausible = [ack_id for ack_id in ack_ids if not plausible_ack_id(ack_id)]
+    # A protobuf repeated field makes a new str each time an id is read: read them once.
+    ids = list(ack_ids)
+    # Almost every request has only plausible ids: one check of the whole request
+    # spares looking at each id twice.
+    if all_plausible_ack_ids(ids):
+        plausible, implausible = ids, []
+    else:
+        plausible = [ack_id for ack_id in ids if plausible_ack_id(ack_id)]
+        implausible = [ack_id for ack_id in ids if not plausible_ack_id(ack_id)]
     if implausible and not plausible:
         exactly_once, _ = broker.subscriptions.properties(subscription)  # e.g. NOT_FOUND
         reply = AckReply((), {}, exactly_once)

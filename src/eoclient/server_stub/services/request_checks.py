@@ -23,7 +23,7 @@ ignored without reaching the core's parser.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +75,22 @@ def _decode_reason(error: DecodeError) -> str:
 def plausible_ack_id(ack_id: str) -> bool:
     """Could ``ack_id`` have been issued by the service (printable ASCII, bounded)?"""
     return 0 < len(ack_id) <= MAX_ACK_ID_LENGTH and ack_id.isascii() and ack_id.isprintable()
+
+
+def all_plausible_ack_ids(ack_ids: Sequence[str]) -> bool:
+    """``plausible_ack_id`` of every id, asked of the request at once: being ASCII and
+    printable holds for a concatenation exactly when it holds for each part, so one
+    joined string and the lengths' bounds answer for a thousand ids without a Python
+    call for each."""
+    if not ack_ids:
+        return True
+    joined = "".join(ack_ids)
+    return (
+        min(map(len, ack_ids)) > 0
+        and max(map(len, ack_ids)) <= MAX_ACK_ID_LENGTH
+        and joined.isascii()
+        and joined.isprintable()
+    )
 
 
 def check_modack_seconds(field: str, seconds: int) -> None:

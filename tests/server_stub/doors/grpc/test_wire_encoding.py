@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from eoclient._proto import pubsub_pb2
 from eoclient.server_stub.core.model import Delivery, StoredMessage
 from eoclient.server_stub.doors.grpc.wire_encoding import (
+    encode_deliveries,
     encode_properties,
     encode_pull_response,
     encode_received_message,
@@ -61,6 +62,30 @@ def test_pull_encoding_matches_protobuf(deliveries: list[tuple[str, StoredMessag
         received_messages=[translate.received_message(Delivery(a, m, n)) for a, m, n in deliveries]
     )
     assert pubsub_pb2.PullResponse.FromString(encoded) == expected
+
+
+# Mostly the common message (no attributes, no ordering key) that encode_deliveries
+# encodes on its own, with the edges of its shortcut: empty data or id, long data.
+_plain_messages = st.builds(
+    StoredMessage,
+    message_id=st.sampled_from(["", "1", "x" * 200]) | st.integers(1, 10**12).map(str),
+    data=st.binary(max_size=5) | st.sampled_from([b"", b"d" * 0x3FFF, b"d" * 0x4000]),
+    attributes=st.just({}) | st.dictionaries(_text, _text, max_size=2),
+    ordering_key=st.just("") | _text,
+    publish_time=st.floats(min_value=0, max_value=4e9, allow_nan=False),
+    size=st.just(0),
+)
+
+
+@given(
+    deliveries=st.lists(
+        st.tuples(st.text(min_size=1, max_size=40), _plain_messages, st.integers(0, 200)),
+        max_size=5,
+    )
+)
+def test_deliveries_encode_as_each_alone(deliveries: list[tuple[str, StoredMessage, int]]) -> None:
+    together = encode_deliveries([Delivery(a, m, n) for a, m, n in deliveries])
+    assert together == [encode_received_message(a, m, n) for a, m, n in deliveries]
 
 
 @given(st.integers(min_value=0, max_value=2**63 - 1))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from eoclient.server_stub.core.model import StoredMessage
+from eoclient.server_stub.core.model import Delivery, StoredMessage
 
 # Lengths and small numbers dominate: one- and two-byte varints come from a table.
 _SMALL_VARINTS = [bytes((n,)) for n in range(0x80)] + [
@@ -99,6 +99,46 @@ def encode_received_message(ack_id: str, message: StoredMessage, delivery_attemp
     return body
 
 
+def encode_deliveries(deliveries: Iterable[Delivery]) -> list[bytes]:
+    """``encode_received_message`` of each delivery, in one loop: a Pull of a thousand
+    messages otherwise pays a thousand times for the calls and the ``parts`` lists of the
+    general functions (profiled: about a third of the door's encoding time). The bytes
+    are the same (tests/server_stub/doors/grpc/test_wire_encoding.py compares both)."""
+    small = _SMALL_VARINTS
+    encoded: list[bytes] = []
+    append = encoded.append
+    for delivery in deliveries:
+        message = delivery.message
+        data = message.data
+        message_id = message.message_id.encode()
+        if (
+            message.attributes
+            or message.ordering_key
+            or not data
+            or not message_id
+            or len(data) >= 0x4000
+            or len(message_id) >= 0x80
+        ):
+            body = encode_pubsub_message(message)
+        else:
+            # The common message: data and an id, no attributes and no ordering key.
+            body = (
+                b"\x0a"
+                + small[len(data)]
+                + data
+                + b"\x1a"
+                + small[len(message_id)]
+                + message_id
+                + _publish_time_field(message.publish_time)
+            )
+        ack_id = delivery.ack_id.encode()
+        item = b"\x0a" + varint(len(ack_id)) + ack_id + b"\x12" + varint(len(body)) + body
+        if delivery.delivery_attempt:
+            item += b"\x18" + varint(delivery.delivery_attempt)
+        append(item)
+    return encoded
+
+
 def encode_properties(exactly_once: bool, ordering: bool) -> bytes:
     body = (b"\x08\x01" if exactly_once else b"") + (b"\x10\x01" if ordering else b"")
     return _field(b"\x22", body)
@@ -106,7 +146,13 @@ def encode_properties(exactly_once: bool, ordering: bool) -> bytes:
 
 def encode_pull_response(received: Iterable[bytes]) -> bytes:
     """A PullResponse (field 1, received_messages) from encoded ReceivedMessages."""
-    return b"".join(_field(b"\x0a", item) for item in received)
+    small = _SMALL_VARINTS
+    return b"".join(
+        [
+            b"\x0a" + (small[len(item)] if len(item) < 0x4000 else varint(len(item))) + item
+            for item in received
+        ]
+    )
 
 
 def encode_streaming_response(received: Iterable[bytes], properties: bytes) -> bytes:
