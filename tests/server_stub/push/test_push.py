@@ -431,6 +431,13 @@ async def test_push_subscriptions_resume_after_a_restart(tmp_path: Any, receiver
             topic, sub = await push_subscription(wire, receiver.url)
             await wire.publish(topic, b"kept")
             await receiver.wait_for(1)
+            # The endpoint has the push, but the server may not have taken its 500 yet: a
+            # stop then ends the push in flight and its lease lapses only at its deadline
+            # (10 s). Once the failure is counted the message is back in the subscription.
+            deadline = time.monotonic() + WAIT
+            while not first.push.metrics(sub).failures:
+                assert time.monotonic() < deadline, first.push.metrics(sub)
+                await asyncio.sleep(0.01)
         finally:
             await wire.close()
     receiver.answer = None
