@@ -100,7 +100,12 @@ async def test_transient_receipt_modack_failures_still_deliver(srv: ReferenceSer
     ):
         (message,) = await take(stream, 1)
         assert await message.ack_with_response() is AcknowledgeStatus.SUCCESS
-        assert stream.statistics().retried > 0
+    # Both injected failures were answered to modacks of the message, and it was delivered
+    # and acked all the same. Which modack met them (the receipt, its resend, or a lease
+    # extension on the stream) depends on timing, so the client's own retry counter is not
+    # asked: a lease extension that takes a failure is resent without counting as a retry.
+    modacks = env.history(message_id).modacks
+    assert sum(1 for m in modacks if m.failure == "TRANSIENT_FAILURE_OTHER") == 2, modacks
     assert env.backlog() == 0
 
 
