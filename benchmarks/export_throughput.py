@@ -24,19 +24,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from _docs import append_run
 from _server import PAYLOAD, fill_subscription, process_cpu, start_server
 from server_pull_ack import Result, drain
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 STALL_SECONDS = 60.0
 
 
@@ -175,16 +173,7 @@ def main() -> int:
     print("\n".join(lines))
     print(f"load average {load_before:.1f} before, {load_after:.1f} after")
     if options.write:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-        ).stdout.strip()
-        heading = (
-            f"\n### Text export, {datetime.date.today()} at {commit} "
-            f"(`benchmarks/export_throughput.py {' '.join(sys.argv[1:])}`, load average "
-            f"{load_before:.1f} before, {load_after:.1f} after)\n\n"
-        )
-        with DOCS.open("a") as docs:
-            docs.write(heading + "\n".join(lines) + "\n")
+        append_run("Text export", lines, load_before, load_after)
     return 0
 
 

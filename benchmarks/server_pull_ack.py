@@ -26,18 +26,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
+from _docs import append_run
 from _server import GoogleEmulator, fill_subscription, process_cpu, start_server
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 # A loop that stops making progress for this long is reported incomplete, not waited on.
 STALL_SECONDS = 30.0
 DURABLE = "eoclient serve --data-dir"
@@ -211,16 +208,7 @@ def main() -> int:
     print("\n".join(lines))
     print(f"load average {load_before:.1f} before, {load_after:.1f} after")
     if options.write:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-        ).stdout.strip()
-        heading = (
-            f"\n### Pull + Acknowledge, {datetime.date.today()} at {commit} "
-            f"(`benchmarks/server_pull_ack.py {' '.join(sys.argv[1:])}`, load average "
-            f"{load_before:.1f} before, {load_after:.1f} after)\n\n"
-        )
-        with DOCS.open("a") as docs:
-            docs.write(heading + "\n".join(lines) + "\n")
+        append_run("Pull + Acknowledge", lines, load_before, load_after)
     return 0
 
 

@@ -29,18 +29,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import os
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _docs import append_run
 from _server import fill_subscription, process_cpu, start_server
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 KINDS = ("plain", "exactly-once")
 
 
@@ -166,18 +164,8 @@ def main() -> int:
     print("\n".join(lines))
     print(f"load average {load_before:.1f} before, {load_after:.1f} after")
     if options.write:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-        ).stdout.strip()
-        today = datetime.date.today().isoformat()
         store = "durable (SQLite)" if options.data_dir else "in memory"
-        with DOCS.open("a") as docs:
-            docs.write(
-                f"\n### StreamingPull server CPU, {store} ({today}, {commit})\n\n"
-                f"`benchmarks/server_streaming_pull.py --messages {options.messages} "
-                f"--repeat {options.repeat}`; load average {load_before:.1f} before, "
-                f"{load_after:.1f} after.\n\n" + "\n".join(lines) + "\n"
-            )
+        append_run(f"StreamingPull server CPU, {store}", lines, load_before, load_after)
     return 0
 
 
