@@ -22,7 +22,13 @@ from . import support
 
 TEST_WINDOW = 3
 # Modules whose tests build no Env (their own broker, or none at all).
-STORE_INDEPENDENT = {"test_complexity", "test_lease_table", "test_rooms", "test_window"}
+STORE_INDEPENDENT = {
+    "test_batch_paths",
+    "test_complexity",
+    "test_lease_table",
+    "test_rooms",
+    "test_window",
+}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -11,7 +11,10 @@ a new uid at every start.
 
 from __future__ import annotations
 
+import functools
 import random
+import re
+from collections.abc import Sequence
 from typing import NamedTuple
 
 
@@ -62,3 +65,39 @@ def parse_ack_id(ack_id: str) -> AckIdParts | None:
         # around the same call, as much again for every id.
         return _new_tuple(AckIdParts, (uid, int(seq), int(generation)))
     return None
+
+
+# Between the ids of a request joined for ``parse_ack_ids``: never in an id this server
+# issues (uid, digits and dashes), so an id holding it cannot pass for two.
+_SEPARATOR = "\n"
+
+
+@functools.lru_cache(maxsize=64)
+def _issued_pattern(uid: str) -> re.Pattern[str]:
+    """For ``parse_ack_ids``: a request's ids, each after a separator, all issued under
+    ``uid`` (compiled once a uid: the cache holds the recent ones)."""
+    number = f"[0-9]{{1,{MAX_ACK_ID_NUMBER_DIGITS}}}"
+    return re.compile(f"(?:{_SEPARATOR}{re.escape(uid)}-{number}-{number})*")
+
+
+def parse_ack_ids(uid: str, ack_ids: Sequence[str]) -> tuple[list[int], list[int]] | None:
+    """The seqs and generations of ``ack_ids`` when every one is an id issued under
+    ``uid`` — what ``parse_ack_id`` answers for each, with that uid — parsed in a few
+    C-level passes over the ids joined, not a Python call an id (about a sixth of the
+    time); None when any is not (then parse them one by one: they have other answers).
+
+    The joined text (a separator before each id) is matched whole, each id
+    ``{uid}-{digits}-{digits}`` with the digits ASCII and as long as ``parse_ack_id`` takes
+    them; then each separator-and-prefix becomes a dash (a separator is only ever at an
+    id's start, so nothing else is replaced) and the numbers are what lies between the
+    dashes. An id holding the separator would make more than one piece: the count tells.
+    """
+    if not ack_ids or "-" in uid or _SEPARATOR in uid:
+        return None  # a uid parse_ack_id cannot split off (never one new_uid draws)
+    joined = _SEPARATOR + _SEPARATOR.join(ack_ids)
+    if _issued_pattern(uid).fullmatch(joined) is None:
+        return None
+    numbers = joined.replace(f"{_SEPARATOR}{uid}-", "-").split("-")
+    if len(numbers) != 2 * len(ack_ids) + 1:  # the first is the empty text before a dash
+        return None
+    return list(map(int, numbers[1::2])), list(map(int, numbers[2::2]))

@@ -27,8 +27,9 @@ from eoclient.server_stub.core.ack_ids import (
     PERMANENT_FAILURE_INVALID_ACK_ID,
     TRANSIENT_FAILURE_UNORDERED_ACK_ID,
     parse_ack_id,
+    parse_ack_ids,
 )
-from eoclient.server_stub.core.delivery import AckTarget
+from eoclient.server_stub.core.delivery import AckTarget, SubscriptionDelivery
 from eoclient.server_stub.core.history import History
 from eoclient.server_stub.core.model import AckReply
 from eoclient.server_stub.core.resources import Resources, SubscriptionState
@@ -87,30 +88,92 @@ class Acks:
         delivery.advance(now)
         self._resources.touch(subscription, now)
         exactly_once = subscription.config.enable_exactly_once_delivery
-        parsed = [parse_ack_id(ack_id) for ack_id in ack_ids]
-        if not exactly_once:
-            for ack_id, parts in zip(ack_ids, parsed, strict=True):
-                if not delivery.wellformed_parts(parts):
-                    # The real service rejects ids it never issued, even without
-                    # exactly-once (the emulator: "Invalid ack id (ack_id=bogus)").
-                    raise InvalidArgument(
-                        f"You have passed an invalid ack ID to the service (ack_id={ack_id})."
-                    )
-        confirmed: list[str] = []
+        pending = self._apply_batch(subscription, ack_ids, operation)
+        changed = pending is not None and len(pending) < len(ack_ids)
+        if pending is None:
+            pending = range(len(ack_ids))
+            if not exactly_once:
+                self._check_wellformed(delivery, ack_ids)
+        failed, failures, changed_one = self._apply_each(
+            name, delivery, ack_ids, pending, operation, seconds, now, exactly_once
+        )
+        for reason in failures.values():
+            delivery.counters.ack_failed(operation, reason)
+        if changed or changed_one:
+            self._changed(name)
+        confirmed = (
+            tuple(ack_id for i, ack_id in enumerate(ack_ids) if i not in failed)
+            if failed
+            else tuple(ack_ids)
+        )
+        return AckReply(confirmed, failures, exactly_once)
+
+    def _apply_batch(
+        self, subscription: SubscriptionState, ack_ids: Sequence[str], operation: Operation
+    ) -> Sequence[int] | None:
+        """The common request — acks of ids this subscription issued under its current
+        uid — settled at once (``SubscriptionDelivery.ack_many``): the positions of the
+        ids left for ``_apply_each`` (stale, repeated, restored ones: their answers are
+        there). None: the request is not the common one, every id goes one by one —
+        modacks, injected faults, the history recording each answer, and exactly-once
+        with ordering keys (each ack checks its key's earlier messages)."""
+        config = subscription.config
+        if (
+            operation != "ack"
+            or self._faults
+            or self._history.enabled
+            or (config.enable_exactly_once_delivery and config.enable_message_ordering)
+        ):
+            return None
+        delivery = subscription.delivery
+        parsed = parse_ack_ids(delivery.uid, ack_ids)
+        if parsed is None:
+            return None
+        seqs, generations = parsed
+        return delivery.ack_many(seqs, generations, exact=config.enable_exactly_once_delivery)
+
+    @staticmethod
+    def _check_wellformed(delivery: SubscriptionDelivery, ack_ids: Sequence[str]) -> None:
+        for ack_id in ack_ids:
+            if not delivery.wellformed_parts(parse_ack_id(ack_id)):
+                # The real service rejects ids it never issued, even without
+                # exactly-once (the emulator: "Invalid ack id (ack_id=bogus)").
+                raise InvalidArgument(
+                    f"You have passed an invalid ack ID to the service (ack_id={ack_id})."
+                )
+
+    def _apply_each(
+        self,
+        name: str,
+        delivery: SubscriptionDelivery,
+        ack_ids: Sequence[str],
+        pending: Iterable[int],
+        operation: Operation,
+        seconds: int,
+        now: float,
+        exactly_once: bool,
+    ) -> tuple[set[int], dict[str, str], bool]:
+        """The ids at positions ``pending``, one by one: the positions that failed, the
+        failures by id, and whether anything changed."""
+        failed: set[int] = set()
         failures: dict[str, str] = {}
         changed = False
         history = self._history
         recording = history.enabled
         faults = self._faults
-        for ack_id, parts in zip(ack_ids, parsed, strict=True):
+        for i in pending:
+            ack_id = ack_ids[i]
+            parts = parse_ack_id(ack_id)
             entry = delivery.resolve_parts(parts)
             fault = self._take_fault(name, entry, operation) if faults else ""
             if fault:
+                failed.add(i)
                 failures[ack_id] = fault
                 history.answered(name, entry, ack_id, operation, seconds, now, fault)
                 continue
             if entry is None:
                 if exactly_once:
+                    failed.add(i)
                     failures[ack_id] = PERMANENT_FAILURE_INVALID_ACK_ID
                     history.answered(
                         name,
@@ -130,10 +193,10 @@ class Acks:
                 if stale is not None:
                     delivery.ack(stale)
                     changed = True
-                confirmed.append(ack_id)
                 continue
             if operation == "ack":
                 if exactly_once and delivery.first_unacked_before(entry):
+                    failed.add(i)
                     failures[ack_id] = TRANSIENT_FAILURE_UNORDERED_ACK_ID
                     history.answered(
                         name,
@@ -155,12 +218,7 @@ class Acks:
                 history.answered(name, entry, ack_id, operation, seconds, now, "")
                 delivery.extend(entry, now, seconds)
             changed = changed or operation == "ack" or seconds == 0
-            confirmed.append(ack_id)
-        for reason in failures.values():
-            delivery.counters.ack_failed(operation, reason)
-        if changed:
-            self._changed(name)
-        return AckReply(tuple(confirmed), failures, exactly_once)
+        return failed, failures, changed
 
     def inject_failure(
         self,

@@ -46,6 +46,7 @@ it happens.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from eoclient.server_stub.core.ack_ids import AckIdParts
 from eoclient.server_stub.core.delivery.ack_resolution import AckIds, AckTarget
@@ -295,6 +296,21 @@ class SubscriptionDelivery:
         if not target.acked:  # else acked by this id before a restart: nothing to do
             self.counters.acked += 1
             self._settle(target.seq, acked=True, now=self._now)
+
+    def ack_many(
+        self, seqs: Sequence[int], generations: Sequence[int], *, exact: bool
+    ) -> list[int]:
+        """Acknowledge the leases a request's ack ids name, ``(seqs[i], generations[i])``
+        of this subscription's uid, at once: what ``resolve_parts`` (``exact``, exactly
+        once) or ``lookup_parts`` then ``ack`` would do for each id naming a live lease
+        (``Leases.settle_many``). The positions of the other ids, in order: the caller
+        answers those one by one (``Acks``)."""
+        now = self._now
+        settled, bodies = self.leases.settle_many(seqs, generations, now, exact=exact)
+        self.waiting.leases_left(settled.seqs)
+        self.counters.acked += len(settled.seqs)
+        self._settlement.settled_many(settled.seqs, settled.publish_times, bodies, now)
+        return settled.misses
 
     def _settle(self, seq: int, *, acked: bool, now: float) -> bool:
         """Message ``seq`` leaves wherever the core holds it; ``acked``: by a client or a

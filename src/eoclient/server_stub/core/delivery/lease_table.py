@@ -36,11 +36,20 @@ import heapq
 import itertools
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import compress
 from typing import NamedTuple
 
 from eoclient.server_stub.core.delivery.lease_deadlines import DeadlineRecords
+
+
+class Settled(NamedTuple):
+    """What ``LeaseTable.settle_many`` did with a request's ids."""
+
+    misses: list[int]  # the positions of the ids it left alone
+    seqs: list[int]  # the leases it settled, in the ids' order
+    publish_times: list[float]  # of those
+    streamed: list[tuple[int, int]]  # (stream id, size) of those a stream counted
 
 
 class Lease(NamedTuple):
@@ -272,6 +281,55 @@ class LeaseTable:
         self._bytes -= size
         self._upkeep()
         return ended
+
+    def settle_many(
+        self, seqs: Sequence[int], generations: Sequence[int], now: float, *, exact: bool
+    ) -> Settled:
+        """``settle`` of the leases a request's ack ids name, ``(seqs[i], generations[i])``,
+        in one loop: with ``exact`` (exactly-once's ``AckIds.resolve``) an id names its
+        message's lease under that lease's generation before its deadline (after ``now``);
+        otherwise (``AckIds.lookup``) under any generation issued so far, 1 to the
+        lease's. The run's slots only: an id naming no live slot so (a stale or repeated
+        id, a lease in the overflow, none at all) is a *miss*, left alone, for the
+        caller's one-by-one path. Ids come mostly in seq order: the slot after the last
+        one settled is tried before a bisect."""
+        run, live, deadlines = self._seqs, self._generations, self._deadlines
+        sizes, streams, published = self._sizes, self._streams, self._published
+        n = len(run)
+        finger = self._finger
+        settled = Settled([], [], [], [])
+        misses, done, times, streamed = settled
+        freed = 0
+        for i, (seq, asked) in enumerate(zip(seqs, generations, strict=True)):
+            j = finger + 1
+            if j >= n or run[j] != seq:
+                j = bisect_left(run, seq)
+                if j >= n or run[j] != seq:
+                    misses.append(i)
+                    continue
+            generation = live[j]
+            if generation == _DEAD or (
+                (asked != generation or deadlines[j] <= now)
+                if exact
+                else not 0 < asked <= generation
+            ):
+                misses.append(i)
+                continue
+            finger = j
+            live[j] = _DEAD
+            size = sizes[j]
+            freed += size
+            if streams[j]:
+                streamed.append((streams[j], size))
+            done.append(seq)
+            times.append(published[j])
+        self._finger = finger
+        self._dead += len(done)
+        self._live -= len(done)
+        self._bytes -= freed
+        self._skip_dead_head()
+        self._upkeep()
+        return settled
 
     def _end(self, seq: int) -> Lease | None:
         i = self._slot(seq)

@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterator, Sequence
 
 from eoclient.server_stub.core.delivery.entries import Entry
-from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable
+from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable, Settled
 from eoclient.server_stub.core.delivery.stream_flow import OpenStreams, StreamFlow
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import SeqMessage, StoredLease, SubscriptionStorage
@@ -103,6 +103,20 @@ class Leases:
         if stream_id:
             self.streams.release(stream_id, size)
         return published, self._bodies.pop(seq, None)
+
+    def settle_many(
+        self, seqs: Sequence[int], generations: Sequence[int], now: float, *, exact: bool
+    ) -> tuple[Settled, list[StoredMessage | None]]:
+        """``settle`` of every lease a request's ack ids name (``LeaseTable.settle_many``:
+        what it settled, and the ids it left alone); with the bodies the core kept of
+        those settled (None each: the store keeps them)."""
+        settled = self.table.settle_many(seqs, generations, now, exact=exact)
+        for stream_id, size in settled.streamed:
+            self.streams.release(stream_id, size)
+        if self._durable:
+            return settled, [None] * len(settled.seqs)
+        take = self._bodies.pop
+        return settled, [take(seq, None) for seq in settled.seqs]
 
     def end(self, seq: int, *, failed: bool) -> Ended | None:
         """``seq``'s lease ends without an ack — a nack (``failed``: one more failed

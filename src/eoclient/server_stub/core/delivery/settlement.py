@@ -18,8 +18,11 @@ Costs: one store call a message.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from eoclient.server_stub.core.delivery.entries import Left
 from eoclient.server_stub.core.delivery.rules import DeliveryRules
+from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import Acked, BacklogRow, SeqMessage, SubscriptionStorage
 
 
@@ -39,6 +42,27 @@ class Settlement:
             self._storage.settle((seq,), (Acked(seq, published, message),))
         elif self._durable:
             self._storage.settle((seq,))
+
+    def settled_many(
+        self,
+        seqs: Sequence[int],
+        publish_times: Sequence[float],
+        bodies: Sequence[StoredMessage | None],
+        now: float,
+    ) -> None:
+        """``settled(..., acked=True)`` of many acknowledged messages (the leases of one
+        Acknowledge request), in one store call."""
+        retain: list[Acked] = []
+        if self._rules.retain_acked:
+            retain = [
+                Acked(seq, published, body)
+                for seq, published, body in zip(seqs, publish_times, bodies, strict=True)
+                if self._retains(published, now)
+            ]
+        if self._durable:
+            self._storage.settle(seqs, retain)
+        elif retain:
+            self._storage.settle([acked.seq for acked in retain], retain)
 
     def settled_cold(self, row: BacklogRow, now: float) -> None:
         """Cold row ``row`` (only the store held it) is acknowledged."""

@@ -21,7 +21,7 @@ Costs: O(log n) a message in or out (the heaps), O(1) amortised for the key orde
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Iterable
 
 from eoclient.server_stub.core.delivery.entries import Entry, Left, Returned
 from eoclient.server_stub.core.delivery.key_order import KeyOrder
@@ -164,6 +164,13 @@ class Waiting:
         key = self._keys.key_of(seq) if self._ordered else ""
         if key:
             self._keys.removed(seq, key, -1, waited=False)
+
+    def leases_left(self, seqs: Iterable[int]) -> None:
+        """``lease_left`` of each of ``seqs`` (one Acknowledge's): nothing to do without
+        ordering keys."""
+        if self._ordered:
+            for seq in seqs:
+                self.lease_left(seq)
 
     def take_cold(self, seq: int, leased: Container[int]) -> BacklogRow | None:
         """Row ``seq`` out of the backlog if it is a cold row past the cursor (a store

@@ -1,0 +1,204 @@
+"""The batch paths of the delivery engine against its one-message-at-a-time paths.
+
+Acknowledge settles a request's ids at once (``Acks._apply_batch``: ``parse_ack_ids``,
+``SubscriptionDelivery.ack_many``, ``LeaseTable.settle_many``) and leaves the rest —
+stale, repeated, restored ids — to the per-id path. On random scenarios (publishes,
+pulls, acks of fresh, stale, repeated and foreign ids, nacks, modacks, time passing;
+plain and exactly-once, with and without ordering keys, in memory and on SQLite with a
+small window) a broker using the batch paths must answer and end up exactly as one
+whose batch paths are switched off.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eoclient._clock import FakeClock
+from eoclient.errors import InvalidArgument
+from eoclient.server_stub.core import Broker, NewMessage, SubscriptionConfig, TopicConfig
+from eoclient.server_stub.core.ack_ids import parse_ack_id, parse_ack_ids
+from eoclient.server_stub.core.store import Store
+from eoclient.server_stub.storage.sqlite import SqliteStore
+
+TOPIC = "projects/p1/topics/batch"
+SUB = "projects/p1/subscriptions/batch"
+
+# ----------------------------------------------------------------- parse_ack_ids
+
+_UID = "0a1b2c3d4e5f"
+_id_piece = st.one_of(
+    st.integers(0, 10**20).map(str),
+    st.sampled_from(["", "01", "²", "1\n2", "-", "x", "12a", "9" * 19, "9" * 20]),
+)
+_ids = st.one_of(
+    st.tuples(st.just(_UID), _id_piece, _id_piece).map("-".join),
+    st.tuples(st.sampled_from(["ffffffffffff", "", _UID + "-1"]), _id_piece, _id_piece).map(
+        "-".join
+    ),
+    st.text(max_size=30),
+)
+
+
+@given(st.lists(_ids, max_size=8), st.sampled_from([_UID, "a-b", "00", "a\nb"]))
+def test_parse_ack_ids_answers_what_parse_ack_id_does(ack_ids: list[str], uid: str) -> None:
+    parsed = parse_ack_ids(uid, ack_ids)
+    one_by_one = [parse_ack_id(ack_id) for ack_id in ack_ids]
+    all_issued = bool(ack_ids) and all(
+        parts is not None and parts.uid == uid and "\n" not in ack_id
+        for ack_id, parts in zip(ack_ids, one_by_one, strict=True)
+    )
+    if not all_issued or "-" in uid or "\n" in uid:
+        assert parsed is None
+        return
+    assert parsed is not None
+    seqs, generations = parsed
+    assert [(uid, seq, generation) for seq, generation in zip(seqs, generations, strict=True)] == [
+        tuple(parts) for parts in one_by_one if parts is not None
+    ]
+
+
+# ----------------------------------------------------------------- whole scenarios
+
+_operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("publish"), st.integers(1, 12), st.sampled_from(["", "k1", "k2"])),
+        st.tuples(st.just("pull"), st.integers(1, 10)),
+        # Which issued ids (by position, counted from the newest), and how.
+        st.tuples(
+            st.just("ack"),
+            st.lists(st.integers(0, 40), max_size=15),
+            st.sampled_from(["as is", "shuffled", "repeated", "with a foreign id", "never issued"]),
+        ),
+        st.tuples(st.just("nack"), st.lists(st.integers(0, 40), max_size=5)),
+        st.tuples(st.just("modack"), st.lists(st.integers(0, 40), max_size=5)),
+        st.tuples(st.just("wait"), st.sampled_from([1.0, 5.0, 11.0, 30.0])),
+    ),
+    max_size=30,
+)
+
+
+class _Run:
+    """One broker of the pair, on its own store."""
+
+    def __init__(self, store: Store | None, options: dict[str, Any], *, batches: bool) -> None:
+        self.clock = FakeClock()
+        self.broker = Broker(self.clock, store=store, rng=random.Random(7), record_history=False)
+        self.broker.topics.create(TopicConfig(TOPIC))
+        self.broker.subscriptions.create(
+            SubscriptionConfig(SUB, TOPIC, ack_deadline_seconds=10, **options)
+        )
+        if not batches:
+            self.broker.acks._apply_batch = lambda *args: None  # type: ignore[method-assign]
+
+    def state(self) -> Any:
+        delivery = self.broker.delivery_state(SUB)
+        reads = delivery.reads
+        return (
+            self.broker.counters(SUB),
+            reads.backlog(),
+            reads.leased(),
+            sorted(lease.seq for lease in delivery.leases.table),
+            reads.retained(),
+        )
+
+
+def _ack_ids(broker: Broker, operation: Any, issued: list[str]) -> list[str]:
+    ids = [issued[-1 - i] for i in operation[1] if i < len(issued)]
+    how = operation[2] if operation[0] == "ack" else "as is"
+    if how == "shuffled":
+        random.Random(len(ids)).shuffle(ids)
+    elif how == "repeated":
+        ids = ids + ids[:3]
+    elif how == "never issued":
+        ids.append("000000000000-1-1")
+    if how == "with a foreign id" or not ids:
+        ids.append(f"{broker.delivery_state(SUB).uid}-999999-1")
+    return ids
+
+
+def _answer(run: _Run, operation: Any, issued: list[str]) -> Any:
+    broker = run.broker
+    kind = operation[0]
+    if kind == "publish":
+        messages = [NewMessage(b"m%d" % i, ordering_key=operation[2]) for i in range(operation[1])]
+        return broker.publishing.publish(TOPIC, messages)
+    if kind == "pull":
+        deliveries = broker.leasing.pull(SUB, operation[1])
+        return [(d.ack_id, d.message.message_id, d.delivery_attempt) for d in deliveries]
+    if kind == "wait":
+        run.clock.advance(operation[1])
+        return None
+    ids = _ack_ids(broker, operation, issued)
+    try:
+        if kind == "ack":
+            reply = broker.acks.acknowledge(SUB, ids)
+        else:
+            reply = broker.acks.modify_ack_deadline(SUB, ids, 0 if kind == "nack" else 20)
+    except InvalidArgument as error:
+        return str(error)
+    return reply.confirmed, dict(reply.failures)
+
+
+def _drive(runs: list[_Run], operations: list[Any]) -> None:
+    issued: list[str] = []
+    for operation in operations:
+        answers = [_answer(run, operation, issued) for run in runs]
+        assert all(answer == answers[0] for answer in answers), operation
+        assert all(run.state() == runs[0].state() for run in runs), operation
+        if operation[0] == "pull":
+            issued += [ack_id for ack_id, _, _ in answers[0]]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    _operations,
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+)
+def test_batches_answer_as_one_at_a_time(
+    operations: list[Any], exactly_once: bool, ordered: bool, sqlite: bool
+) -> None:
+    options = {"enable_exactly_once_delivery": exactly_once, "enable_message_ordering": ordered}
+    with tempfile.TemporaryDirectory() as directory:
+        stores: list[Store | None] = (
+            [SqliteStore(Path(directory) / name, window=3, gc_interval=0) for name in "ab"]
+            if sqlite
+            else [None, None]
+        )
+        try:
+            runs = [
+                _Run(store, options, batches=batches)
+                for store, batches in zip(stores, (True, False), strict=True)
+            ]
+            _drive(runs, operations)
+        finally:
+            for store in stores:
+                if store is not None:
+                    store.close()
+
+
+def test_an_acknowledge_of_fresh_ids_takes_the_batch_path() -> None:
+    run = _Run(None, {}, batches=True)
+    run.broker.publishing.publish(TOPIC, [NewMessage(b"x") for _ in range(5)])
+    delivery = run.broker.delivery_state(SUB)
+    ids = [d.ack_id for d in run.broker.leasing.pull(SUB, 5)]
+    called: list[int] = []
+    ack_many = delivery.ack_many
+
+    def spy(*args: Any, **kwargs: Any) -> list[int]:
+        misses = ack_many(*args, **kwargs)
+        called.append(len(misses))
+        return misses
+
+    delivery.ack_many = spy  # type: ignore[method-assign]
+    reply = run.broker.acks.acknowledge(SUB, ids)
+    assert called == [0]
+    assert reply.confirmed == tuple(ids)
+    assert run.broker.counters(SUB)["acked"] == 5
