@@ -2,11 +2,13 @@
 
 Acknowledge settles a request's ids at once (``Acks._apply_batch``: ``parse_ack_ids``,
 ``SubscriptionDelivery.ack_many``, ``LeaseTable.settle_many``) and leaves the rest —
-stale, repeated, restored ids — to the per-id path. On random scenarios (publishes,
-pulls, acks of fresh, stale, repeated and foreign ids, nacks, modacks, time passing;
-plain and exactly-once, with and without ordering keys, in memory and on SQLite with a
-small window) a broker using the batch paths must answer and end up exactly as one
-whose batch paths are switched off.
+stale, repeated, restored ids — to the per-id path. Pull takes runs of ready messages at
+once (``Schedule.take_run``, ``SubscriptionDelivery._deliver_run``, ``Leases.lease_run``,
+``LeaseTable.add_many``) and the rest one at a time. On random scenarios (publishes, pulls
+with byte limits, acks of fresh, stale, repeated and foreign ids, nacks, modacks, time
+passing; plain and exactly-once, with and without ordering keys, in memory and on SQLite
+with a small window) a broker using the batch paths must answer and end up exactly as
+one whose batch paths are switched off.
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ def test_parse_ack_ids_answers_what_parse_ack_id_does(ack_ids: list[str], uid: s
 _operations = st.lists(
     st.one_of(
         st.tuples(st.just("publish"), st.integers(1, 12), st.sampled_from(["", "k1", "k2"])),
-        st.tuples(st.just("pull"), st.integers(1, 10)),
+        # max_bytes: the default, or a few messages' worth (each is 2 or 3 bytes).
+        st.tuples(st.just("pull"), st.integers(1, 10), st.sampled_from([None, 1, 7])),
         # Which issued ids (by position, counted from the newest), and how.
         st.tuples(
             st.just("ack"),
@@ -95,6 +98,8 @@ class _Run:
         )
         if not batches:
             self.broker.acks._apply_batch = lambda *args: None  # type: ignore[method-assign]
+            schedule = self.broker.delivery_state(SUB).waiting.schedule
+            schedule.take_run = lambda now, count: []  # type: ignore[method-assign]
 
     def state(self) -> Any:
         delivery = self.broker.delivery_state(SUB)
@@ -129,7 +134,8 @@ def _answer(run: _Run, operation: Any, issued: list[str]) -> Any:
         messages = [NewMessage(b"m%d" % i, ordering_key=operation[2]) for i in range(operation[1])]
         return broker.publishing.publish(TOPIC, messages)
     if kind == "pull":
-        deliveries = broker.leasing.pull(SUB, operation[1])
+        options = {} if operation[2] is None else {"max_bytes": operation[2]}
+        deliveries = broker.leasing.pull(SUB, operation[1], **options)
         return [(d.ack_id, d.message.message_id, d.delivery_attempt) for d in deliveries]
     if kind == "wait":
         run.clock.advance(operation[1])
@@ -202,3 +208,21 @@ def test_an_acknowledge_of_fresh_ids_takes_the_batch_path() -> None:
     assert called == [0]
     assert reply.confirmed == tuple(ids)
     assert run.broker.counters(SUB)["acked"] == 5
+
+
+def test_a_pull_of_fresh_messages_takes_them_as_one_run() -> None:
+    run = _Run(None, {}, batches=True)
+    run.broker.publishing.publish(TOPIC, [NewMessage(b"x") for _ in range(5)])
+    schedule = run.broker.delivery_state(SUB).waiting.schedule
+    take_run = schedule.take_run
+    taken: list[int] = []
+
+    def spy(now: float, count: int) -> Any:
+        entries = take_run(now, count)
+        taken.append(len(entries))
+        return entries
+
+    schedule.take_run = spy  # type: ignore[method-assign]
+    deliveries = run.broker.leasing.pull(SUB, 10)
+    assert [d.message.message_id for d in deliveries] == ["1", "2", "3", "4", "5"]
+    assert taken[0] == 5

@@ -50,7 +50,7 @@ from collections.abc import Sequence
 
 from eoclient.server_stub.core.ack_ids import AckIdParts
 from eoclient.server_stub.core.delivery.ack_resolution import AckIds, AckTarget
-from eoclient.server_stub.core.delivery.entries import Counters
+from eoclient.server_stub.core.delivery.entries import Counters, Entry
 from eoclient.server_stub.core.delivery.lease_table import Lease
 from eoclient.server_stub.core.delivery.leases import Ended, Leases
 from eoclient.server_stub.core.delivery.reads import DeliveryReads
@@ -179,11 +179,28 @@ class SubscriptionDelivery:
         deliveries: list[Delivery] = []
         redelivered = 0
         total_bytes = 0
+        # Runs of the common messages go at once (``_deliver_run``); the rest, with what
+        # they need checked one by one (a stream's flow control, ordering keys, a message
+        # past the retention), one at a time.
+        runs = stream is None and not waiting.ordered
         while len(deliveries) < max_messages:
             if schedule.exhausted():
                 if not self._refill(now, max_messages - len(deliveries)):
                     break
                 continue
+            if runs and not waiting.window.may_hold_older(cutoff):
+                taken = schedule.take_run(now, max_messages - len(deliveries))
+                if taken:
+                    count = len(taken)
+                    room = None if max_bytes is None else max_bytes - total_bytes
+                    run, size = self._deliver_run(taken, deadline, prefix, room, not deliveries)
+                    deliveries += run
+                    total_bytes += size
+                    if len(run) < count:
+                        break  # the next would pass max_bytes
+                    continue
+                if schedule.exhausted():
+                    continue
             if stream is not None and not stream.has_room():
                 break
             entry = schedule.pop(now)
@@ -208,6 +225,35 @@ class SubscriptionDelivery:
         self.counters.delivered += len(deliveries)
         self.counters.redelivered += redelivered
         return deliveries
+
+    def _deliver_run(
+        self, taken: list[Entry], deadline: float, prefix: str, room: int | None, first: bool
+    ) -> tuple[list[Delivery], int]:
+        """``deliver``'s loop over ``taken`` (``Schedule.take_run``'s, no stream, no
+        ordering keys, none past the retention) in a few passes: as many as fit in
+        ``room`` bytes (None: no limit; ``first``: the first always goes), out of the
+        window, leased at once; the deliveries and their bytes. Those that do not fit are
+        the next to go again."""
+        size = sum(entry.message.size for entry in taken)
+        if room is not None and size > room:
+            fit = _fitting(taken, room, first)
+            self.waiting.schedule.put_back_run(taken[fit:])
+            del taken[fit:]
+            if not taken:
+                return [], 0
+            size = sum(entry.message.size for entry in taken)
+        self.waiting.deliver_run(taken)
+        generations = self.leases.lease_run(taken, deadline)
+        self.counters.redelivered += len(generations) - generations.count(1)
+        count_attempts = self.rules.count_attempts
+        return [
+            Delivery(
+                f"{prefix}{entry.seq}-{generation}",
+                entry.message,
+                entry.failed_attempts + 1 if count_attempts else 0,
+            )
+            for entry, generation in zip(taken, generations, strict=True)
+        ], size
 
     def _refill(self, now: float, want: int) -> bool:
         """Load cold messages into the window; False if none came."""
@@ -435,3 +481,13 @@ class SubscriptionDelivery:
         self.storage.reset(backlog, retained, uid)
         for seq, message in backlog:
             self.waiting.add(seq, message, now, now)
+
+
+def _fitting(taken: list[Entry], room: int, first: bool) -> int:
+    """How many of ``taken`` fit in ``room`` bytes, in order (``first``: the first goes
+    whatever its size, as ``deliver`` says)."""
+    for i, entry in enumerate(taken):
+        room -= entry.message.size
+        if room < 0 and (i or not first):
+            return i
+    return len(taken)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 class DeadlineRecords:
@@ -51,6 +51,18 @@ class DeadlineRecords:
             heapq.heappush(self._records, (deadline, next(self._order), seqs))
             self._tail = (deadline, seqs)
         self.slots += 1
+        return self.slots
+
+    def add_many(self, seqs: Sequence[int], deadline: float) -> int:
+        """``add`` of many seqs given one deadline (one Pull's leases)."""
+        tail = self._tail
+        if tail is not None and tail[0] == deadline:
+            tail[1].extend(seqs)
+        else:
+            record = array("q", seqs)
+            heapq.heappush(self._records, (deadline, next(self._order), record))
+            self._tail = (deadline, record)
+        self.slots += len(seqs)
         return self.slots
 
     def pop_due(self, now: float) -> tuple[float, array[int]] | None:

@@ -52,6 +52,16 @@ class Settled(NamedTuple):
     streamed: list[tuple[int, int]]  # (stream id, size) of those a stream counted
 
 
+class NewLeases(NamedTuple):
+    """Leases given at once (``LeaseTable.add_many``), column by column."""
+
+    seqs: list[int]
+    generations: list[int]
+    sizes: list[int]
+    failed_attempts: list[int]
+    publish_times: list[float]
+
+
 class Lease(NamedTuple):
     """One outstanding lease, as read from the table (a copy: change it with the table's
     methods)."""
@@ -249,6 +259,26 @@ class LeaseTable:
         if self._due.add(seq, deadline) > 2 * self._live + self.SLACK:
             self._rebuild_records()
 
+    def add_many(self, deadline: float, leases: NewLeases) -> None:
+        """``add`` of one Pull's leases (ascending seqs, one ``deadline``, no stream),
+        appended column by column when they all lie above the run (fresh deliveries)."""
+        seqs, generations, sizes, failed, published = leases
+        if self._seqs and seqs and seqs[0] <= self._seqs[-1]:
+            for seq, generation, size, attempts, publish_time in zip(*leases, strict=True):
+                self.add(seq, generation, deadline, size, attempts, 0, publish_time)
+            return
+        self._seqs.extend(seqs)
+        self._generations.extend(generations)  # each >= 1: a delivery's
+        self._deadlines.extend(itertools.repeat(deadline, len(seqs)))
+        self._sizes.extend(sizes)
+        self._failed.extend(failed)
+        self._streams.extend(itertools.repeat(0, len(seqs)))
+        self._published.extend(published)
+        self._live += len(seqs)
+        self._bytes += sum(sizes)
+        if self._due.add_many(seqs, deadline) > 2 * self._live + self.SLACK:
+            self._rebuild_records()
+
     def _fill(self, i: int, lease: Lease) -> None:
         self._generations[i] = lease.generation
         self._deadlines[i] = lease.deadline
@@ -265,22 +295,10 @@ class LeaseTable:
         return lease
 
     def settle(self, seq: int) -> tuple[int, int, float] | None:
-        """``remove`` for an ack, the most frequent end: only (stream_id, size,
-        publish_time) back, the fields its caller reads, without building a ``Lease``."""
-        i = self._slot(seq)
-        if i < 0:
-            lease = self.remove(seq)
-            return None if lease is None else (lease.stream_id, lease.size, lease.publish_time)
-        size = self._sizes[i]
-        ended = (self._streams[i], size, self._published[i])
-        self._generations[i] = _DEAD
-        self._dead += 1
-        if i == self._head:
-            self._skip_dead_head()
-        self._live -= 1
-        self._bytes -= size
-        self._upkeep()
-        return ended
+        """``remove`` for an ack: only (stream_id, size, publish_time) back, the fields its
+        caller reads (acks of a request's fresh ids go by ``settle_many``)."""
+        lease = self.remove(seq)
+        return None if lease is None else (lease.stream_id, lease.size, lease.publish_time)
 
     def settle_many(
         self, seqs: Sequence[int], generations: Sequence[int], now: float, *, exact: bool

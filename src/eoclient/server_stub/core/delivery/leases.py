@@ -21,12 +21,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from operator import attrgetter
 
 from eoclient.server_stub.core.delivery.entries import Entry
-from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable, Settled
+from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable, NewLeases, Settled
 from eoclient.server_stub.core.delivery.stream_flow import OpenStreams, StreamFlow
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import SeqMessage, StoredLease, SubscriptionStorage
+
+# The columns ``lease_run`` reads, read in C (``map``), not by a Python loop.
+_seq = attrgetter("seq")
+_generation = attrgetter("generation")
+_failed_attempts = attrgetter("failed_attempts")
+_message = attrgetter("message")
+_size = attrgetter("size")
+_publish_time = attrgetter("publish_time")
 
 # A lease's end: the lease as it was, and its body if the core kept it.
 Ended = tuple[Lease, StoredMessage | None]
@@ -83,6 +92,25 @@ class Leases:
             stream.outstanding_messages += 1
             stream.outstanding_bytes += message.size
         return generation
+
+    def lease_run(self, taken: list[Entry], deadline: float) -> list[int]:
+        """``lease`` of one Pull's waiting messages at once (ascending seqs, no stream
+        counts them: ``Schedule.take_run``'s) until ``deadline``: their generations."""
+        seqs = list(map(_seq, taken))
+        generations = [generation + 1 for generation in map(_generation, taken)]
+        messages = list(map(_message, taken))
+        sizes = list(map(_size, messages))
+        published = list(map(_publish_time, messages))
+        failed = list(map(_failed_attempts, taken))
+        self.table.add_many(deadline, NewLeases(seqs, generations, sizes, failed, published))
+        if self._durable:
+            for seq, generation in zip(seqs, generations, strict=True):
+                self._storage.lease(seq, generation, deadline)
+            if deadline > self._stored_until:
+                self._stored_until = deadline
+        else:
+            self._bodies.update(zip(seqs, messages, strict=True))
+        return generations
 
     def extend(self, seq: int, generation: int, deadline: float) -> None:
         """ModifyAckDeadline with seconds > 0: the lease of ``seq`` lasts until ``deadline``."""

@@ -105,6 +105,26 @@ class Schedule:
             return run.popleft()
         return heapq.heappop(ready)
 
+    def take_run(self, now: float, count: int) -> list[Entry]:
+        """``pop`` of up to ``count`` messages at once, while the next is the run's (the
+        common case: published messages, in seq order), in one loop; stale entries are
+        dropped on the way as ``pop`` drops them. Without ordering keys only (``pop``
+        checks a key's head). Ascending seqs."""
+        run, entries = self._run, self._entries
+        before = self._ready[0] if self._ready else None
+        taken: list[Entry] = []
+        take = run.popleft
+        while run and len(taken) < count and (before is None or run[0] < before):
+            entry = entries.get(take())
+            if entry is not None and entry.ready_at <= now:
+                taken.append(entry)
+        return taken
+
+    def put_back_run(self, entries: list[Entry]) -> None:
+        """The tail of ``take_run``'s messages is not delivered after all: the next to go
+        again, at the run's front (below every seq left in it)."""
+        self._run.extendleft(reversed([entry.seq for entry in entries]))
+
     def put_back(self, seq: int) -> None:
         """``pop``'s message is not delivered after all: still the next to go."""
         self._push_ready(seq)

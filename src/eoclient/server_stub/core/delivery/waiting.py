@@ -40,6 +40,11 @@ class Waiting:
         self._ordered = ordered
         self._storage = storage
 
+    @property
+    def ordered(self) -> bool:
+        """With ordering keys (``deliver_run`` is for subscriptions without)."""
+        return self._ordered
+
     def __repr__(self) -> str:
         return f"<Waiting {self.window!r} {self.schedule!r} [{len(self._keys)} keys]>"
 
@@ -133,6 +138,10 @@ class Waiting:
         key = entry.message.ordering_key if self._ordered else ""
         if key:
             self.schedule.push_seq(self._keys.delivered(entry.seq, key), now)
+
+    def deliver_run(self, taken: list[Entry]) -> None:
+        """``deliver`` of many entries (``schedule.take_run``'s) without ordering keys."""
+        self.window.take_many(taken)
 
     def rewind(self, seq: int) -> list[int]:
         """Leased ``seq`` waits again: the later messages of its key delivered since go

@@ -197,6 +197,15 @@ class Backlog:
             self._bytes -= entry.message.size
         return entry
 
+    def take_many(self, taken: list[Entry]) -> None:
+        """``take`` of entries known to be in the window (one Pull's), in one loop."""
+        remove = self.entries.pop
+        size = 0
+        for entry in taken:
+            remove(entry.seq)
+            size += entry.message.size
+        self._bytes -= size
+
     def take_returned(self, seq: int) -> Returned | None:
         """A returned message leaves (settled before it was loaded again)."""
         returned = self._returned.pop(seq, None)
