@@ -10,6 +10,7 @@ from eoclient.server_stub.core.model import Delivery, StoredMessage
 from eoclient.server_stub.doors.grpc.wire_encoding import (
     encode_deliveries,
     encode_properties,
+    encode_pull,
     encode_pull_response,
     encode_received_message,
     encode_streaming_response,
@@ -86,6 +87,23 @@ _plain_messages = st.builds(
 def test_deliveries_encode_as_each_alone(deliveries: list[tuple[str, StoredMessage, int]]) -> None:
     together = encode_deliveries([Delivery(a, m, n) for a, m, n in deliveries])
     assert together == [encode_received_message(a, m, n) for a, m, n in deliveries]
+
+
+@given(
+    deliveries=st.lists(
+        st.tuples(
+            st.text(min_size=1, max_size=40) | st.just("a" * 0x4000),
+            _plain_messages | _messages,
+            st.integers(0, 200),
+        ),
+        max_size=6,
+    )
+)
+def test_pull_in_one_loop_encodes_as_the_two_passes(
+    deliveries: list[tuple[str, StoredMessage, int]],
+) -> None:
+    made = [Delivery(a, m, n) for a, m, n in deliveries]
+    assert encode_pull(made) == encode_pull_response(encode_deliveries(made))
 
 
 @given(st.integers(min_value=0, max_value=2**63 - 1))
