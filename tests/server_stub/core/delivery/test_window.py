@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -17,6 +17,7 @@ from eoclient.server_stub.core.delivery.entries import Entry, Returned
 from eoclient.server_stub.core.delivery.window import Backlog, Loaded
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import SubscriptionStorage
+from eoclient.server_stub.storage.memory import MemoryStore
 from eoclient.server_stub.storage.sqlite import SqliteStore
 
 TOPIC = "projects/p/topics/t"
@@ -249,3 +250,31 @@ def test_the_window_grows_to_twice_its_size_plus_the_request_then_waits(rows: Ro
     # Loads of 3 (the want) while below 2 x 5 + 3: at most one load past that.
     assert 13 <= len(backlog.entries) < 13 + 3
     assert backlog.cold() == 40 - len(backlog.entries)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.integers(1, 40), st.sampled_from([0.0, 1.0, 2.0, 5.0])),
+        max_size=80,
+    )
+)
+def test_the_window_head_is_the_oldest_entry(steps: list[tuple[bool, int, float]]) -> None:
+    """``window_head`` (its records in seq order, O(1) a stale one, and a heap of the rest)
+    against the minimum over the window's entries, whatever order they come and go in:
+    publish times rising with the seqs, equal, or earlier (given back, loaded again)."""
+    backlog = Backlog(SubscriptionStorage(MemoryStore(), SUB))
+    backlog._compact_at = 8  # and the stale records dropped now and then
+    published: dict[int, float] = {}
+    for add, seq, publish_time in steps:
+        if add and seq not in backlog.entries:
+            publish_time = published.setdefault(seq, publish_time + seq / 100)
+            message = StoredMessage(str(seq), b"x", {}, "", publish_time, 1)
+            backlog.add(Entry(seq, message))
+        elif not add:
+            backlog.take(seq)
+        expected = min(
+            ((entry.message.publish_time, s) for s, entry in backlog.entries.items()),
+            default=None,
+        )
+        assert backlog.window_head() == expected

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -62,7 +63,13 @@ class Backlog:
         self.limit = storage.window  # None: no bound, nothing ever cold
         self.entries: dict[int, Entry] = {}  # the window
         # (publish time, seq) of the window's entries, oldest first; an entry that left
-        # the window leaves its record behind until it reaches the top.
+        # the window leaves its record behind until it reaches the front. Two parts, as
+        # the schedule's ready seqs: ``_by_publish_run`` the records added in ascending
+        # order (each above the last: messages published and admitted in seq order, the
+        # common case), where a stale record at the front goes in O(1); ``_by_publish``
+        # a heap of the rest (messages given back, loaded after a seek or a restart with
+        # earlier publish times), O(log n) each. The oldest is the smaller front.
+        self._by_publish_run: deque[tuple[float, int]] = deque()
         self._by_publish: list[tuple[float, int]] = []
         self._cold = 0  # rows past the cursor that nothing else holds
         self._cursor = 0  # the largest seq loaded (or added) so far
@@ -125,9 +132,13 @@ class Backlog:
 
     def window_head(self) -> tuple[float, int] | None:
         """(publish time, seq) of the window's oldest entry. O(1) amortised."""
-        by_publish, entries = self._by_publish, self.entries
+        run, by_publish, entries = self._by_publish_run, self._by_publish, self.entries
+        while run and run[0][1] not in entries:
+            run.popleft()
         while by_publish and by_publish[0][1] not in entries:
             heapq.heappop(by_publish)
+        if run and (not by_publish or run[0] < by_publish[0]):
+            return run[0]
         return by_publish[0] if by_publish else None
 
     def first_cold_row(self) -> BacklogRow | None:
@@ -162,16 +173,23 @@ class Backlog:
         """Into the window (published, loaded, or back from a lease with its body)."""
         self.entries[entry.seq] = entry
         published = entry.message.publish_time
-        heapq.heappush(self._by_publish, (published, entry.seq))
+        record = (published, entry.seq)
+        run = self._by_publish_run
+        if not run or record > run[-1]:
+            run.append(record)
+        else:
+            heapq.heappush(self._by_publish, record)
         if published < self._floor:
             self._floor = published
         self._bytes += entry.message.size
         if entry.seq > self._cursor:
             self._cursor = entry.seq
-        if len(self._by_publish) > self._compact_at:
+        if len(run) + len(self._by_publish) > self._compact_at:
             # Records of entries that left (leased, settled) beyond twice the window:
             # dropped, so they cost memory in proportion to the window, not the traffic.
-            self._by_publish = [(t, s) for t, s in self._by_publish if s in self.entries]
+            entries = self.entries
+            self._by_publish_run = deque(record for record in run if record[1] in entries)
+            self._by_publish = [record for record in self._by_publish if record[1] in entries]
             heapq.heapify(self._by_publish)
             self._compact_at = 2 * len(self.entries) + 4096
 
@@ -309,6 +327,7 @@ class Backlog:
 
     def clear(self) -> None:
         self.entries.clear()
+        self._by_publish_run.clear()
         self._by_publish.clear()
         self._cold = 0
         self._cursor = 0
