@@ -205,6 +205,11 @@ class LeaseTable:
         extra = [_from_row(seq, row) for seq, row in sorted(self._overflow.items())]
         return iter(list(heapq.merge(run, extra)) if extra else run)
 
+    def seq_bound(self) -> int:
+        """A seq above every leased one (0: none leased): with leases in seq order (the
+        common case), rows past it need no lookup here."""
+        return self._seqs[-1] + 1 if self._seqs else 0
+
     def next_deadline(self) -> float | None:
         """The earliest deadline of a record (stale-early: its leases may have ended)."""
         return self._due.next_deadline()
@@ -293,12 +298,6 @@ class LeaseTable:
         if lease is not None:
             self._upkeep()
         return lease
-
-    def settle(self, seq: int) -> tuple[int, int, float] | None:
-        """``remove`` for an ack: only (stream_id, size, publish_time) back, the fields its
-        caller reads (acks of a request's fresh ids go by ``settle_many``)."""
-        lease = self.remove(seq)
-        return None if lease is None else (lease.stream_id, lease.size, lease.publish_time)
 
     def settle_many(
         self, seqs: Sequence[int], generations: Sequence[int], now: float, *, exact: bool

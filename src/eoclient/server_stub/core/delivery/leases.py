@@ -124,13 +124,12 @@ class Leases:
     def settle(self, seq: int) -> tuple[float, StoredMessage | None] | None:
         """``seq``'s lease ends because its message leaves for good (acked, dropped): its
         publish time and the body the core kept; None if it has no lease."""
-        ended = self.table.settle(seq)
-        if ended is None:
+        lease = self.table.remove(seq)
+        if lease is None:
             return None
-        stream_id, size, published = ended
-        if stream_id:
-            self.streams.release(stream_id, size)
-        return published, self._bodies.pop(seq, None)
+        if lease.stream_id:
+            self.streams.release(lease.stream_id, lease.size)
+        return lease.publish_time, self._bodies.pop(seq, None)
 
     def settle_many(
         self, seqs: Sequence[int], generations: Sequence[int], now: float, *, exact: bool

@@ -25,7 +25,7 @@ from collections.abc import Container, Iterable
 
 from eoclient.server_stub.core.delivery.entries import Entry, Left, Returned
 from eoclient.server_stub.core.delivery.key_order import KeyOrder
-from eoclient.server_stub.core.delivery.lease_table import Lease
+from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable
 from eoclient.server_stub.core.delivery.schedule import Schedule
 from eoclient.server_stub.core.delivery.window import Backlog
 from eoclient.server_stub.core.model import StoredMessage
@@ -78,14 +78,17 @@ class Waiting:
         self.schedule.push(entry, now)
 
     def refill(
-        self, now: float, want: int, leased: Container[int], cutoff: float, ttl_cutoff: float
+        self, now: float, want: int, leased: LeaseTable, cutoff: float, ttl_cutoff: float
     ) -> tuple[bool, list[tuple[Left, bool]]]:
         """Load the next cold messages into the window (seq order) for ``want`` more
         deliveries: whether any came, and those that left at once, each with whether it
         is acknowledged — published at or before ``cutoff`` (past the retention: dropped)
-        or ``ttl_cutoff`` (past the message TTL: acknowledged). ``leased``: the seqs with
-        a lease (their rows are passed over)."""
-        loaded = self.window.load(want, leased.__contains__)
+        or ``ttl_cutoff`` (past the message TTL: acknowledged). ``leased``: the leases
+        (their rows are passed over)."""
+        # Rows past every lease (all of them, but after a restart) need no lookup there.
+        bound = leased.seq_bound()
+        lookup = leased.__contains__
+        loaded = self.window.load(want, lambda seq: seq < bound and lookup(seq))
         for item in loaded:
             entry = Entry(
                 item.seq,
