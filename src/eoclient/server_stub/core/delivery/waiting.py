@@ -77,6 +77,16 @@ class Waiting:
                 return
         self.schedule.push(entry, now)
 
+    def _admit_unordered(self, entries: list[Entry], now: float) -> None:
+        """``_admit`` of each of ``entries`` without ordering keys, in one loop."""
+        add, push = self.window.add, self.schedule.push
+        for entry in entries:
+            deliver_at = entry.message.deliver_at
+            if deliver_at > entry.ready_at:
+                entry.ready_at = deliver_at
+            add(entry)
+            push(entry, now)
+
     def refill(
         self, now: float, want: int, leased: LeaseTable, cutoff: float, ttl_cutoff: float
     ) -> tuple[bool, list[tuple[Left, bool]]]:
@@ -86,18 +96,22 @@ class Waiting:
         or ``ttl_cutoff`` (past the message TTL: acknowledged). ``leased``: the leases
         (their rows are passed over)."""
         # Rows past every lease (all of them, but after a restart) need no lookup there.
-        bound = leased.seq_bound()
-        lookup = leased.__contains__
-        loaded = self.window.load(want, lambda seq: seq < bound and lookup(seq))
-        for item in loaded:
-            entry = Entry(
+        loaded = self.window.load(want, leased.__contains__, held_below=leased.seq_bound())
+        entries = [
+            Entry(
                 item.seq,
                 item.message,
                 ready_at=now if item.ready_at is None else item.ready_at,
                 generation=item.generation,
                 failed_attempts=item.failed_attempts,
             )
-            self._admit(entry, returned=item.returned, now=now)
+            for item in loaded
+        ]
+        if self._ordered:
+            for entry, item in zip(entries, loaded, strict=True):
+                self._admit(entry, returned=item.returned, now=now)
+        else:
+            self._admit_unordered(entries, now)
         left: list[tuple[Left, bool]] = []
         for item in loaded:
             published = item.message.publish_time

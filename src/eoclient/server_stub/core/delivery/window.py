@@ -243,12 +243,15 @@ class Backlog:
         self._bytes -= rows[0].message.size
         return rows[0]
 
-    def load(self, want: int, held: Callable[[int], bool]) -> list[Loaded]:
+    def load(
+        self, want: int, held: Callable[[int], bool], *, held_below: float = math.inf
+    ) -> list[Loaded]:
         """The next cold messages in seq order, out of the cold side (the caller adds
         those it keeps to the window); [] when none, or when the window is full.
 
         ``want``: how many deliveries the caller still asks for; ``held(seq)``: the
-        message is leased (its row stays in the store, passed over by the cursor).
+        message is leased (its row stays in the store, passed over by the cursor), never
+        at or above ``held_below`` (rows past it are not asked about).
         """
         if not (self._cold or self._returned) or self.limit is None:
             return []
@@ -260,7 +263,7 @@ class Backlog:
         # over, so a read may bring nothing new while more lies beyond it.
         while len(loaded) < room and (self._cold or self._returned):
             cursor = self._cursor
-            loaded += self._load_past_cursor(room - len(loaded), held)
+            loaded += self._load_past_cursor(room - len(loaded), held, held_below)
             if self._cursor == cursor:
                 break
         return loaded
@@ -288,11 +291,33 @@ class Backlog:
                 loaded.append(_from_returned(seq, row.message, returned))
         return loaded
 
-    def _load_past_cursor(self, room: int, held: Callable[[int], bool]) -> list[Loaded]:
+    def _load_past_cursor(
+        self, room: int, held: Callable[[int], bool], held_below: float
+    ) -> list[Loaded]:
         rows = self.storage.backlog(self._cursor, room)
         # Fewer than asked: the store has no more rows past these, so none are cold
         # beyond them, whatever the count says.
         exhausted = len(rows) < room
+        if not self._returned and self._cursor + 1 >= held_below:
+            # The common case: none of these was returned or is leased (every row lies
+            # past the cursor, so at or above held_below): each is loaded as it is.
+            loaded = [
+                Loaded(row.seq, row.message, row.generation, row.failed_attempts, None, False)
+                for row in rows
+            ]
+            self._cold -= len(rows)
+            self._bytes -= sum(row.message.size for row in rows)
+        else:
+            loaded = self._load_rows(rows, held)
+        if rows:
+            self._cursor = rows[-1].seq
+        if exhausted:
+            self._cold = 0
+        return loaded
+
+    def _load_rows(self, rows: list[BacklogRow], held: Callable[[int], bool]) -> list[Loaded]:
+        """``_load_past_cursor``'s rows, each looked at: returned ones (their body only
+        in the store) take what the window kept of them; leased ones are passed over."""
         loaded = []
         for row in rows:
             returned = self._returned.pop(row.seq, None)
@@ -305,10 +330,6 @@ class Backlog:
                 loaded.append(
                     Loaded(row.seq, row.message, row.generation, row.failed_attempts, None, False)
                 )
-        if rows:
-            self._cursor = rows[-1].seq
-        if exhausted:
-            self._cold = 0
         return loaded
 
     # ------------------------------------------------------------ reading
