@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from eoclient.server_stub.core import policies
@@ -45,7 +45,7 @@ _INSERT_MESSAGE = (
     "publish_time, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_BACKLOG = "INSERT INTO backlog (subscription, seq, size) VALUES (?, ?, ?)"
-# Over a range of seqs, each of them settled (``Writes.write_range``): one statement for
+# Over a range of seqs, each of them settled (``Writes.write_ranges``): one statement for
 # a run of acks in seq order.
 _SETTLE = "DELETE FROM backlog WHERE subscription = ? AND seq BETWEEN ? AND ?"
 _END_LEASE = (
@@ -61,24 +61,52 @@ _DELETE_RETAINED = "DELETE FROM retained WHERE subscription = ?"
 _LAST_SEQ = "UPDATE meta SET value = ? WHERE key = 'last_seq'"
 
 
+# StoredMessage is frozen: its ``__init__`` sets each field through
+# ``object.__setattr__``. A refill reads a window of rows (10,000) at once, so the rows
+# read back build their messages through the slots' own descriptors instead, which costs
+# half as much (0.6 against 1.1-1.4 µs a row with its BacklogRow, measured). A field
+# added to StoredMessage is one ``message_from_row`` must set: ``test_sqlite_rows.py``
+# compares what it builds with the dataclass's own constructor, field by field.
+_new = object.__new__
+
+
+def _setter(name: str) -> Callable[[StoredMessage, Any], None]:
+    setter: Callable[[StoredMessage, Any], None] = getattr(StoredMessage, name).__set__
+    return setter
+
+
+_set_message_id = _setter("message_id")
+_set_data = _setter("data")
+_set_attributes = _setter("attributes")
+_set_ordering_key = _setter("ordering_key")
+_set_publish_time = _setter("publish_time")
+_set_size = _setter("size")
+_set_deliver_at = _setter("deliver_at")
+
+
 def message_from_row(row: Sequence[Any]) -> StoredMessage:
     """A message from the ``MESSAGE_COLUMNS`` of a row."""
     message_id, data, attributes_json, ordering_key, publish_time, size = row
-    attributes = codec.attributes_from_json(attributes_json)
-    return StoredMessage(
-        message_id=message_id,
-        data=data,
-        attributes=attributes,
-        ordering_key=ordering_key,
-        publish_time=publish_time,
-        size=size,
+    if attributes_json:
+        attributes = codec.attributes_from_json(attributes_json)
         # Checked when it was published: it parses.
-        deliver_at=policies.deliver_at(attributes, publish_time) if attributes else 0.0,
-    )
+        deliver_at = policies.deliver_at(attributes, publish_time)
+    else:
+        attributes, deliver_at = {}, 0.0
+    message = _new(StoredMessage)
+    _set_message_id(message, message_id)
+    _set_data(message, data)
+    _set_attributes(message, attributes)
+    _set_ordering_key(message, ordering_key)
+    _set_publish_time(message, publish_time)
+    _set_size(message, size)
+    _set_deliver_at(message, deliver_at)
+    return message
 
 
-def _backlog_row(row: Sequence[Any]) -> BacklogRow:
-    return BacklogRow(row[0], message_from_row(row[3:]), row[1], row[2])
+def _backlog_rows(rows: Iterable[Sequence[Any]]) -> list[BacklogRow]:
+    """BacklogRows from rows of ``_ROW_COLUMNS``."""
+    return [BacklogRow(row[0], message_from_row(row[3:]), row[1], row[2]) for row in rows]
 
 
 def _pack(pairs: array[int]) -> bytes:
@@ -194,7 +222,7 @@ class BacklogTables:
             "WHERE b.subscription = ? AND b.seq > ? ORDER BY b.seq LIMIT ?",
             (subscription, after_seq, limit),
         )
-        return [_backlog_row(row) for row in rows]
+        return _backlog_rows(rows)
 
     def rows(self, subscription: int, seqs: Sequence[int]) -> list[BacklogRow]:
         found: list[BacklogRow] = []
@@ -206,7 +234,7 @@ class BacklogTables:
                 f"WHERE b.subscription = ? AND b.seq IN ({marks}) ORDER BY b.seq",
                 (subscription, *chunk),
             )
-            found.extend(_backlog_row(row) for row in rows)
+            found += _backlog_rows(rows)
         return found
 
     def settle(self, subscription: int, seqs: Sequence[int], retain: Sequence[Acked]) -> None:
@@ -216,20 +244,9 @@ class BacklogTables:
             oldest = self._oldest_retained[subscription]
             first = min(acked.publish_time for acked in retain)
             self._oldest_retained[subscription] = first if oldest is None else min(oldest, first)
-        for seq in seqs:
-            self._writes.write_range(_SETTLE, subscription, seq)
+        self._writes.write_ranges(_SETTLE, subscription, seqs)
 
     def lease(self, subscription: int, seq: int, generation: int, deadline: float) -> None:
-        self._batch(subscription, deadline, seq, generation)
-
-    def end_lease(
-        self, subscription: int, seq: int, generation: int, deadline: float, failed: int
-    ) -> None:
-        self._writes.write(_END_LEASE, (generation, failed, subscription, seq))
-        # The marker lives as long as the lease it ends: forgotten at the same deadline.
-        self._batch(subscription, deadline, seq, -generation)
-
-    def _batch(self, subscription: int, deadline: float, seq: int, generation: int) -> None:
         """Into the newest batch if it is the subscription's with this deadline (the
         leases of one request), else a new one."""
         batches = self._batches
@@ -240,6 +257,13 @@ class BacklogTables:
             batches.append((subscription, deadline, pairs))
         pairs.append(seq)
         pairs.append(generation)
+
+    def end_lease(
+        self, subscription: int, seq: int, generation: int, deadline: float, failed: int
+    ) -> None:
+        self._writes.write(_END_LEASE, (generation, failed, subscription, seq))
+        # The marker lives as long as the lease it ends: forgotten at the same deadline.
+        self.lease(subscription, seq, -generation, deadline)
 
     def flush_leases(self) -> None:
         """Buffer the lease batches as rows (before a commit, and before any statement
@@ -326,10 +350,17 @@ class BacklogTables:
         return min(found) if found else None
 
     def delete_messages(self, topic: int, start: int, floor: int, limit: int) -> int:
-        """Delete up to ``limit`` of the topic's messages with seq in [start, floor)."""
-        cursor = self._writes.db.execute(
-            "DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE seq >= ? "
-            "AND seq < ? AND topic = ? LIMIT ?)",
-            (start, floor, topic, limit),
+        """Delete up to ``limit`` of the topic's messages with seq in [start, floor): the
+        seq of the ``limit``-th bounds one ranged delete (a third cheaper than deleting
+        the seqs a subquery lists, measured: 0.44 against 0.61 µs a message)."""
+        db = self._writes.db
+        last = db.execute(
+            "SELECT seq FROM messages WHERE seq >= ? AND seq < ? AND topic = ? "
+            "ORDER BY seq LIMIT 1 OFFSET ?",
+            (start, floor, topic, limit - 1),
+        ).fetchone()
+        end = floor - 1 if last is None else last[0]
+        cursor = db.execute(
+            "DELETE FROM messages WHERE seq >= ? AND seq <= ? AND topic = ?", (start, end, topic)
         )
         return cursor.rowcount

@@ -17,13 +17,14 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 logger = logging.getLogger("eoclient.server_stub.store")
 
 Row = tuple[Any, ...]
-Operation = tuple[str, list[Row]]
+# A statement and its rows: tuples, or lists for ranges extended in place (``write_ranges``).
+Operation = tuple[str, list[Any]]
 
 
 class Writes:
@@ -45,19 +46,23 @@ class Writes:
         else:
             self._ops.append((sql, [row]))
 
-    def write_range(self, sql: str, key: int, seq: int) -> None:
-        """Buffer ``seq`` for ``sql``, a statement over (key, first seq, last seq): the
-        seq right after the last row's range, of the same key, extends that range instead
-        of adding a row (acks mostly come in seq order: a run of them is one statement)."""
-        if self._ops and self._ops[-1][0] is sql:
-            rows = self._ops[-1][1]
-            last = rows[-1]
-            if last[0] == key and last[2] == seq - 1:
-                rows[-1] = (key, last[1], seq)
+    def write_ranges(self, sql: str, key: int, seqs: Iterable[int]) -> None:
+        """Buffer ``seqs`` for ``sql``, a statement over (key, first seq, last seq): a seq
+        right after the last row's range, of the same key, extends that range instead of
+        adding a row (acks mostly come in seq order: a run of them is one statement).
+        Called for every message settled, so the open range is a list extended in
+        place, not a new tuple a seq."""
+        ops = self._ops
+        for seq in seqs:
+            if ops and ops[-1][0] is sql:
+                rows = ops[-1][1]
+                last = rows[-1]
+                if last[2] == seq - 1 and last[0] == key:
+                    last[2] = seq
+                else:
+                    rows.append([key, seq, seq])
             else:
-                rows.append((key, seq, seq))
-        else:
-            self._ops.append((sql, [(key, seq, seq)]))
+                ops.append((sql, [[key, seq, seq]]))
 
     def write_many(self, sql: str, rows: list[Row]) -> None:
         if rows:
