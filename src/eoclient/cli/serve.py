@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from eoclient.cli.errors import CliError, UsageProblem
+from eoclient.cli.serve_gc import tune_collector
 
 if TYPE_CHECKING:
     from eoclient.server_stub.access.security import DoorSecurity
@@ -57,6 +58,8 @@ async def _serve(
         buckets_dir=buckets_dir,
         bigquery_db=bigquery_db,
     ) as server:
+        # This process is the server's own: its collector is tuned for it (serve_gc.py).
+        tune_collector()
         await _announce_and_wait(server, rest_port, data_dir)
 
 

@@ -1,10 +1,14 @@
 """Group commit: the reference server answers only what its store has made durable.
 
 Durability rule (the one the exactly-once promise rests on): a Publish response (message
-ids), an acknowledgement's SUCCESS — unary or a StreamingPull confirmation — every admin
-change, and a delivery of an exactly-once subscription (its lease: so its ack id still
+ids), every admin change, and on an exactly-once subscription an acknowledgement's SUCCESS —
+unary or a StreamingPull confirmation — and a delivery (its lease: so its ack id still
 resolves after a crash) leave the server only after the store committed them. Each call
-awaits ``durable()`` after the broker applied its change. One commit runs at a time, in the
+awaits ``durable()`` after the broker applied its change. Without exactly-once a delivery,
+an ack or a modack promises nothing a crash could break (at-least-once: the message comes
+again), so those answers do not wait (``services/subscriber.py``); their changes go with the
+next commit — a call that waits, or the ticker's (``commit_pending``), within a quarter of a
+second. One commit runs at a time, in the
 commit loop (``run``, a task the server owns from its start to its stop): it yields once (so
 the other calls of this turn of the event loop add their changes), runs the pending
 statements (``begin_commit``), then the COMMIT and its fsync in a thread

@@ -39,6 +39,8 @@ from eoclient.errors import InvalidArgument
 # room for both, and keeps a digit run far below the 4,300 digits where int() refuses to
 # parse (CPython's int_max_str_digits).
 MAX_ACK_ID_LENGTH = 512
+# The printable ASCII characters (str.isprintable's answer for ASCII): space to tilde.
+_PRINTABLE_ASCII = bytes(range(0x20, 0x7F))
 # Modack seconds on a stream are checked before any id of the request is applied, so a
 # refused request applies nothing (the range of ModifyAckDeadline:
 # docs/protocol.md#streamingpull-requests).
@@ -81,16 +83,17 @@ def all_plausible_ack_ids(ack_ids: Sequence[str]) -> bool:
     """``plausible_ack_id`` of every id, asked of the request at once: being ASCII and
     printable holds for a concatenation exactly when it holds for each part, so one
     joined string and the lengths' bounds answer for a thousand ids without a Python
-    call for each."""
+    call for each. For ASCII, printable is 0x20-0x7E: deleting those bytes
+    (``bytes.translate``, a table lookup a byte) leaves nothing exactly when every
+    character is printable, several times faster than ``str.isprintable``'s Unicode
+    lookups."""
     if not ack_ids:
         return True
+    lengths = list(map(len, ack_ids))
+    if min(lengths) == 0 or max(lengths) > MAX_ACK_ID_LENGTH:
+        return False
     joined = "".join(ack_ids)
-    return (
-        min(map(len, ack_ids)) > 0
-        and max(map(len, ack_ids)) <= MAX_ACK_ID_LENGTH
-        and joined.isascii()
-        and joined.isprintable()
-    )
+    return joined.isascii() and not joined.encode("ascii").translate(None, _PRINTABLE_ASCII)
 
 
 def check_modack_seconds(field: str, seconds: int) -> None:

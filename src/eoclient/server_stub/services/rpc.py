@@ -9,17 +9,26 @@ from typing import Any
 from google.protobuf.message import Message
 
 Handler = Callable[[Any], Awaitable[Message]]
+# Whether a request's answer must wait for the commit of what its handler changed.
+CommitRule = Callable[[Any], bool]
+
+
+def always(_request: Any) -> bool:
+    return True
 
 
 @dataclass(frozen=True)
 class RpcMethod:
-    """One unary RPC: its service's full name, its handler and its message classes."""
+    """One unary RPC: its service's full name, its handler and its message classes, and
+    whether an answer waits for the commit of the handler's changes (``answer_after_commit``
+    of the request: every method's answer does, unless its service says otherwise)."""
 
     service: str  # "google.pubsub.v1.Publisher", "google.iam.v1.IAMPolicy", ...
     name: str
     handler: Handler
     request: type[Message]
     response: type[Message]
+    answer_after_commit: CommitRule = always
 
 
 def rpc_methods(service: str, table: dict[str, tuple[Handler, Any, Any]]) -> list[RpcMethod]:

@@ -19,10 +19,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from google.protobuf import empty_pb2
 
 from eoclient._proto import pubsub_pb2
+from eoclient.errors import RpcError
 from eoclient.server_stub.bigquery import BigQueryStandIn
 from eoclient.server_stub.core import Broker, Delivery, SubscriptionView
 from eoclient.server_stub.services import (
@@ -43,6 +45,12 @@ SERVICE = "google.pubsub.v1.Subscriber"
 PULL_WAIT_SECONDS = 1.0
 # Top-level fields that say how a subscription delivers (at most one may be set).
 _DELIVERY_FIELDS = frozenset({"push_config", "bigquery_config", "cloud_storage_config"})
+
+# The delivery methods whose answers wait for their commit only with exactly-once.
+_SETTLED_BY_AT_LEAST_ONCE = frozenset({"Pull", "Acknowledge", "ModifyAckDeadline"})
+_DeliveryRequest = (
+    pubsub_pb2.PullRequest | pubsub_pb2.AcknowledgeRequest | pubsub_pb2.ModifyAckDeadlineRequest
+)
 
 # Sets the output-only state of a subscription's export config in an answer.
 ExportStates = Callable[[pubsub_pb2.Subscription], Awaitable[None]]
@@ -76,6 +84,28 @@ class SubscriberService:
         return subscription
 
     def methods(self) -> list[RpcMethod]:
+        # A Pull, Acknowledge or ModifyAckDeadline on a subscription without exactly-once
+        # promises nothing a crash could break, so its answer does not wait for the commit
+        # (a StreamingPull's deliveries and acks do not either): a lost lease is a
+        # redelivery, a lost ack or nack one more delivery, both within at-least-once
+        # (docs/protocol.md#ack-ids-across-a-restart). With
+        # exactly-once the lease (the ack id a client holds) and the ack's SUCCESS are
+        # promises: those answers wait (group_commit.py).
+        return [
+            replace(rpc, answer_after_commit=self._exactly_once)
+            if rpc.name in _SETTLED_BY_AT_LEAST_ONCE
+            else rpc
+            for rpc in self._methods()
+        ]
+
+    def _exactly_once(self, request: _DeliveryRequest) -> bool:
+        try:
+            exactly_once, _ = self.broker.subscriptions.properties(request.subscription)
+        except RpcError:  # deleted meanwhile: answered after the commit, as ever
+            return True
+        return exactly_once
+
+    def _methods(self) -> list[RpcMethod]:
         P = pubsub_pb2
         E = empty_pb2.Empty
         return rpc_methods(

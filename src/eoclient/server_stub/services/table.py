@@ -130,12 +130,15 @@ class Services:
         request_checks.check_renderable(request)
         # Nothing leaves before the store has it (group_commit.py): not the result, and
         # not an exactly-once failure either, which reports the request's other ids done.
+        # The one exception is the method's own (``RpcMethod.answer_after_commit``): a
+        # successful answer that promises nothing a crash could break.
         try:
             result = await (handler or rpc.handler)(request)
         except RpcError:
             await self.group_commit.durable()
             raise
-        await self.group_commit.durable()
+        if rpc.answer_after_commit(request):
+            await self.group_commit.durable()
         return result
 
 
