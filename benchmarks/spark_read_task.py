@@ -23,7 +23,8 @@ over the batches after the first (the first pays for imports and the connection)
 minimum and median over the rounds, split by thread (the main thread: the journal's files,
 the hand-off; the event loop thread: Pull calls, decoding, admission, acks; the other
 threads: gRPC's own, in C), the messages per Pull response, and the ratio to the
-first version. The server's CPU is not counted (its own process). ``--profile``: one more
+first version. Apart from it, the server's CPU a message over the same batches (its own
+process, read from /proc: what the read tasks' calls cost it). ``--profile``: one more
 child per version under cProfile (the main thread and the loop thread, merged), its top
 functions by own time printed.
 """
@@ -78,13 +79,15 @@ def start_server(src: Path) -> tuple[subprocess.Popen[str], str]:
 # ------------------------------------------------------------------------------ the child
 
 
-def child(address: str, batch: int, batches: int, profile: bool) -> dict[str, Any]:
+def child(
+    address: str, batch: int, batches: int, profile: bool, server_pid: int | None
+) -> dict[str, Any]:
     """Run ``batches`` read tasks in this process (the version on ``sys.path``)."""
     import pyarrow as pa
     import pyarrow.ipc
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _server import fill_subscription
+    from _server import fill_subscription, process_cpu
 
     from eoclient.spark import _pull, _reader
     from eoclient.spark._journal import Journal, Plan
@@ -140,6 +143,7 @@ def child(address: str, batch: int, batches: int, profile: bool) -> dict[str, An
         main_cpu: list[float] = []
         loop_cpu: list[float] = []
         rows: list[int] = []
+        server_cpu: list[float] = []
         for k in range(batches):
             settles = (k - 1,) if k else ()
             journal.write_plan(k, Plan((batch,), False, settles, None, 60.0))
@@ -151,6 +155,7 @@ def child(address: str, batch: int, batches: int, profile: bool) -> dict[str, An
                 profilers[0].enable()
             loop_started = _loop_cpu(_reader, settings.endpoint)
             main_started = time.thread_time()
+            server_started = process_cpu(server_pid) if server_pid else 0.0
             started = time.process_time()
             sink = pa.BufferOutputStream()
             count = 0
@@ -163,6 +168,7 @@ def child(address: str, batch: int, batches: int, profile: bool) -> dict[str, An
             if writer is not None:
                 writer.close()
             cpu.append(time.process_time() - started)
+            server_cpu.append(process_cpu(server_pid) - server_started if server_pid else 0.0)
             main_cpu.append(time.thread_time() - main_started)
             loop_cpu.append(_loop_cpu(_reader, settings.endpoint) - loop_started)
             rows.append(count)
@@ -176,6 +182,7 @@ def child(address: str, batch: int, batches: int, profile: bool) -> dict[str, An
         "main_cpu": main_cpu,
         "loop_cpu": loop_cpu,
         "rows": rows,
+        "server_cpu": server_cpu,
         "per_response": sum(responses) / max(1, len(responses)),
     }
     if profile:
@@ -212,7 +219,9 @@ def _loop_cpu(reader: Any, endpoint: str | None) -> float:
 # ----------------------------------------------------------------------------- the parent
 
 
-def run_child(src: Path, address: str, args: argparse.Namespace, profile: bool) -> dict[str, Any]:
+def run_child(
+    src: Path, address: str, server_pid: int, args: argparse.Namespace, profile: bool
+) -> dict[str, Any]:
     command = [
         sys.executable,
         __file__,
@@ -222,6 +231,8 @@ def run_child(src: Path, address: str, args: argparse.Namespace, profile: bool) 
         str(args.batch),
         "--batches",
         str(args.batches),
+        "--server-pid",
+        str(server_pid),
     ]
     if profile:
         command.append("--profile")
@@ -242,9 +253,11 @@ def main() -> int:
     parser.add_argument("--server", default="worktree")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--child", metavar="ADDRESS")
+    parser.add_argument("--server-pid", type=int)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.batch, args.batches, args.profile)))
+        result = child(args.child, args.batch, args.batches, args.profile, args.server_pid)
+        print(json.dumps(result))
         return 0
 
     versions = args.versions.split(",")
@@ -256,9 +269,10 @@ def main() -> int:
             per_message: dict[str, list[float]] = {v: [] for v in versions}
             per_response: dict[str, list[float]] = {v: [] for v in versions}
             split: dict[str, list[tuple[float, float, float]]] = {v: [] for v in versions}
+            server_us: dict[str, list[float]] = {v: [] for v in versions}
             for round_ in range(args.rounds):
                 for version in versions:
-                    result = run_child(sources[version], address, args, profile=False)
+                    result = run_child(sources[version], address, server.pid, args, profile=False)
                     cpu, rows = result["cpu"][1:], result["rows"][1:]
                     if sum(rows) != args.batch * (args.batches - 1):
                         raise RuntimeError(f"{version}: {rows} rows, not {args.batch} a batch")
@@ -267,17 +281,19 @@ def main() -> int:
                     loop_us = sum(result["loop_cpu"][1:]) / sum(rows) * 1e6
                     split[version].append((main_us, loop_us, us - main_us - loop_us))
                     per_message[version].append(us)
+                    server_us[version].append(sum(result["server_cpu"][1:]) / sum(rows) * 1e6)
                     per_response[version].append(result["per_response"])
                     print(
                         f"round {round_ + 1} {version}: {us:.2f} µs/msg (main thread "
                         f"{main_us:.2f}, loop thread {loop_us:.2f}, other threads "
                         f"{us - main_us - loop_us:.2f}; "
-                        f"{result['per_response']:.0f} msgs/Pull response)",
+                        f"{result['per_response']:.0f} msgs/Pull response; server "
+                        f"{server_us[version][-1]:.2f} µs/msg)",
                         flush=True,
                     )
             if args.profile:
                 for version in versions:
-                    result = run_child(sources[version], address, args, profile=True)
+                    result = run_child(sources[version], address, server.pid, args, profile=True)
                     print(f"\n===== profile of {version} (batches 2..n)\n{result['profile']}")
             print(f"load: {os.getloadavg()}", flush=True)
         finally:
@@ -286,16 +302,18 @@ def main() -> int:
     first = statistics.median(per_message[versions[0]])
     print(
         "\n| version | CPU µs/msg (min) | CPU µs/msg (median) | ratio to first (median) "
-        "| main thread | loop thread | other threads | msgs per Pull response |"
+        "| main thread | loop thread | other threads | msgs per Pull response "
+        "| server CPU µs/msg (median) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for version in versions:
         median = statistics.median(per_message[version])
         print(
             f"| {version} | {min(per_message[version]):.2f} | {median:.2f} | "
             f"{median / first:.2f} | "
             + " | ".join(f"{statistics.median(s[i] for s in split[version]):.2f}" for i in range(3))
-            + f" | {statistics.median(per_response[version]):.0f} |"
+            + f" | {statistics.median(per_response[version]):.0f}"
+            + f" | {statistics.median(server_us[version]):.2f} |"
         )
     return 0
 

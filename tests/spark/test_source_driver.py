@@ -27,9 +27,10 @@ pytest.importorskip("pyspark", reason="the spark extra is not installed")
 from eoclient._clock import SystemClock
 from eoclient.server_stub.core import NewMessage, SubscriptionConfig, TopicConfig
 from eoclient.server_stub.server import ReferenceServer, run_server
+from eoclient.spark import _reader
 from eoclient.spark._decisions import Admission, Known
 from eoclient.spark._journal import Journal
-from eoclient.spark._lease_log import LeaseLog
+from eoclient.spark._lease_log import LeaseLog, read_logs
 from eoclient.spark._options import SourceSettings
 from eoclient.spark._pull import Pulled, open_client, pull_part
 from eoclient.spark._reader import ReadTask, close_workers, read_part
@@ -513,6 +514,87 @@ async def test_a_settle_gives_back_what_a_dead_read_task_held(scene: Scene) -> N
     # Read again at once: the next batch takes them.
     assert await scene.latest(runner, 2, 3000) == 3
     assert len(scene.journaled(2)) == 10
+
+
+async def test_a_read_task_pulls_while_its_settle_acks(scene: Scene, tmp_path: Path) -> None:
+    scene.publish(6000)
+    runner = await scene.runner(numPartitions="2")
+    assert await scene.latest(runner, 0, 3000) == 1  # a probe of 2,000, two tasks of 500
+    first = await scene.read_batch(runner, 0)
+    assert await scene.latest(runner, 1, 3000) == 2
+    task = (await scene.tasks(runner, 1))[1]
+    assert (task.part, task.quota, task.settle) == (1, 500, ((0, 1),))
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    points = {"faultPoints": "after_settle:1:pause", "faultDir": str(faults)}
+
+    # Held once its part of batch 0 is acked, before it is marked settled: its pull, sent
+    # with the acks, goes on meanwhile (journaled only once the settle is done).
+    reading = asyncio.create_task(scene.read(task, **points))
+    try:
+        while not (faults / "after_settle.paused").exists():  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        old = set(first)
+        deadline = time.monotonic() + 10
+        while True:
+            pulled = [
+                m
+                for m in scene.srv.broker.history.message_ids(scene.subscription)
+                if m not in old and scene.deliveries(m)
+            ]
+            if len(pulled) >= 2000 + 500 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        assert len(pulled) == 2000 + 500  # batch 1's probe and this task's share
+        assert scene.journal.part_indexes(1) == [0]
+    finally:
+        (faults / "after_settle.resume").touch()
+        rows = await reading
+
+    assert len(rows) == 500
+    assert scene.journal.settled_path(0, 1).exists()
+    assert sorted(scene.journaled(1)) == sorted(pulled)
+
+
+async def test_a_settle_failing_while_its_task_pulls_leaves_the_pull_to_be_given_back(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scene.publish(6500)
+    runner = await scene.runner(numPartitions="2")
+    assert await scene.latest(runner, 0, 3000) == 1
+    await scene.read_batch(runner, 0)
+    assert await scene.latest(runner, 1, 3000) == 2
+    task = (await scene.tasks(runner, 1))[1]
+
+    async def broken(*args: Any) -> None:
+        raise OSError("the journal's disk is gone")
+
+    monkeypatch.setattr(_reader, "acknowledge_part", broken)
+    with pytest.raises(OSError, match="disk is gone"):
+        await scene.read(task)
+    monkeypatch.undo()
+    # The attempt's pull ran to its end and its lease log lists what it holds; nothing of
+    # it was journaled, and its settle is to be done again.
+    (log,) = scene.journal.attempt_logs(1, 1)
+    held = read_logs([log]).answered
+    assert len(held) == 500
+    assert scene.journal.part_indexes(1) == [0]
+    assert not scene.journal.settled_path(0, 1).exists()
+
+    retried = await scene.read(task)  # Spark's retry: settles, pulls other messages
+    assert len(retried) == 500
+    assert scene.journal.settled_path(0, 1).exists()
+    # Batch 2 settles batch 1: what the failed attempt held is given back.
+    await scene.read_batch(runner, 1)
+    assert await scene.latest(runner, 2, 3000) == 3
+    await scene.read_batch(runner, 2)
+    given_back = [
+        m
+        for m in scene.srv.broker.history.message_ids(scene.subscription)
+        if scene.modacks(m) == [0]
+    ]
+    assert len(given_back) == 500
+    assert not set(given_back) & set(retried)
 
 
 # --------------------------------------------------------------------- availableNow

@@ -8,6 +8,7 @@ runs background tasks (the lease extender) between Spark's calls.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
 from collections.abc import Coroutine
@@ -31,6 +32,10 @@ class LoopThread:
     def run(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run ``coroutine`` on the loop and wait for its result (or exception)."""
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start ``coroutine`` on the loop; its future (``result()`` waits for it)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
 
     def close(self) -> None:
         """Cancel the tasks still pending on the loop and wait for them, then stop the loop

@@ -27,14 +27,16 @@ A micro-batch:
 2. ``partitions(k, k + 1)``: part 0, one partition per read task of the plan, and the parts
    of the batches it settles dealt round-robin over them (settle tasks alone if the batch
    reads nothing).
-3. ``read``: first settle the parts dealt to the task (``_settle``: ack every journaled ack
-   id; give back what their dead attempts pulled and never journaled; record the messages
-   whose ack is not confirmed as *pending*: a redelivery of one is acked, not emitted; mark
-   the part settled). Then a journaled part is replayed; otherwise the task pulls its share,
-   acks redeliveries of committed messages, journals what it pulled *before* returning a
-   row, atomically and only if no other attempt did (the loser gives its messages back with
-   modack 0 and replays the winner). The part's ack ids go to the worker's lease keeper
-   (``_keeper``), which extends their leases until the part is settled. See ``_reader``.
+3. ``read``: settle the parts dealt to the task (``_settle``: ack every journaled ack id;
+   give back what their dead attempts pulled and never journaled; record the messages whose
+   ack is not confirmed as *pending*: a redelivery of one is acked, not emitted; mark the
+   part settled). A journaled part is then replayed; otherwise the task pulls its share
+   (the pull starts as the first settle sends its acks, and runs alongside them), and once
+   the settles are done acks redeliveries of committed messages, journals what it pulled
+   *before* returning a row, atomically and only if no other attempt did (the loser gives
+   its messages back with modack 0 and replays the winner). The part's ack ids go to the
+   worker's lease keeper (``_keeper``), which extends their leases until the part is
+   settled. See ``_reader``.
 4. The sink commits, Spark writes ``commits/k``; the next ``latestOffset(k + 1)`` plans
    batch ``k + 1``, whose tasks settle batch ``k``.
 
@@ -70,7 +72,9 @@ settles it                                     that ran out meanwhile: the settl
                                                them fail (pending), their redeliveries are
                                                acked, not emitted
 executor (or its Python worker), settling a    Spark retries the task: it settles the part
-part, before its acks                          (not marked settled) again
+part, before its acks                          (not marked settled) again; what the task's
+                                               pull (started with the first acks) held is
+                                               given back as for a death while pulling
 executor, after a part's acks, before it is    the retry acks again; ids acked the first
 marked settled                                 time fail and go pending (harmless: never
                                                redelivered, only remembered)
