@@ -88,7 +88,7 @@ class GrpcDoor:
         """Pull for this door: the PullResponse encoded straight to bytes, as StreamingPull
         deliveries are (wire_encoding; the REST door needs the protobuf)."""
         deliveries = await self.services.subscriber.pull_deliveries(request)
-        return wire_encoding.encode_pull_response(wire_encoding.encode_deliveries(deliveries))
+        return wire_encoding.encode_pull(deliveries)
 
     async def streaming_pull(
         self, requests: Any, context: grpc.aio.ServicerContext[Any, Any]
