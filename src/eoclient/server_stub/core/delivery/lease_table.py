@@ -272,13 +272,14 @@ class LeaseTable:
             for seq, generation, size, attempts, publish_time in zip(*leases, strict=True):
                 self.add(seq, generation, deadline, size, attempts, 0, publish_time)
             return
-        self._seqs.extend(seqs)
-        self._generations.extend(generations)  # each >= 1: a delivery's
-        self._deadlines.extend(itertools.repeat(deadline, len(seqs)))
-        self._sizes.extend(sizes)
-        self._failed.extend(failed)
-        self._streams.extend(itertools.repeat(0, len(seqs)))
-        self._published.extend(published)
+        # fromlist and a repeated array: half and a seventh of extend's cost an element.
+        self._seqs.fromlist(seqs)
+        self._generations.fromlist(generations)  # each >= 1: a delivery's
+        self._deadlines += array("d", (deadline,)) * len(seqs)
+        self._sizes.fromlist(sizes)
+        self._failed.fromlist(failed)
+        self._streams += array("q", (0,)) * len(seqs)
+        self._published.fromlist(published)
         self._live += len(seqs)
         self._bytes += sum(sizes)
         if self._due.add_many(seqs, deadline) > 2 * self._live + self.SLACK:
