@@ -25,6 +25,7 @@ from eoclient._clock import FakeClock
 from eoclient.errors import InvalidArgument
 from eoclient.server_stub.core import Broker, NewMessage, SubscriptionConfig, TopicConfig
 from eoclient.server_stub.core.ack_ids import parse_ack_id, parse_ack_ids
+from eoclient.server_stub.core.delivery.lease_table import LeaseTable, NewLeases
 from eoclient.server_stub.core.store import Store
 from eoclient.server_stub.storage.sqlite import SqliteStore
 
@@ -116,7 +117,9 @@ class _Run:
 def _ack_ids(broker: Broker, operation: Any, issued: list[str]) -> list[str]:
     ids = [issued[-1 - i] for i in operation[1] if i < len(issued)]
     how = operation[2] if operation[0] == "ack" else "as is"
-    if how == "shuffled":
+    if how == "in order":  # the newest ids as issued: a unary Pull's response, acked whole
+        ids = issued[len(issued) - len(ids) :]
+    elif how == "shuffled":
         random.Random(len(ids)).shuffle(ids)
     elif how == "repeated":
         ids = ids + ids[:3]
@@ -226,3 +229,46 @@ def test_a_pull_of_fresh_messages_takes_them_as_one_run() -> None:
     deliveries = run.broker.leasing.pull(SUB, 10)
     assert [d.message.message_id for d in deliveries] == ["1", "2", "3", "4", "5"]
     assert taken[0] == 5
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(1, 6), min_size=1, max_size=4),
+    st.lists(
+        st.tuples(
+            st.integers(0, 20),
+            st.integers(0, 8),
+            st.sampled_from(["as leased", "older", "newer", "zero"]),
+        ),
+        max_size=6,
+    ),
+    st.booleans(),
+    st.sampled_from([5.0, 15.0, 25.0]),
+)
+def test_a_slice_of_the_lease_table_settles_as_each_lease_alone(
+    pulls: list[int], requests: list[tuple[int, int, str]], exact: bool, now: float
+) -> None:
+    """``LeaseTable.settle_many``'s whole-slice path against its loop (switched off)."""
+    tables = [LeaseTable(), LeaseTable()]
+    tables[1]._settle_slice = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    seq = 0
+    leased: dict[int, int] = {}  # seq -> generation
+    for pull, count in enumerate(pulls):
+        seqs = list(range(seq + 1, seq + count + 1))
+        seq += count
+        leased.update((s, 1 + pull % 2) for s in seqs)
+        for table in tables:
+            table.add_many(
+                10.0 * (pull + 1),
+                NewLeases(seqs, [1 + pull % 2] * count, [3] * count, [0] * count, [1.0] * count),
+            )
+    for start, length, how in requests:
+        seqs = list(range(start, start + length))
+        generations = [leased.get(s, 1) for s in seqs]
+        if how != "as leased" and generations:
+            generations[len(generations) // 2] += {"older": -1, "newer": 1, "zero": -99}[how]
+            generations = [max(g, 0) for g in generations]
+        answers = [table.settle_many(seqs, generations, now, exact=exact) for table in tables]
+        assert answers[0] == answers[1]
+        assert [list(table) for table in tables[1:]] == [list(tables[0])]
+        assert [(len(t), t.bytes) for t in tables[1:]] == [(len(tables[0]), tables[0].bytes)]

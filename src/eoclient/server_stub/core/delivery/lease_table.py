@@ -41,6 +41,8 @@ from itertools import compress
 from typing import NamedTuple
 
 from eoclient.server_stub.core.delivery.lease_deadlines import DeadlineRecords
+from eoclient.server_stub.core.delivery.lease_run import DEAD as _DEAD
+from eoclient.server_stub.core.delivery.lease_run import LeaseRun
 
 
 class Settled(NamedTuple):
@@ -75,13 +77,11 @@ class Lease(NamedTuple):
     publish_time: float
 
 
-_DEAD = 0  # the generation of a slot whose lease ended
-
 # An overflow row: the fields of a Lease after its seq, in order (a list: updated in place).
 _Row = list[float]
 
 
-class LeaseTable:
+class LeaseTable(LeaseRun):
     # Stale slots and records tolerated beyond the live leases before a rebuild: a
     # rebuild is O(live), so one every SLACK ends (or extensions) keeps its cost
     # amortised O(1) while a small table never rebuilds at all.
@@ -95,16 +95,7 @@ class LeaseTable:
         self.clear()
 
     def clear(self) -> None:
-        self._seqs = array("q")
-        self._generations = array("q")
-        self._deadlines = array("d")
-        self._sizes = array("q")
-        self._failed = array("q")
-        self._streams = array("q")
-        self._published = array("d")
-        self._head = 0  # every slot before it is dead
-        self._finger = 0  # the slot last found
-        self._dead = 0  # dead slots in the run
+        self._clear_run()
         self._overflow: dict[int, _Row] = {}
         self._overflow_min: int | None = None  # cached; None: recompute
         self._live = 0
@@ -134,31 +125,6 @@ class LeaseTable:
         return self._due.slots
 
     # ---------------------------------------------------------------- lookups
-
-    def _find(self, seq: int) -> int:
-        """The run's slot holding ``seq`` (live or dead), or -1. Acks mostly come in seq
-        order, and an ack id is resolved then settled: the slot after the last one found,
-        or that one, is tried before a bisect."""
-        seqs = self._seqs
-        i = self._finger
-        n = len(seqs)
-        if i < n and seqs[i] == seq:
-            return i
-        i += 1
-        if i < n and seqs[i] == seq:
-            self._finger = i
-            return i
-        i = bisect_left(seqs, seq)
-        if i < n and seqs[i] == seq:
-            self._finger = i
-            return i
-        return -1
-
-    def _slot(self, seq: int) -> int:
-        """The run's slot of ``seq``'s live lease, or -1. (A seq with a slot in the run,
-        dead or not, is never in the overflow: a new lease of it takes the slot back.)"""
-        i = self._find(seq)
-        return i if i >= 0 and self._generations[i] != _DEAD else -1
 
     def _view(self, i: int) -> Lease:
         return Lease(
@@ -272,13 +238,14 @@ class LeaseTable:
             for seq, generation, size, attempts, publish_time in zip(*leases, strict=True):
                 self.add(seq, generation, deadline, size, attempts, 0, publish_time)
             return
-        self._seqs.extend(seqs)
-        self._generations.extend(generations)  # each >= 1: a delivery's
-        self._deadlines.extend(itertools.repeat(deadline, len(seqs)))
-        self._sizes.extend(sizes)
-        self._failed.extend(failed)
-        self._streams.extend(itertools.repeat(0, len(seqs)))
-        self._published.extend(published)
+        # fromlist and a repeated array: half and a seventh of extend's cost an element.
+        self._seqs.fromlist(seqs)
+        self._generations.fromlist(generations)  # each >= 1: a delivery's
+        self._deadlines += array("d", (deadline,)) * len(seqs)
+        self._sizes.fromlist(sizes)
+        self._failed.fromlist(failed)
+        self._streams += array("q", (0,)) * len(seqs)
+        self._published.fromlist(published)
         self._live += len(seqs)
         self._bytes += sum(sizes)
         if self._due.add_many(seqs, deadline) > 2 * self._live + self.SLACK:
@@ -310,6 +277,10 @@ class LeaseTable:
         id, a lease in the overflow, none at all) is a *miss*, left alone, for the
         caller's one-by-one path. Ids come mostly in seq order: the slot after the last
         one settled is tried before a bisect."""
+        sliced = self._settle_slice(seqs, generations, now, exact=exact)
+        if sliced is not None:
+            times, streamed, freed, finger = sliced
+            return self._settled(Settled([], list(seqs), times, streamed), freed, finger)
         run, live, deadlines = self._seqs, self._generations, self._deadlines
         sizes, streams, published = self._sizes, self._streams, self._published
         n = len(run)
@@ -340,9 +311,13 @@ class LeaseTable:
                 streamed.append((streams[j], size))
             done.append(seq)
             times.append(published[j])
+        return self._settled(settled, freed, finger)
+
+    def _settled(self, settled: Settled, freed: int, finger: int) -> Settled:
+        """``settle_many``'s counts: ``settled.seqs`` ended, ``freed`` bytes."""
         self._finger = finger
-        self._dead += len(done)
-        self._live -= len(done)
+        self._dead += len(settled.seqs)
+        self._live -= len(settled.seqs)
         self._bytes -= freed
         self._skip_dead_head()
         self._upkeep()
@@ -419,9 +394,6 @@ class LeaseTable:
 
     # ---------------------------------------------------------------- upkeep
 
-    def _live_slots(self) -> list[bool]:
-        return [generation != _DEAD for generation in self._generations]
-
     def _rebuild_records(self) -> None:
         """The deadline records again, of the live leases only: O(n)."""
         live = self._live_slots()
@@ -453,12 +425,6 @@ class LeaseTable:
         self._head = self._finger = self._dead = 0
         self._overflow.clear()
         self._overflow_min = None
-
-    def _skip_dead_head(self) -> None:
-        generations, head, end = self._generations, self._head, len(self._seqs)
-        while head < end and generations[head] == _DEAD:
-            head += 1
-        self._head = head
 
     def _overflow_low(self) -> int | None:
         if not self._overflow:

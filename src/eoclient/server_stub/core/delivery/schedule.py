@@ -22,9 +22,13 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Mapping
+from operator import attrgetter
+from typing import cast
 
 from eoclient.server_stub.core.delivery.entries import Entry
 from eoclient.server_stub.core.delivery.key_order import KeyOrder
+
+_ready_at = attrgetter("ready_at")
 
 
 class Schedule:
@@ -111,10 +115,18 @@ class Schedule:
         dropped on the way as ``pop`` drops them. Without ordering keys only (``pop``
         checks a key's head). Ascending seqs."""
         run, entries = self._run, self._entries
-        before = self._ready[0] if self._ready else None
-        taken: list[Entry] = []
         take = run.popleft
-        while run and len(taken) < count and (before is None or run[0] < before):
+        if not self._ready:
+            # Nothing in the heap (the common case): the run's first ``count`` at once,
+            # looked up in C; a stale one among them (rare) sends them through the filter.
+            found = [entries.get(take()) for _ in range(min(count, len(run)))]
+            # all(): an Entry is always true (``None in`` would call Entry.__eq__ on each).
+            if all(found) and (not found or max(map(_ready_at, found)) <= now):
+                return cast(list[Entry], found)  # None is not among them
+            return [entry for entry in found if entry is not None and entry.ready_at <= now]
+        before = self._ready[0]
+        taken: list[Entry] = []
+        while run and len(taken) < count and run[0] < before:
             entry = entries.get(take())
             if entry is not None and entry.ready_at <= now:
                 taken.append(entry)
