@@ -24,12 +24,12 @@ import pytest
 pytest.importorskip("pyarrow", reason="the spark extra is not installed")
 pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
-from eoclient._clock import SystemClock
+from eoclient._clock import FakeClock, SystemClock
 from eoclient.server_stub.core import NewMessage, SubscriptionConfig, TopicConfig
 from eoclient.server_stub.server import ReferenceServer, run_server
 from eoclient.spark import _reader
 from eoclient.spark._decisions import Admission, Known
-from eoclient.spark._journal import Journal
+from eoclient.spark._journal import Journal, Plan
 from eoclient.spark._lease_log import LeaseLog, read_logs
 from eoclient.spark._options import SourceSettings
 from eoclient.spark._pull import Pulled, open_client, pull_part
@@ -554,6 +554,27 @@ async def test_a_read_task_pulls_while_its_settle_acks(scene: Scene, tmp_path: P
     assert len(rows) == 500
     assert scene.journal.settled_path(0, 1).exists()
     assert sorted(scene.journaled(1)) == sorted(pulled)
+
+
+def test_a_read_task_s_pull_deadline_runs_from_the_end_of_its_settles(tmp_path: Path) -> None:
+    clock = FakeClock(start=1000.0)
+    settings = SourceSettings(
+        {
+            "subscription": "projects/p/subscriptions/sub",
+            "journalpath": str(tmp_path),
+            "pulltimeoutseconds": "2",
+        }
+    )
+    worker = _reader._Worker(loop=None, client=None, clock=clock)  # type: ignore[arg-type]
+    plan = Plan((500,), True, (0,), None, 10.0)
+    pulling = _reader._Pulling(settings, worker, Journal(tmp_path), ReadTask(1, 1, 500), plan)
+
+    assert pulling.deadline() == 1002.0
+    clock.advance(30)  # the settles' acks take long: the pull goes on
+    assert pulling.deadline() == 1032.0
+    pulling.settled()
+    clock.advance(1.5)
+    assert pulling.deadline() == 1032.0
 
 
 async def test_a_settle_failing_while_its_task_pulls_leaves_the_pull_to_be_given_back(

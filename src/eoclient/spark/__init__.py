@@ -28,8 +28,8 @@ Source options (names are case-insensitive; values are strings; an unknown name 
 * ``numPartitions``: read tasks per micro-batch, each acking its share of the previous
   (committed) batch and pulling its share of this one on an executor; default the
   session's parallelism (``eoclient.spark.register``), else 2.
-* ``pullTimeoutSeconds`` (default 2): how long the driver's first round, and each read task,
-  pull at most.
+* ``pullTimeoutSeconds`` (default 2): how long the driver's first round, and each read task
+  (once the acks of its share of the previous batch are done), pull at most.
 * ``leaseSeconds`` (default 60, 10..600): the deadline journaled deliveries are extended to.
 * ``restartGraceSeconds``: how long an ``availableNow`` run keeps looking at an empty
   subscription before it concludes there is nothing left. By default 0, except after a run

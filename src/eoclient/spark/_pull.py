@@ -91,12 +91,12 @@ async def pull_part(
     log: LeaseLog,
     *,
     max_rows: int,
-    deadline: float,
+    deadline: float | Callable[[], float],
     clock: AsyncClock,
     keep_waiting: Callable[[float], bool] = lambda now: False,
 ) -> None:
     """Pull until ``max_rows`` messages are emitted, a Pull comes back empty, or
-    ``deadline`` (on ``clock``) passes.
+    ``deadline`` (on ``clock``; a callable is asked again at each answer) passes.
 
     ``PULLS_IN_FLIGHT`` calls overlap, in a TaskGroup. Every call asks for no more than is
     still missing (counting the calls in flight), so the batch never exceeds ``max_rows``.
@@ -146,7 +146,7 @@ async def pull_part(
                     if not received:
                         waiting = not pulled.admission.emitted_count and keep_waiting(now)
                         stopping = stopping or not waiting
-                    elif now >= deadline:
+                    elif now >= (deadline() if callable(deadline) else deadline):
                         stopping = True
         finally:
             # Only when a call failed or this was cancelled: end the others (the group

@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -166,6 +166,7 @@ def read_part(settings: SourceSettings, task: ReadTask) -> Iterator[pa.RecordBat
         if task.part is None:
             return
         if pulling is not None:
+            pulling.settled()
             attempt = pulling.result()
             # Here, not on the worker's loop: a test may hold this task here.
             fault_point("before_claim", settings.fault_points, settings.fault_dir)
@@ -218,7 +219,8 @@ class _Pulling:
     own). The pull starts once the first settle is about to send its acks (after its
     ``before_settle`` point: a task stopped there has pulled nothing), or at once without a
     settle. What it pulled is admitted and journaled only once every settle is done
-    (``_claim`` reads the pending ids the settles write)."""
+    (``_claim`` reads the pending ids the settles write); ``pullTimeoutSeconds`` counts from
+    then (:meth:`deadline`)."""
 
     settings: SourceSettings
     worker: _Worker
@@ -227,6 +229,19 @@ class _Pulling:
     plan: Plan
     attempt: _Attempt | None = None
     running: Future[None] | None = None
+    settled_at: float | None = None  # on the worker's clock; set from the task's thread
+
+    def deadline(self) -> float:
+        """When the pull stops sending calls: ``pullTimeoutSeconds`` after the settles are
+        done (while they run, never: the acks share the server with the pull, and a
+        deadline that counted them would cut parts short on a busy machine)."""
+        settled_at = self.settled_at
+        start = self.worker.clock.now() if settled_at is None else settled_at
+        return start + self.settings.pull_timeout
+
+    def settled(self) -> None:
+        """The task's settles are done: the pull's deadline runs from now."""
+        self.settled_at = self.worker.clock.now()
 
     def start(self) -> None:
         """Send the pull's first calls (once)."""
@@ -243,7 +258,7 @@ class _Pulling:
             batch,
             index,
         )
-        pull = _pull(self.settings, self.worker, attempt, self.task.quota)
+        pull = _pull(self.settings, self.worker, attempt, self.task.quota, self.deadline)
         self.running = self.worker.loop.submit(pull)
 
     def result(self) -> _Attempt:
@@ -295,14 +310,20 @@ async def _hold(settings: SourceSettings, worker: _Worker, journal: Journal, par
     )
 
 
-async def _pull(settings: SourceSettings, worker: _Worker, attempt: _Attempt, quota: int) -> None:
+async def _pull(
+    settings: SourceSettings,
+    worker: _Worker,
+    attempt: _Attempt,
+    quota: int,
+    deadline: Callable[[], float],
+) -> None:
     await pull_part(
         worker.client,
         settings.subscription,
         attempt.pulled,
         attempt.log,
         max_rows=quota,
-        deadline=worker.clock.now() + settings.pull_timeout,
+        deadline=deadline,
         clock=worker.clock,
     )
 
