@@ -8,10 +8,8 @@ from hypothesis import strategies as st
 from eoclient._proto import pubsub_pb2
 from eoclient.server_stub.core.model import Delivery, StoredMessage
 from eoclient.server_stub.doors.grpc.wire_encoding import (
-    encode_deliveries,
     encode_properties,
     encode_pull,
-    encode_pull_response,
     encode_received_message,
     encode_streaming_response,
     varint,
@@ -58,15 +56,15 @@ def test_encoding_matches_protobuf(
     )
 )
 def test_pull_encoding_matches_protobuf(deliveries: list[tuple[str, StoredMessage, int]]) -> None:
-    encoded = encode_pull_response(encode_received_message(a, m, n) for a, m, n in deliveries)
+    encoded = encode_pull([Delivery(a, m, n) for a, m, n in deliveries])
     expected = pubsub_pb2.PullResponse(
         received_messages=[translate.received_message(Delivery(a, m, n)) for a, m, n in deliveries]
     )
     assert pubsub_pb2.PullResponse.FromString(encoded) == expected
 
 
-# Mostly the common message (no attributes, no ordering key) that encode_deliveries
-# encodes on its own, with the edges of its shortcut: empty data or id, long data.
+# Mostly the common message (no attributes, no ordering key) that encode_pull builds
+# in place, with the edges of its shortcut: empty data or id, long data.
 _plain_messages = st.builds(
     StoredMessage,
     message_id=st.sampled_from(["", "1", "x" * 200]) | st.integers(1, 10**12).map(str),
@@ -80,17 +78,6 @@ _plain_messages = st.builds(
 
 @given(
     deliveries=st.lists(
-        st.tuples(st.text(min_size=1, max_size=40), _plain_messages, st.integers(0, 200)),
-        max_size=5,
-    )
-)
-def test_deliveries_encode_as_each_alone(deliveries: list[tuple[str, StoredMessage, int]]) -> None:
-    together = encode_deliveries([Delivery(a, m, n) for a, m, n in deliveries])
-    assert together == [encode_received_message(a, m, n) for a, m, n in deliveries]
-
-
-@given(
-    deliveries=st.lists(
         st.tuples(
             st.text(min_size=1, max_size=40) | st.just("a" * 0x4000),
             _plain_messages | _messages,
@@ -99,11 +86,16 @@ def test_deliveries_encode_as_each_alone(deliveries: list[tuple[str, StoredMessa
         max_size=6,
     )
 )
-def test_pull_in_one_loop_encodes_as_the_two_passes(
+def test_pull_in_one_loop_encodes_as_each_message_alone(
     deliveries: list[tuple[str, StoredMessage, int]],
 ) -> None:
-    made = [Delivery(a, m, n) for a, m, n in deliveries]
-    assert encode_pull(made) == encode_pull_response(encode_deliveries(made))
+    # The general encoder of one ReceivedMessage, each framed as PullResponse field 1
+    # (tag 0x0a, then the length): the bytes encode_pull makes in its one loop.
+    framed = b""
+    for ack_id, message, attempt in deliveries:
+        item = encode_received_message(ack_id, message, attempt)
+        framed += b"\x0a" + varint(len(item)) + item
+    assert encode_pull([Delivery(a, m, n) for a, m, n in deliveries]) == framed
 
 
 @given(st.integers(min_value=0, max_value=2**63 - 1))

@@ -99,52 +99,16 @@ def encode_received_message(ack_id: str, message: StoredMessage, delivery_attemp
     return body
 
 
-def encode_deliveries(deliveries: Iterable[Delivery]) -> list[bytes]:
-    """``encode_received_message`` of each delivery, in one loop: a Pull of a thousand
-    messages otherwise pays a thousand times for the calls and the ``parts`` lists of the
-    general functions (profiled: about a third of the door's encoding time). The bytes
-    are the same (tests/server_stub/doors/grpc/test_wire_encoding.py compares both)."""
-    small = _SMALL_VARINTS
-    encoded: list[bytes] = []
-    append = encoded.append
-    for delivery in deliveries:
-        message = delivery.message
-        data = message.data
-        message_id = message.message_id.encode()
-        if (
-            message.attributes
-            or message.ordering_key
-            or not data
-            or not message_id
-            or len(data) >= 0x4000
-            or len(message_id) >= 0x80
-        ):
-            body = encode_pubsub_message(message)
-        else:
-            # The common message: data and an id, no attributes and no ordering key.
-            body = (
-                b"\x0a"
-                + small[len(data)]
-                + data
-                + b"\x1a"
-                + small[len(message_id)]
-                + message_id
-                + _publish_time_field(message.publish_time)
-            )
-        ack_id = delivery.ack_id.encode()
-        item = b"\x0a" + varint(len(ack_id)) + ack_id + b"\x12" + varint(len(body)) + body
-        if delivery.delivery_attempt:
-            item += b"\x18" + varint(delivery.delivery_attempt)
-        append(item)
-    return encoded
-
-
 def encode_pull(deliveries: Iterable[Delivery]) -> bytes:
-    """``encode_pull_response(encode_deliveries(deliveries))`` in one loop: each
-    ReceivedMessage framed as it is made, the common message's parts joined once (a
-    ``join`` of a tuple, not a chain of ``+`` that copies the message at each step), the
-    last publish time's encoding kept in the loop. The same bytes
-    (tests/server_stub/doors/grpc/test_wire_encoding.py compares them)."""
+    """A PullResponse (field 1, received_messages) of ``deliveries``, in one loop: each
+    ReceivedMessage framed as it is made, the common message (data and an id, no
+    attributes, no ordering key) built in place from its parts joined once (a ``join`` of
+    a tuple, not a chain of ``+`` that copies the message at each step), the last publish
+    time's encoding kept in the loop. A Pull of a thousand messages would otherwise pay a
+    thousand times for the calls and ``parts`` lists of ``encode_received_message``
+    (profiled: 0.7 against 0.43 µs a message). The same bytes as that function's, framed
+    (tests/server_stub/doors/grpc/test_wire_encoding.py compares them, and both with
+    protobuf's own decoder)."""
     small = _SMALL_VARINTS
     join = b"".join
     out: list[bytes] = []
@@ -204,17 +168,6 @@ def encode_pull(deliveries: Iterable[Delivery]) -> bytes:
 def encode_properties(exactly_once: bool, ordering: bool) -> bytes:
     body = (b"\x08\x01" if exactly_once else b"") + (b"\x10\x01" if ordering else b"")
     return _field(b"\x22", body)
-
-
-def encode_pull_response(received: Iterable[bytes]) -> bytes:
-    """A PullResponse (field 1, received_messages) from encoded ReceivedMessages."""
-    small = _SMALL_VARINTS
-    return b"".join(
-        [
-            b"\x0a" + (small[len(item)] if len(item) < 0x4000 else varint(len(item))) + item
-            for item in received
-        ]
-    )
 
 
 def encode_streaming_response(received: Iterable[bytes], properties: bytes) -> bytes:
