@@ -256,7 +256,6 @@ class SqliteStore:
         snapshots_of: dict[int, list[tuple[int, int]]] = {}
         for snapshot, (topic, position) in self._snapshots.pins.items():
             snapshots_of.setdefault(topic, []).append((snapshot, position))
-        deleted = 0
         for (kind, _), topic in list(self._names.ids.items()):
             if kind != "topic":
                 continue
@@ -268,14 +267,11 @@ class SqliteStore:
             for snapshot, position in snapshots_of.get(topic, ()):
                 floor = min(floor, self._snapshots.floor(snapshot, position))
             start = self._gc_floor.get(topic, 0)
-            if floor <= start:
-                continue
-            count = self._messages.delete_messages(topic, start, floor, GC_BATCH)
-            deleted += count
-            if count < GC_BATCH:
-                self._gc_floor[topic] = floor  # all below is gone: next pass starts here
-        if deleted:
-            self._writes.executed()
+            if floor > start:
+                # Buffered: the deletes run in the next commit's thread, off the loop.
+                self._gc_floor[topic] = self._messages.delete_messages(
+                    topic, start, floor, GC_BATCH
+                )
 
     def close(self) -> None:
         """Commit what is pending and release the directory (idempotent)."""

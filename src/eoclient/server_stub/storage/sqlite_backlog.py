@@ -58,6 +58,7 @@ _RETAIN = "INSERT OR IGNORE INTO retained (subscription, seq, publish_time) VALU
 _PRUNE_RETAINED = "DELETE FROM retained WHERE subscription = ? AND publish_time <= ?"
 _DELETE_BACKLOG = "DELETE FROM backlog WHERE subscription = ?"
 _DELETE_RETAINED = "DELETE FROM retained WHERE subscription = ?"
+_DELETE_MESSAGES = "DELETE FROM messages WHERE seq >= ? AND seq < ? AND topic = ?"
 _LAST_SEQ = "UPDATE meta SET value = ? WHERE key = 'last_seq'"
 
 
@@ -350,17 +351,18 @@ class BacklogTables:
         return min(found) if found else None
 
     def delete_messages(self, topic: int, start: int, floor: int, limit: int) -> int:
-        """Delete up to ``limit`` of the topic's messages with seq in [start, floor): the
-        seq of the ``limit``-th bounds one ranged delete (a third cheaper than deleting
-        the seqs a subquery lists, measured: 0.44 against 0.61 µs a message)."""
-        db = self._writes.db
-        last = db.execute(
+        """Buffer the deletion of up to ``limit`` of the topic's messages with seq in
+        [start, floor) (run by the next commit, in its thread); returns the seq below
+        which all of them are then gone. The seq of the ``limit``-th bounds one ranged
+        delete (a third cheaper than deleting the seqs a subquery lists, measured: 0.44
+        against 0.61 µs a message). Read straight from the connection, after the
+        caller's flush: the only writes buffered since are deletes of other topics'
+        messages."""
+        last = self._writes.db.execute(
             "SELECT seq FROM messages WHERE seq >= ? AND seq < ? AND topic = ? "
             "ORDER BY seq LIMIT 1 OFFSET ?",
             (start, floor, topic, limit - 1),
         ).fetchone()
-        end = floor - 1 if last is None else last[0]
-        cursor = db.execute(
-            "DELETE FROM messages WHERE seq >= ? AND seq <= ? AND topic = ?", (start, end, topic)
-        )
-        return cursor.rowcount
+        end = floor if last is None else last[0] + 1
+        self._writes.write(_DELETE_MESSAGES, (start, end, topic))
+        return end
