@@ -87,7 +87,17 @@ _set_deliver_at = _setter("deliver_at")
 
 def message_from_row(row: Sequence[Any]) -> StoredMessage:
     """A message from the ``MESSAGE_COLUMNS`` of a row."""
-    message_id, data, attributes_json, ordering_key, publish_time, size = row
+    return _message(*row)
+
+
+def _message(
+    message_id: str,
+    data: bytes,
+    attributes_json: str | None,
+    ordering_key: str,
+    publish_time: float,
+    size: int,
+) -> StoredMessage:
     if attributes_json:
         attributes = codec.attributes_from_json(attributes_json)
         # Checked when it was published: it parses.
@@ -105,9 +115,12 @@ def message_from_row(row: Sequence[Any]) -> StoredMessage:
     return message
 
 
-def _backlog_rows(rows: Iterable[Sequence[Any]]) -> list[BacklogRow]:
-    """BacklogRows from rows of ``_ROW_COLUMNS``."""
-    return [BacklogRow(row[0], message_from_row(row[3:]), row[1], row[2]) for row in rows]
+def _backlog_rows(rows: Iterable[tuple[Any, ...]]) -> list[BacklogRow]:
+    """BacklogRows from rows of ``_ROW_COLUMNS`` (unpacked whole: no slice of each)."""
+    return [
+        BacklogRow(seq, _message(message_id, data, attributes, key, published, size), failed, gen)
+        for seq, failed, gen, message_id, data, attributes, key, published, size in rows
+    ]
 
 
 def _pack(pairs: array[int]) -> bytes:
