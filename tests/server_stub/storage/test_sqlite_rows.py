@@ -141,15 +141,18 @@ def test_garbage_collection_deletes_a_topics_messages_below_the_floor_in_batches
         store.publish(OTHER_TOPIC, [(seq, message) for seq in second], {})
         store.commit()
         topic = store._names.id("topic", TOPIC)
-        deleted = []
-        while True:
-            count = store._messages.delete_messages(topic, 0, floor, batch)
-            deleted.append(count)
-            if count < batch:
-                break
-        store.commit()
+        deleted, start = [], 0
+        count = "SELECT COUNT(*) FROM messages"
+        while start < floor:
+            before = store._writes.read(count).fetchone()[0]
+            start = store._messages.delete_messages(topic, start, floor, batch)
+            # Buffered for the commit's thread: nothing is deleted yet.
+            assert store._writes.db.execute(count).fetchone()[0] == before
+            store.commit()
+            deleted.append(before - store._writes.read(count).fetchone()[0])
         left = [seq for (seq,) in store._writes.read("SELECT seq FROM messages ORDER BY seq")]
     gone = [seq for seq in first if seq < floor]
     assert sum(deleted) == len(gone)
     assert all(count == batch for count in deleted[:-1])
+    assert not deleted or deleted[-1] <= batch
     assert left == sorted(set(first + second) - set(gone))

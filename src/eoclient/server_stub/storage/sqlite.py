@@ -56,7 +56,7 @@ from eoclient.server_stub.storage.sqlite_files import (
 )
 from eoclient.server_stub.storage.sqlite_resources import ResourceTables
 from eoclient.server_stub.storage.sqlite_snapshots import SnapshotTables
-from eoclient.server_stub.storage.sqlite_writes import Names, Writes
+from eoclient.server_stub.storage.sqlite_writes import KindIds, Names, Writes
 
 __all__ = ["DATABASE_FILE", "DEFAULT_WINDOW", "SqliteStore", "StoreError"]
 
@@ -87,13 +87,14 @@ class SqliteStore:
         self._gc_interval = gc_interval
         self._last_gc = float("-inf")
         self._gc_floor: dict[int, int] = {}  # topic id -> seq below which all is deleted
-        self._subscription_ids: dict[str, int] = {}
         self._lock_fd = lock_directory(self.directory)
         try:
             db = open_database(self.directory)
             try:
                 self._writes = Writes(db)
                 self._names = Names(self._writes)
+                # Every store call names a subscription: its id by one subscript.
+                self._subscription = KindIds(self._names, "subscription")
                 self._resources = ResourceTables(self._writes, self._names)
                 self._messages = BacklogTables(self._writes)
                 self._snapshots = SnapshotTables(self._writes, self._names)
@@ -128,12 +129,6 @@ class SqliteStore:
             self._resources.documents(),
         )
 
-    def _subscription(self, name: str) -> int:
-        id_ = self._subscription_ids.get(name)  # every store call names one: no tuple key
-        if id_ is None:
-            id_ = self._subscription_ids[name] = self._names.id("subscription", name)
-        return id_
-
     # ---------------------------------------------------------------- Store
 
     @property
@@ -150,7 +145,7 @@ class SqliteStore:
         return self._resources
 
     def delete_subscription(self, name: str) -> None:
-        id_ = self._subscription(name)
+        id_ = self._subscription[name]
         self._resources.delete_subscription(id_)
         self._messages.delete(id_)
 
@@ -163,41 +158,41 @@ class SqliteStore:
         receivers: Mapping[str, Sequence[int]],
     ) -> None:
         if messages:
-            by_id = {self._subscription(name): seqs for name, seqs in receivers.items()}
+            by_id = {self._subscription[name]: seqs for name, seqs in receivers.items()}
             self._messages.publish(self._names.id("topic", topic), messages, by_id)
 
     def backlog(self, subscription: str, after_seq: int, limit: int) -> list[BacklogRow]:
-        return self._messages.backlog(self._subscription(subscription), after_seq, limit)
+        return self._messages.backlog(self._subscription[subscription], after_seq, limit)
 
     def rows(self, subscription: str, seqs: Sequence[int]) -> list[BacklogRow]:
-        return self._messages.rows(self._subscription(subscription), seqs)
+        return self._messages.rows(self._subscription[subscription], seqs)
 
     def settle(self, subscription: str, seqs: Sequence[int], retain: Sequence[Acked]) -> None:
-        self._messages.settle(self._subscription(subscription), seqs, retain)
+        self._messages.settle(self._subscription[subscription], seqs, retain)
 
     def lease(self, subscription: str, seq: int, generation: int, deadline: float) -> None:
-        self._messages.lease(self._subscription(subscription), seq, generation, deadline)
+        self._messages.lease(self._subscription[subscription], seq, generation, deadline)
 
     def end_lease(
         self, subscription: str, seq: int, generation: int, deadline: float, failed_attempts: int
     ) -> None:
-        id_ = self._subscription(subscription)
+        id_ = self._subscription[subscription]
         self._messages.end_lease(id_, seq, generation, deadline, failed_attempts)
 
     def forget_leases(self, subscription: str, now: float) -> None:
-        self._messages.forget_leases(self._subscription(subscription), now)
+        self._messages.forget_leases(self._subscription[subscription], now)
 
     def retained(self, subscription: str) -> list[SeqMessage]:
-        return self._messages.retained(self._subscription(subscription))
+        return self._messages.retained(self._subscription[subscription])
 
     def oldest_retained(self, subscription: str) -> float | None:
-        return self._messages.oldest_retained(self._subscription(subscription))
+        return self._messages.oldest_retained(self._subscription[subscription])
 
     def prune_retained(self, subscription: str, cutoff: float) -> None:
-        self._messages.prune_retained(self._subscription(subscription), cutoff)
+        self._messages.prune_retained(self._subscription[subscription], cutoff)
 
     def drop_retained(self, subscription: str) -> None:
-        self._messages.drop_retained(self._subscription(subscription))
+        self._messages.drop_retained(self._subscription[subscription])
 
     def reset_subscription(
         self,
@@ -206,7 +201,7 @@ class SqliteStore:
         retained: Sequence[SeqMessage],
         uid: str,
     ) -> None:
-        id_ = self._subscription(subscription)
+        id_ = self._subscription[subscription]
         self._messages.reset(id_, unacked)
         self._messages.set_retained(id_, retained)
         self._resources.set_uid(id_, uid)
@@ -216,7 +211,7 @@ class SqliteStore:
     def put_snapshot(
         self, record: SnapshotRecord, subscription: str, window: Sequence[SeqMessage]
     ) -> None:
-        self._snapshots.put(record, self._subscription(subscription))
+        self._snapshots.put(record, self._subscription[subscription])
 
     @property
     def snapshots(self) -> SnapshotTables:
@@ -261,7 +256,6 @@ class SqliteStore:
         snapshots_of: dict[int, list[tuple[int, int]]] = {}
         for snapshot, (topic, position) in self._snapshots.pins.items():
             snapshots_of.setdefault(topic, []).append((snapshot, position))
-        deleted = 0
         for (kind, _), topic in list(self._names.ids.items()):
             if kind != "topic":
                 continue
@@ -273,14 +267,11 @@ class SqliteStore:
             for snapshot, position in snapshots_of.get(topic, ()):
                 floor = min(floor, self._snapshots.floor(snapshot, position))
             start = self._gc_floor.get(topic, 0)
-            if floor <= start:
-                continue
-            count = self._messages.delete_messages(topic, start, floor, GC_BATCH)
-            deleted += count
-            if count < GC_BATCH:
-                self._gc_floor[topic] = floor  # all below is gone: next pass starts here
-        if deleted:
-            self._writes.executed()
+            if floor > start:
+                # Buffered: the deletes run in the next commit's thread, off the loop.
+                self._gc_floor[topic] = self._messages.delete_messages(
+                    topic, start, floor, GC_BATCH
+                )
 
     def close(self) -> None:
         """Commit what is pending and release the directory (idempotent)."""

@@ -151,3 +151,17 @@ class Names:
     def names(self) -> dict[int, str]:
         """id -> name."""
         return {id_: name for (_, name), id_ in self.ids.items()}
+
+
+class KindIds(dict[str, int]):
+    """name -> id for one kind of ``Names``, made on first use: the store's hot calls
+    (a lease, a settle: one a message) find theirs by a plain subscript."""
+
+    def __init__(self, names: Names, kind: str) -> None:
+        super().__init__()
+        self._names = names
+        self._kind = kind
+
+    def __missing__(self, name: str) -> int:
+        id_ = self[name] = self._names.id(self._kind, name)
+        return id_
