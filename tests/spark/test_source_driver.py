@@ -277,8 +277,13 @@ async def test_read_tasks_pull_disjoint_shares_journaled_before_returning(scene:
     # 0's four parts are dealt to its four tasks.
     assert await scene.latest(runner, 1, 8000) == 2
     tasks = await scene.tasks(runner, 1)
-    assert [(t.part, t.quota) for t in tasks] == [(0, 0), (1, 2000), (2, 2000), (3, 2000)]
-    assert [t.settle for t in tasks] == [((0, i),) for i in range(4)]
+    # No task of its own for the probe's part: the first pulling task replays it.
+    assert [(t.part, t.quota, t.with_probe) for t in tasks] == [
+        (1, 2000, True),
+        (2, 2000, False),
+        (3, 2000, False),
+    ]
+    assert [t.settle for t in tasks] == [((0, 0), (0, 3)), ((0, 1),), ((0, 2),)]
     await scene.read_batch(runner, 1)
     assert all(scene.successful_acks(m) == 1 for m in rows)
     assert all(scene.deliveries(m) == 1 for m in rows)
@@ -293,6 +298,38 @@ async def test_a_journaled_part_is_replayed_not_pulled_again(scene: Scene) -> No
     assert again == first
     assert len(first) == 1000
     assert all(scene.deliveries(m) == 1 for m in first)
+
+
+async def test_the_first_pulling_task_replays_the_probe_s_part_before_its_own(
+    scene: Scene,
+) -> None:
+    scene.publish(5000)
+    runner = await scene.runner(numPartitions="2")
+    assert await scene.latest(runner, 0, 4000) == 1  # the probe's 2,000, two tasks of 1,000
+    tasks = await scene.tasks(runner, 0)
+    assert tasks == [ReadTask(0, 1, 1000, (), True), ReadTask(0, 2, 1000)]
+    probe = scene.journal.read_part(0, 0).table.column("message_id").to_pylist()
+
+    first = await scene.read(tasks[0])
+    again = await scene.read(tasks[0])  # a retry replays both parts
+
+    assert first[:2000] == probe
+    assert first[2000:] == scene.journal.read_part(0, 1).table.column("message_id").to_pylist()
+    assert again == first
+    assert all(scene.deliveries(m) == 1 for m in first)
+
+
+async def test_a_task_whose_probe_part_is_missing_fails_before_pulling(scene: Scene) -> None:
+    scene.publish(5000)
+    runner = await scene.runner(numPartitions="2")
+    assert await scene.latest(runner, 0, 4000) == 1
+    task = (await scene.tasks(runner, 0))[0]
+    scene.journal.part_path(0, 0).unlink()
+
+    with pytest.raises(RuntimeError, match="has no"):
+        await scene.read(task)
+    assert not scene.journal.part_path(0, 1).exists()
+    assert scene.journal.attempt_logs(0) == []  # no pull began
 
 
 async def test_two_attempts_racing_for_a_part_one_wins_the_other_gives_back(
@@ -522,8 +559,8 @@ async def test_a_read_task_pulls_while_its_settle_acks(scene: Scene, tmp_path: P
     assert await scene.latest(runner, 0, 3000) == 1  # a probe of 2,000, two tasks of 500
     first = await scene.read_batch(runner, 0)
     assert await scene.latest(runner, 1, 3000) == 2
-    task = (await scene.tasks(runner, 1))[1]
-    assert (task.part, task.quota, task.settle) == (1, 500, ((0, 1),))
+    task = (await scene.tasks(runner, 1))[1]  # the task without the probe's part
+    assert (task.part, task.quota, task.settle, task.with_probe) == (2, 500, ((0, 1),), False)
     faults = tmp_path / "faults"
     faults.mkdir()
     points = {"faultPoints": "after_settle:1:pause", "faultDir": str(faults)}
@@ -585,7 +622,8 @@ async def test_a_settle_failing_while_its_task_pulls_leaves_the_pull_to_be_given
     assert await scene.latest(runner, 0, 3000) == 1
     await scene.read_batch(runner, 0)
     assert await scene.latest(runner, 1, 3000) == 2
-    task = (await scene.tasks(runner, 1))[1]
+    task = (await scene.tasks(runner, 1))[1]  # part 2 (no probe's part), settles (0, 1)
+    assert (task.part, task.settle, task.with_probe) == (2, ((0, 1),), False)
 
     async def broken(*args: Any) -> None:
         raise OSError("the journal's disk is gone")
@@ -596,7 +634,7 @@ async def test_a_settle_failing_while_its_task_pulls_leaves_the_pull_to_be_given
     monkeypatch.undo()
     # The attempt's pull ran to its end and its lease log lists what it holds; nothing of
     # it was journaled, and its settle is to be done again.
-    (log,) = scene.journal.attempt_logs(1, 1)
+    (log,) = scene.journal.attempt_logs(1, 2)
     held = read_logs([log]).answered
     assert len(held) == 500
     assert scene.journal.part_indexes(1) == [0]

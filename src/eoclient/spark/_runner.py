@@ -217,9 +217,12 @@ class Runner:
         return start + 1
 
     def partitions(self, start: int, end: int) -> list[ReadTask]:
-        """The read tasks of the batches in ``[start, end)``: the probe's part, one per quota,
-        and the parts of ``plan.settles`` spread over them (only settle tasks if the batch
-        reads nothing)."""
+        """The read tasks of the batches in ``[start, end)``: one per quota, the first of
+        them also replaying the probe's part (a task of its own only when the plan has no
+        quota), and the parts of ``plan.settles`` spread over them (only settle tasks if the
+        batch reads nothing). No task of its own for the probe's part beside pulling tasks:
+        with ``numPartitions`` tasks on as many slots, that one made a pulling task wait
+        for a free slot."""
         tasks: list[ReadTask] = []
         for batch in range(start, end):
             plan = self.journal.plan(batch)
@@ -228,17 +231,23 @@ class Runner:
                     f"the journal in {self.journal.directory} has no plan of batch {batch}: "
                     "was it deleted, or does journalPath belong to another checkpoint?"
                 )
-            reads: list[tuple[int | None, int]] = [(0, 0)] if plan.probe else []
-            reads += [(index, quota) for index, quota in enumerate(plan.quotas, 1)]
+            # (part, quota, with_probe) of each task.
+            reads: list[tuple[int | None, int, bool]] = [
+                (index, quota, plan.probe and index == 1)
+                for index, quota in enumerate(plan.quotas, 1)
+            ]
+            if plan.probe and not reads:
+                reads = [(0, 0, False)]
             units = [
                 (settled, index)
                 for settled in plan.settles
                 for index in self.journal.part_indexes(settled)
             ]
             if not reads:
-                reads = [(None, 0)] * min(len(units), self.settings.num_partitions)
-            for (part, quota), settle in zip(reads, assign_settles(units, len(reads)), strict=True):
-                tasks.append(ReadTask(batch, part, quota, settle))
+                reads = [(None, 0, False)] * min(len(units), self.settings.num_partitions)
+            settles = assign_settles(units, len(reads))
+            for (part, quota, with_probe), settle in zip(reads, settles, strict=True):
+                tasks.append(ReadTask(batch, part, quota, settle, with_probe))
         return tasks
 
     def advance(self, start: int) -> None:

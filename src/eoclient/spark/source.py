@@ -24,9 +24,10 @@ A micro-batch:
    same while a committed batch waits for its acks (a batch of settle tasks, no row), else
    ``k`` (Spark may then end the query: everything is acked). A plan that exists (a crash
    after it, before Spark's offset log) is returned as is.
-2. ``partitions(k, k + 1)``: part 0, one partition per read task of the plan, and the parts
-   of the batches it settles dealt round-robin over them (settle tasks alone if the batch
-   reads nothing).
+2. ``partitions(k, k + 1)``: one partition per read task of the plan, the first of them
+   also carrying part 0 (part 0 alone if the plan has no read task), and the parts of the
+   batches it settles dealt round-robin over them (settle tasks alone if the batch reads
+   nothing).
 3. ``read``: settle the parts dealt to the task (``_settle``: ack every journaled ack id;
    give back what their dead attempts pulled and never journaled; record the messages whose
    ack is not confirmed as *pending*: a redelivery of one is acked, not emitted; mark the
@@ -34,9 +35,9 @@ A micro-batch:
    (the pull starts as the first settle sends its acks, and runs alongside them), and once
    the settles are done acks redeliveries of committed messages, journals what it pulled
    *before* returning a row, atomically and only if no other attempt did (the loser gives
-   its messages back with modack 0 and replays the winner). The part's ack ids go to the
-   worker's lease keeper (``_keeper``), which extends their leases until the part is
-   settled. See ``_reader``.
+   its messages back with modack 0 and replays the winner); the task carrying part 0
+   replays it before its own rows. A part's ack ids go to the worker's lease keeper
+   (``_keeper``), which extends their leases until the part is settled. See ``_reader``.
 4. The sink commits, Spark writes ``commits/k``; the next ``latestOffset(k + 1)`` plans
    batch ``k + 1``, whose tasks settle batch ``k``.
 
