@@ -171,12 +171,18 @@ async def test_json_rows_metadata_and_not_found(tmp_path: Path) -> None:
                 return standin.row_count("shop", "later") >= 2000
 
             await _until(later_rows, "the rows once the table exists")
-            got = await in_thread(
-                lambda: clients.subscriber.get_subscription(subscription=missing_sub)
-            )
+
             # Its backlog holds the message with an unknown field, which it cannot write
-            # without drop_unknown_fields: the error state the specification names.
-            assert got.bigquery_config.state == BQ.State.SCHEMA_MISMATCH
+            # without drop_unknown_fields: the error state the specification names. The
+            # 2,000th row lands with a batch of good messages (ACTIVE); the state turns
+            # once the worker has tried the last message, in a batch of its own.
+            async def schema_mismatch() -> bool:
+                got = await in_thread(
+                    lambda: clients.subscriber.get_subscription(subscription=missing_sub)
+                )
+                return bool(got.bigquery_config.state == BQ.State.SCHEMA_MISMATCH)
+
+            await _until(schema_mismatch, "SCHEMA_MISMATCH for the message it cannot write")
             assert server.exports is not None
             status = server.exports.status(table_sub)
             assert status is not None
