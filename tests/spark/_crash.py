@@ -133,14 +133,27 @@ def _command(pid: int) -> str:
 
 def kill_executor(worker_pid: int) -> list[int]:
     """kill -9 the executor a Python worker runs for: its JVM, the worker's daemon and the
-    worker (the pids killed, the JVM's first)."""
+    worker (the pids killed, the JVM's first).
+
+    A chain already dying is not an error: two fault points may stop two workers of one
+    executor, and killing it for the first takes the second's daemon and worker with it, so
+    a process in the chain may vanish between reading /proc and sending its signal."""
     chain = [worker_pid]
-    while "CoarseGrainedExecutorBackend" not in _command(chain[-1]):
-        chain.append(_parent(chain[-1]))
-        assert chain[-1] > 1, f"no executor JVM above Python worker {worker_pid}"
-    killed = list(reversed(chain))
-    for pid in killed:
-        os.kill(pid, signal.SIGKILL)
+    try:
+        while "CoarseGrainedExecutorBackend" not in (command := _command(chain[-1])):
+            if not command:
+                return []  # a zombie (its cmdline is empty): it has died already
+            chain.append(_parent(chain[-1]))
+            assert chain[-1] > 1, f"no executor JVM above Python worker {worker_pid}"
+    except (FileNotFoundError, ProcessLookupError):
+        return []  # the worker or one above it is gone: its executor was killed already
+    killed = []
+    for pid in reversed(chain):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        killed.append(pid)
     return killed
 
 
