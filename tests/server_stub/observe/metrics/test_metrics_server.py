@@ -52,6 +52,16 @@ async def eventually(srv: ReferenceServer, check: Callable[[Scrape], bool]) -> S
         await asyncio.sleep(0.05)
 
 
+async def handed_over(received: list[OfficialMessage], count: int) -> None:
+    """Wait until the official client has called back with ``count`` messages: the server
+    counts a message sent when it writes it, and the client's callback runs later, in its
+    own thread pool."""
+    deadline = time.monotonic() + WAIT
+    while len(received) < count:
+        assert time.monotonic() < deadline, f"{len(received)} of {count} messages called back"
+        await asyncio.sleep(0.02)
+
+
 def sub_value(metrics: Scrape, name: str, sub: str = SUB, **labels: str) -> float:
     return metrics.subscription(name, sub, TOPIC, **labels)
 
@@ -232,10 +242,12 @@ async def test_the_official_client_streaming_pull(monkeypatch: pytest.MonkeyPatc
             )
             assert sub_value(metrics, "pubsub_subscription_num_outstanding_messages") == 1
             assert sub_value(metrics, "pubsub_subscription_num_undelivered_messages") == 2
+            await handed_over(received, 1)
             received[0].ack()
             await eventually(
                 srv, lambda m: sub_value(m, "pubsub_subscription_sent_message_count_total") == 2
             )
+            await handed_over(received, 2)
             received[1].ack()
             metrics = await eventually(
                 srv, lambda m: sub_value(m, "pubsub_subscription_ack_message_count_total") == 2
