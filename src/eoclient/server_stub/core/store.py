@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from eoclient.server_stub.core.model import StoredMessage, SubscriptionConfig, TopicConfig
 
@@ -224,7 +224,8 @@ class Store(Protocol):
 
     def lease(self, subscription: str, seq: int, generation: int, deadline: float) -> None:
         """Row ``seq`` is leased (delivered as ``generation``, or extended) until ``deadline``.
-        Kept until ``forget_leases`` passes that deadline; a later call for the seq wins."""
+        Kept until ``forget_leases`` passes that deadline; a later call for the seq wins.
+        (A store may take one Pull's leases in one call: ``LeasesInBulk``.)"""
         ...
 
     def end_lease(
@@ -306,21 +307,44 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class LeasesInBulk(Protocol):
+    """A store that takes one Pull's leases in one call (a durable store is handed one
+    lease a delivered message: a call each is a good part of a Pull's cost there)."""
+
+    def lease_many(
+        self, subscription: str, seqs: Sequence[int], generations: Sequence[int], deadline: float
+    ) -> None:
+        """``Store.lease`` of each of ``seqs`` (ascending, each with its generation in
+        ``generations``) until ``deadline``, in that order."""
+        ...
+
+
 class SubscriptionStorage:
     """One subscription's part of a store: what its delivery state hands over and reads."""
 
-    __slots__ = ("_store", "name", "window")
+    __slots__ = ("_lease_many", "_store", "name", "window")
 
     def __init__(self, store: Store, name: str) -> None:
         self._store = store
         self.name = name
         self.window = store.window
+        self._lease_many = store.lease_many if isinstance(store, LeasesInBulk) else None
 
     def settle(self, seqs: Sequence[int], retain: Sequence[Acked] = ()) -> None:
         self._store.settle(self.name, seqs, retain)
 
     def lease(self, seq: int, generation: int, deadline: float) -> None:
         self._store.lease(self.name, seq, generation, deadline)
+
+    def lease_many(self, seqs: Sequence[int], generations: Sequence[int], deadline: float) -> None:
+        """``lease`` of each of ``seqs`` (one Pull's): one store call if it takes them so."""
+        if self._lease_many is not None:
+            self._lease_many(self.name, seqs, generations, deadline)
+            return
+        lease, name = self._store.lease, self.name
+        for seq, generation in zip(seqs, generations, strict=True):
+            lease(name, seq, generation, deadline)
 
     def end_lease(self, seq: int, generation: int, deadline: float, failed_attempts: int) -> None:
         self._store.end_lease(self.name, seq, generation, deadline, failed_attempts)

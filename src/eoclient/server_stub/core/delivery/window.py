@@ -43,7 +43,7 @@ from eoclient.server_stub.core.delivery.entries import Entry, Returned
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import BacklogRow, SeqMessage, SubscriptionStorage
 
-# The columns ``add_run`` reads, read in C (``map``), not by a Python loop.
+# The columns ``add_run`` and ``load_fresh`` read, in C (``map``), not by a Python loop.
 _seq = attrgetter("seq")
 _message = attrgetter("message")
 _size = attrgetter("size")
@@ -320,7 +320,7 @@ class Backlog:
             return []
         rows = self.storage.backlog(self._cursor, room)
         self._cold -= len(rows)
-        self._bytes -= sum(row.message.size for row in rows)
+        self._bytes -= sum(map(_size, map(_message, rows)))
         if rows:
             self._cursor = rows[-1].seq
         if len(rows) < room:
