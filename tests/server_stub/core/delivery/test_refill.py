@@ -80,7 +80,7 @@ def _build(rows: list[Any], ordered: bool, keyed: bool, window: int, restarted: 
 def _state(waiting: Waiting) -> Any:
     window, schedule = waiting.window, waiting.schedule
     entries = window.entries
-    live_records = [record for record in window._by_publish_run if record[1] in entries]
+    live_records = [seq for seq in window._by_publish_run if seq in entries]
     heap_records = sorted(record for record in window._by_publish if record[1] in entries)
     ready_run = [seq for seq in schedule._run if seq in entries]
     ready_heap = sorted(seq for seq in schedule._ready if seq in entries)

@@ -79,8 +79,11 @@ class Backlog:
         # order (each above the last: messages published and admitted in seq order, the
         # common case), where a stale record at the front goes in O(1); ``_by_publish``
         # a heap of the rest (messages given back, loaded after a seek or a restart with
-        # earlier publish times), O(log n) each. The oldest is the smaller front.
-        self._by_publish_run: deque[tuple[float, int]] = deque()
+        # earlier publish times), O(log n) each. The oldest is the smaller front. The run
+        # holds only the seqs (a live one's publish time is its entry's: no tuple a
+        # message), and ``_run_last`` the record of its last.
+        self._by_publish_run: deque[int] = deque()
+        self._run_last = (-math.inf, 0)
         self._by_publish: list[tuple[float, int]] = []
         self._cold = 0  # rows past the cursor that nothing else holds
         self._cursor = 0  # the largest seq loaded (or added) so far
@@ -144,12 +147,14 @@ class Backlog:
     def window_head(self) -> tuple[float, int] | None:
         """(publish time, seq) of the window's oldest entry. O(1) amortised."""
         run, by_publish, entries = self._by_publish_run, self._by_publish, self.entries
-        while run and run[0][1] not in entries:
+        while run and run[0] not in entries:
             run.popleft()
         while by_publish and by_publish[0][1] not in entries:
             heapq.heappop(by_publish)
-        if run and (not by_publish or run[0] < by_publish[0]):
-            return run[0]
+        if run:
+            first = (entries[run[0]].message.publish_time, run[0])
+            if not by_publish or first < by_publish[0]:
+                return first
         return by_publish[0] if by_publish else None
 
     def first_cold_row(self) -> BacklogRow | None:
@@ -186,8 +191,9 @@ class Backlog:
         published = entry.message.publish_time
         record = (published, entry.seq)
         run = self._by_publish_run
-        if not run or record > run[-1]:
-            run.append(record)
+        if not run or record > self._run_last:
+            run.append(entry.seq)
+            self._run_last = record
         else:
             heapq.heappush(self._by_publish, record)
         if published < self._floor:
@@ -210,14 +216,15 @@ class Backlog:
         run = self._by_publish_run
         # (publish time, seq) ascends with the seqs exactly when the publish times do not
         # fall; then every record goes where ``add`` puts one above the run's last.
-        if (run and (published[0], seqs[0]) <= run[-1]) or not all(
+        if (run and (published[0], seqs[0]) <= self._run_last) or not all(
             map(le, published, islice(published, 1, None))
         ):
             for entry in entries:
                 self.add(entry)
             return
         self.entries.update(zip(seqs, entries, strict=True))
-        run.extend(zip(published, seqs, strict=True))
+        run.extend(seqs)
+        self._run_last = (published[-1], seqs[-1])
         if published[0] < self._floor:
             self._floor = published[0]
         self._bytes += sum(map(_size, messages))
@@ -231,7 +238,9 @@ class Backlog:
         run, by_publish = self._by_publish_run, self._by_publish
         if len(run) + len(by_publish) > self._compact_at:
             entries = self.entries
-            self._by_publish_run = deque(record for record in run if record[1] in entries)
+            self._by_publish_run = run = deque(seq for seq in run if seq in entries)
+            if run:
+                self._run_last = (entries[run[-1]].message.publish_time, run[-1])
             self._by_publish = [record for record in by_publish if record[1] in entries]
             heapq.heapify(self._by_publish)
             self._compact_at = 2 * len(entries) + 4096
@@ -403,6 +412,7 @@ class Backlog:
     def clear(self) -> None:
         self.entries.clear()
         self._by_publish_run.clear()
+        self._run_last = (-math.inf, 0)
         self._by_publish.clear()
         self._cold = 0
         self._cursor = 0
