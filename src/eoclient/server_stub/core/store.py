@@ -70,14 +70,19 @@ class SnapshotRecord:
 
 @dataclass(slots=True)
 class BacklogRow:
-    """One unacknowledged message of a subscription, as stored. Not frozen: one is read
-    for every message a durable store hands back, and a frozen dataclass's constructor
-    costs three times a plain one's; nothing changes a row once read."""
+    """One unacknowledged message of a subscription, as stored; once loaded, a waiting
+    message of the delivery engine's window as it is (``delivery.entries.Entry``), which
+    sets the last two fields and may change the middle ones. So a store hands out a new
+    object for every row it reads, and keeps none. Not frozen: one is read for every
+    message a durable store hands back, and a frozen dataclass's constructor costs three
+    times a plain one's."""
 
     seq: int
     message: StoredMessage
-    failed_attempts: int
-    generation: int = 0  # of its latest delivery whose lease ended (0: none)
+    failed_attempts: int = 0  # nacks + deadline expiries (delivery_attempt = this + 1)
+    generation: int = 0  # of its latest delivery (0: none); the next one's ack id: + 1
+    ready_at: float = 0.0  # in the window: deliverable from then on (0: at once)
+    key_position: int = -1  # in the window: its place in its ordering key's sequence
 
 
 class Acked(NamedTuple):
@@ -210,7 +215,8 @@ class Store(Protocol):
         ...
 
     def backlog(self, subscription: str, after_seq: int, limit: int) -> list[BacklogRow]:
-        """Up to ``limit`` backlog rows with seq > ``after_seq``, in seq order."""
+        """Up to ``limit`` backlog rows with seq > ``after_seq``, in seq order (new objects:
+        the core keeps them, see ``BacklogRow``)."""
         ...
 
     def settle(self, subscription: str, seqs: Sequence[int], retain: Sequence[Acked]) -> None:

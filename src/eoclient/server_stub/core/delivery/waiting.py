@@ -88,7 +88,7 @@ class Waiting:
 
     def _admit_fresh(self, entries: list[Entry], now: float) -> None:
         """``_admit`` of each of ``entries`` (rows loaded past the cursor, ascending
-        seqs, ready from ``now``): at once — the window's ``add_run``, one schedule
+        seqs, deliverable at once): at once — the window's ``add_run``, one schedule
         ``push_run`` — when none has an ordering key or a delivery time still ahead (the
         common case: then ``_admit`` would add each and schedule it ready); else one by
         one."""
@@ -111,20 +111,20 @@ class Waiting:
         or ``ttl_cutoff`` (past the message TTL: acknowledged). ``leased``: the leases
         (their rows are passed over)."""
         # Rows past every lease (all of them, but after a restart) need no lookup there.
-        rows = self.window.load_fresh(want, held_below=leased.seq_bound())
-        if rows is not None:
-            entries = [
-                Entry(row.seq, row.message, now, row.generation, row.failed_attempts)
-                for row in rows
-            ]
+        # The rows loaded past the cursor become the window's entries as they are (a
+        # row is an Entry), deliverable at once (their ``ready_at`` 0).
+        entries = self.window.load_fresh(want, held_below=leased.seq_bound())
+        if entries is not None:
             self._admit_fresh(entries, now)
         else:
-            loaded = self.window.load(want, leased.__contains__)
             entries = []
-            for item in loaded:
-                ready_at = now if item.ready_at is None else item.ready_at
+            for item in self.window.load(want, leased.__contains__):
                 entry = Entry(
-                    item.seq, item.message, ready_at, item.generation, item.failed_attempts
+                    item.seq,
+                    item.message,
+                    ready_at=0.0 if item.ready_at is None else item.ready_at,
+                    generation=item.generation,
+                    failed_attempts=item.failed_attempts,
                 )
                 self._admit(entry, returned=item.returned, now=now)
                 entries.append(entry)
