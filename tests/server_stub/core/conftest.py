@@ -26,6 +26,7 @@ STORE_INDEPENDENT = {
     "test_batch_paths",
     "test_complexity",
     "test_lease_table",
+    "test_refill",
     "test_rooms",
     "test_window",
 }

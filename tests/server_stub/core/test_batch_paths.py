@@ -4,7 +4,9 @@ Acknowledge settles a request's ids at once (``Acks._apply_batch``: ``parse_ack_
 ``SubscriptionDelivery.ack_many``, ``LeaseTable.settle_many``) and leaves the rest —
 stale, repeated, restored ids — to the per-id path. Pull takes runs of ready messages at
 once (``Schedule.take_run``, ``SubscriptionDelivery._deliver_run``, ``Leases.lease_run``,
-``LeaseTable.add_many``) and the rest one at a time. On random scenarios (publishes, pulls
+``LeaseTable.add_many``) and the rest one at a time; the window's refill admits the rows
+it loads past every lease at once (``Backlog.load_fresh``, ``Waiting._admit_fresh``; see
+also delivery/test_refill.py) and looks at each row otherwise. On random scenarios (publishes, pulls
 with byte limits, acks of fresh, stale, repeated and foreign ids, nacks, modacks, time
 passing; plain and exactly-once, with and without ordering keys, in memory and on SQLite
 with a small window) a broker using the batch paths must answer and end up exactly as
@@ -99,8 +101,10 @@ class _Run:
         )
         if not batches:
             self.broker.acks._apply_batch = lambda *args: None  # type: ignore[method-assign]
-            schedule = self.broker.delivery_state(SUB).waiting.schedule
-            schedule.take_run = lambda now, count: []  # type: ignore[method-assign]
+            waiting = self.broker.delivery_state(SUB).waiting
+            waiting.schedule.take_run = lambda now, count: []  # type: ignore[method-assign]
+            window = waiting.window
+            window.load_fresh = lambda want, *, held_below: None  # type: ignore[method-assign]
 
     def state(self) -> Any:
         delivery = self.broker.delivery_state(SUB)

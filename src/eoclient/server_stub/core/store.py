@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from eoclient.server_stub.core.model import StoredMessage, SubscriptionConfig, TopicConfig
 
@@ -70,14 +70,19 @@ class SnapshotRecord:
 
 @dataclass(slots=True)
 class BacklogRow:
-    """One unacknowledged message of a subscription, as stored. Not frozen: one is read
-    for every message a durable store hands back, and a frozen dataclass's constructor
-    costs three times a plain one's; nothing changes a row once read."""
+    """One unacknowledged message of a subscription, as stored; once loaded, a waiting
+    message of the delivery engine's window as it is (``delivery.entries.Entry``), which
+    sets the last two fields and may change the middle ones. So a store hands out a new
+    object for every row it reads, and keeps none. Not frozen: one is read for every
+    message a durable store hands back, and a frozen dataclass's constructor costs three
+    times a plain one's."""
 
     seq: int
     message: StoredMessage
-    failed_attempts: int
-    generation: int = 0  # of its latest delivery whose lease ended (0: none)
+    failed_attempts: int = 0  # nacks + deadline expiries (delivery_attempt = this + 1)
+    generation: int = 0  # of its latest delivery (0: none); the next one's ack id: + 1
+    ready_at: float = 0.0  # in the window: deliverable from then on (0: at once)
+    key_position: int = -1  # in the window: its place in its ordering key's sequence
 
 
 class Acked(NamedTuple):
@@ -210,7 +215,8 @@ class Store(Protocol):
         ...
 
     def backlog(self, subscription: str, after_seq: int, limit: int) -> list[BacklogRow]:
-        """Up to ``limit`` backlog rows with seq > ``after_seq``, in seq order."""
+        """Up to ``limit`` backlog rows with seq > ``after_seq``, in seq order (new objects:
+        the core keeps them, see ``BacklogRow``)."""
         ...
 
     def settle(self, subscription: str, seqs: Sequence[int], retain: Sequence[Acked]) -> None:
@@ -224,7 +230,8 @@ class Store(Protocol):
 
     def lease(self, subscription: str, seq: int, generation: int, deadline: float) -> None:
         """Row ``seq`` is leased (delivered as ``generation``, or extended) until ``deadline``.
-        Kept until ``forget_leases`` passes that deadline; a later call for the seq wins."""
+        Kept until ``forget_leases`` passes that deadline; a later call for the seq wins.
+        (A store may take one Pull's leases in one call: ``LeasesInBulk``.)"""
         ...
 
     def end_lease(
@@ -306,21 +313,44 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class LeasesInBulk(Protocol):
+    """A store that takes one Pull's leases in one call (a durable store is handed one
+    lease a delivered message: a call each is a good part of a Pull's cost there)."""
+
+    def lease_many(
+        self, subscription: str, seqs: Sequence[int], generations: Sequence[int], deadline: float
+    ) -> None:
+        """``Store.lease`` of each of ``seqs`` (ascending, each with its generation in
+        ``generations``) until ``deadline``, in that order."""
+        ...
+
+
 class SubscriptionStorage:
     """One subscription's part of a store: what its delivery state hands over and reads."""
 
-    __slots__ = ("_store", "name", "window")
+    __slots__ = ("_lease_many", "_store", "name", "window")
 
     def __init__(self, store: Store, name: str) -> None:
         self._store = store
         self.name = name
         self.window = store.window
+        self._lease_many = store.lease_many if isinstance(store, LeasesInBulk) else None
 
     def settle(self, seqs: Sequence[int], retain: Sequence[Acked] = ()) -> None:
         self._store.settle(self.name, seqs, retain)
 
     def lease(self, seq: int, generation: int, deadline: float) -> None:
         self._store.lease(self.name, seq, generation, deadline)
+
+    def lease_many(self, seqs: Sequence[int], generations: Sequence[int], deadline: float) -> None:
+        """``lease`` of each of ``seqs`` (one Pull's): one store call if it takes them so."""
+        if self._lease_many is not None:
+            self._lease_many(self.name, seqs, generations, deadline)
+            return
+        lease, name = self._store.lease, self.name
+        for seq, generation in zip(seqs, generations, strict=True):
+            lease(name, seq, generation, deadline)
 
     def end_lease(self, seq: int, generation: int, deadline: float, failed_attempts: int) -> None:
         self._store.end_lease(self.name, seq, generation, deadline, failed_attempts)

@@ -185,6 +185,11 @@ class MemoryStore:
     def lease(self, subscription: str, seq: int, generation: int, deadline: float) -> None:
         pass
 
+    def lease_many(
+        self, subscription: str, seqs: Sequence[int], generations: Sequence[int], deadline: float
+    ) -> None:
+        pass
+
     def end_lease(
         self, subscription: str, seq: int, generation: int, deadline: float, failed_attempts: int
     ) -> None:

@@ -5,7 +5,9 @@ came in ascending (the run) or out of order (the heap)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, cast
 
 from eoclient.server_stub.core.delivery.entries import Entry, Left
 from eoclient.server_stub.core.delivery.key_order import KeyOrder
@@ -16,7 +18,7 @@ from eoclient.server_stub.core.delivery.settlement import Settlement
 from eoclient.server_stub.core.delivery.stream_flow import StreamFlow
 from eoclient.server_stub.core.delivery.waiting import Waiting
 from eoclient.server_stub.core.model import StoredMessage
-from eoclient.server_stub.core.store import SubscriptionStorage
+from eoclient.server_stub.core.store import Store, SubscriptionStorage
 from eoclient.server_stub.storage.memory import MemoryStore
 from eoclient.server_stub.storage.sqlite import SqliteStore
 
@@ -118,6 +120,39 @@ def test_a_durable_store_is_handed_every_lease_change(tmp_path: Path) -> None:
         assert ended[1] is None
     finally:
         store.close()
+
+
+class _RecordingStore:
+    """Records the lease calls a durable store is handed (only those are used here)."""
+
+    window = 10
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def lease(self, subscription: str, seq: int, generation: int, deadline: float) -> None:
+        self.calls.append(("lease", subscription, seq, generation, deadline))
+
+
+class _BulkRecordingStore(_RecordingStore):
+    def lease_many(
+        self, subscription: str, seqs: Sequence[int], generations: Sequence[int], deadline: float
+    ) -> None:
+        self.calls.append(("lease_many", subscription, list(seqs), list(generations), deadline))
+
+
+def test_a_pulls_leases_go_to_the_store_in_one_call_if_it_takes_them_so() -> None:
+    taken = [Entry(1, message(1)), Entry(2, message(2), generation=3), Entry(4, message(4))]
+    plain, bulk = _RecordingStore(), _BulkRecordingStore()
+    for store in (plain, bulk):
+        leases = Leases(SubscriptionStorage(cast(Store, store), SUB))
+        assert leases.lease_run(taken, 30.0) == [1, 4, 1]
+    assert bulk.calls == [("lease_many", SUB, [1, 2, 4], [1, 4, 1], 30.0)]
+    assert plain.calls == [
+        ("lease", SUB, 1, 1, 30.0),
+        ("lease", SUB, 2, 4, 30.0),
+        ("lease", SUB, 4, 1, 30.0),
+    ]
 
 
 # ---------------------------------------------------------------- settlement

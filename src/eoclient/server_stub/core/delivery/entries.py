@@ -9,18 +9,15 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from eoclient.server_stub.core.model import StoredMessage
+from eoclient.server_stub.core.store import BacklogRow
 
-
-@dataclass(slots=True)
-class Entry:
-    """A waiting message the window holds, with its body."""
-
-    seq: int
-    message: StoredMessage
-    ready_at: float = 0.0
-    generation: int = 0  # deliveries so far; the next one's ack id carries one more
-    failed_attempts: int = 0  # nacks + deadline expiries (delivery_attempt = this + 1)
-    key_position: int = -1  # absolute position in its ordering key's sequence
+# A waiting message the window holds, with its body: a backlog row, the object the store
+# reads (``store.BacklogRow``: seq, message, failed attempts, generation, and the
+# window's ``ready_at`` and ``key_position``). A refill keeps the rows it loads as they
+# are — thousands at a time, on every message a durable server delivers: a second
+# object a row would cost as much as the store's own. Build one by keywords past
+# ``seq`` and ``message`` (the store's field order is not the window's).
+Entry = BacklogRow
 
 
 @dataclass(slots=True)

@@ -104,8 +104,7 @@ class Leases:
         failed = list(map(_failed_attempts, taken))
         self.table.add_many(deadline, NewLeases(seqs, generations, sizes, failed, published))
         if self._durable:
-            for seq, generation in zip(seqs, generations, strict=True):
-                self._storage.lease(seq, generation, deadline)
+            self._storage.lease_many(seqs, generations, deadline)
             if deadline > self._stored_until:
                 self._stored_until = deadline
         else:

@@ -74,6 +74,16 @@ class Schedule:
         else:
             heapq.heappush(self._ready, seq)
 
+    def push_run(self, seqs: list[int]) -> None:
+        """``push`` of messages ready now (ascending ``seqs``: rows loaded past the
+        cursor), at once when they come after the run's last (the common case)."""
+        run = self._run
+        if run and seqs and seqs[0] <= run[-1]:
+            for seq in seqs:
+                self._push_ready(seq)
+        else:
+            run.extend(seqs)
+
     def push_seq(self, seq: int | None, now: float) -> None:
         """The window's message ``seq`` became its key's head (None: no message did)."""
         if seq is not None:

@@ -16,12 +16,15 @@ part (``schedule.put_back``, ``schedule.release_due``); every change that touche
 than one is a method here. What leaves for good is handed back as ``Left`` records:
 the caller (``engine.SubscriptionDelivery``) settles them (``settlement.Settlement``).
 
-Costs: O(log n) a message in or out (the heaps), O(1) amortised for the key order.
+Costs: O(log n) a message in or out (the heaps), O(1) amortised for the key order. A
+refill's rows without ordering keys or delays are admitted in a few passes over their
+columns (``_admit_fresh``), O(1) each.
 """
 
 from __future__ import annotations
 
 from collections.abc import Container, Iterable
+from operator import attrgetter
 
 from eoclient.server_stub.core.delivery.entries import Entry, Left, Returned
 from eoclient.server_stub.core.delivery.key_order import KeyOrder
@@ -30,6 +33,12 @@ from eoclient.server_stub.core.delivery.schedule import Schedule
 from eoclient.server_stub.core.delivery.window import Backlog
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import BacklogRow, SubscriptionStorage
+
+# The columns ``_admit_fresh`` reads, read in C (``map``), not by a Python loop.
+_seq = attrgetter("seq")
+_message = attrgetter("message")
+_ordering_key = attrgetter("ordering_key")
+_deliver_at = attrgetter("deliver_at")
 
 
 class Waiting:
@@ -77,15 +86,21 @@ class Waiting:
                 return
         self.schedule.push(entry, now)
 
-    def _admit_unordered(self, entries: list[Entry], now: float) -> None:
-        """``_admit`` of each of ``entries`` without ordering keys, in one loop."""
-        add, push = self.window.add, self.schedule.push
-        for entry in entries:
-            deliver_at = entry.message.deliver_at
-            if deliver_at > entry.ready_at:
-                entry.ready_at = deliver_at
-            add(entry)
-            push(entry, now)
+    def _admit_fresh(self, entries: list[Entry], now: float) -> None:
+        """``_admit`` of each of ``entries`` (rows loaded past the cursor, ascending
+        seqs, deliverable at once): at once — the window's ``add_run``, one schedule
+        ``push_run`` — when none has an ordering key or a delivery time still ahead (the
+        common case: then ``_admit`` would add each and schedule it ready); else one by
+        one."""
+        messages = list(map(_message, entries))
+        if (self._ordered and any(map(_ordering_key, messages))) or max(
+            map(_deliver_at, messages), default=now
+        ) > now:
+            for entry in entries:
+                self._admit(entry, returned=False, now=now)
+            return
+        self.window.add_run(entries)
+        self.schedule.push_run(list(map(_seq, entries)))
 
     def refill(
         self, now: float, want: int, leased: LeaseTable, cutoff: float, ttl_cutoff: float
@@ -96,30 +111,32 @@ class Waiting:
         or ``ttl_cutoff`` (past the message TTL: acknowledged). ``leased``: the leases
         (their rows are passed over)."""
         # Rows past every lease (all of them, but after a restart) need no lookup there.
-        loaded = self.window.load(want, leased.__contains__, held_below=leased.seq_bound())
-        entries = [
-            Entry(
-                item.seq,
-                item.message,
-                ready_at=now if item.ready_at is None else item.ready_at,
-                generation=item.generation,
-                failed_attempts=item.failed_attempts,
-            )
-            for item in loaded
-        ]
-        if self._ordered:
-            for entry, item in zip(entries, loaded, strict=True):
-                self._admit(entry, returned=item.returned, now=now)
+        # The rows loaded past the cursor become the window's entries as they are (a
+        # row is an Entry), deliverable at once (their ``ready_at`` 0).
+        entries = self.window.load_fresh(want, held_below=leased.seq_bound())
+        if entries is not None:
+            self._admit_fresh(entries, now)
         else:
-            self._admit_unordered(entries, now)
+            entries = []
+            for item in self.window.load(want, leased.__contains__):
+                entry = Entry(
+                    item.seq,
+                    item.message,
+                    ready_at=0.0 if item.ready_at is None else item.ready_at,
+                    generation=item.generation,
+                    failed_attempts=item.failed_attempts,
+                )
+                self._admit(entry, returned=item.returned, now=now)
+                entries.append(entry)
         left: list[tuple[Left, bool]] = []
-        for item in loaded:
-            published = item.message.publish_time
-            if published <= cutoff or published <= ttl_cutoff:
-                gone = self.remove(item.seq, now)
+        due = max(cutoff, ttl_cutoff)
+        for entry in entries:
+            published = entry.message.publish_time
+            if published <= due:
+                gone = self.remove(entry.seq, now)
                 if gone is not None:
                     left.append((gone, published > cutoff))
-        return bool(loaded), left
+        return bool(entries), left
 
     def give_back(
         self,

@@ -17,6 +17,9 @@ bytes:
 smallest), then past the cursor, in seq order: an ordering key's messages enter the
 window in its order, so the window always holds the head of every key it holds, and the
 oldest messages (the first to meet the retention or the TTL) are the first loaded.
+In the common case — nothing returned, no lease past the cursor — a load is one store
+read whose rows all enter the window as they are (``load_fresh``, ``add_run``: columns,
+not a call a row): a durable server pays this for every message it delivers.
 The window grows past its size (to twice it plus what a caller wants) only while what it
 holds cannot be delivered yet — ordering keys waiting behind leased heads — so that other
 keys get a chance; beyond that it waits for acks.
@@ -33,10 +36,18 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
+from operator import attrgetter, le
 
 from eoclient.server_stub.core.delivery.entries import Entry, Returned
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import BacklogRow, SeqMessage, SubscriptionStorage
+
+# The columns ``add_run`` and ``load_fresh`` read, in C (``map``), not by a Python loop.
+_seq = attrgetter("seq")
+_message = attrgetter("message")
+_size = attrgetter("size")
+_publish_time = attrgetter("publish_time")
 
 
 @dataclass(slots=True)
@@ -68,8 +79,11 @@ class Backlog:
         # order (each above the last: messages published and admitted in seq order, the
         # common case), where a stale record at the front goes in O(1); ``_by_publish``
         # a heap of the rest (messages given back, loaded after a seek or a restart with
-        # earlier publish times), O(log n) each. The oldest is the smaller front.
-        self._by_publish_run: deque[tuple[float, int]] = deque()
+        # earlier publish times), O(log n) each. The oldest is the smaller front. The run
+        # holds only the seqs (a live one's publish time is its entry's: no tuple a
+        # message), and ``_run_last`` the record of its last.
+        self._by_publish_run: deque[int] = deque()
+        self._run_last = (-math.inf, 0)
         self._by_publish: list[tuple[float, int]] = []
         self._cold = 0  # rows past the cursor that nothing else holds
         self._cursor = 0  # the largest seq loaded (or added) so far
@@ -133,12 +147,14 @@ class Backlog:
     def window_head(self) -> tuple[float, int] | None:
         """(publish time, seq) of the window's oldest entry. O(1) amortised."""
         run, by_publish, entries = self._by_publish_run, self._by_publish, self.entries
-        while run and run[0][1] not in entries:
+        while run and run[0] not in entries:
             run.popleft()
         while by_publish and by_publish[0][1] not in entries:
             heapq.heappop(by_publish)
-        if run and (not by_publish or run[0] < by_publish[0]):
-            return run[0]
+        if run:
+            first = (entries[run[0]].message.publish_time, run[0])
+            if not by_publish or first < by_publish[0]:
+                return first
         return by_publish[0] if by_publish else None
 
     def first_cold_row(self) -> BacklogRow | None:
@@ -175,8 +191,9 @@ class Backlog:
         published = entry.message.publish_time
         record = (published, entry.seq)
         run = self._by_publish_run
-        if not run or record > run[-1]:
-            run.append(record)
+        if not run or record > self._run_last:
+            run.append(entry.seq)
+            self._run_last = record
         else:
             heapq.heappush(self._by_publish, record)
         if published < self._floor:
@@ -184,14 +201,49 @@ class Backlog:
         self._bytes += entry.message.size
         if entry.seq > self._cursor:
             self._cursor = entry.seq
-        if len(run) + len(self._by_publish) > self._compact_at:
-            # Records of entries that left (leased, settled) beyond twice the window:
-            # dropped, so they cost memory in proportion to the window, not the traffic.
+        self._compact_records()
+
+    def add_run(self, entries: list[Entry]) -> None:
+        """``add`` of each of ``entries`` (ascending seqs, none in the window: rows loaded
+        past the cursor), in a few passes over their columns when their records come in
+        ascending order after the run's last (the common case: messages published in seq
+        order, loaded as the store keeps them); else one ``add`` at a time."""
+        if not entries:
+            return
+        seqs = list(map(_seq, entries))
+        messages = list(map(_message, entries))
+        published = list(map(_publish_time, messages))
+        run = self._by_publish_run
+        # (publish time, seq) ascends with the seqs exactly when the publish times do not
+        # fall; then every record goes where ``add`` puts one above the run's last.
+        if (run and (published[0], seqs[0]) <= self._run_last) or not all(
+            map(le, published, islice(published, 1, None))
+        ):
+            for entry in entries:
+                self.add(entry)
+            return
+        self.entries.update(zip(seqs, entries, strict=True))
+        run.extend(seqs)
+        self._run_last = (published[-1], seqs[-1])
+        if published[0] < self._floor:
+            self._floor = published[0]
+        self._bytes += sum(map(_size, messages))
+        if seqs[-1] > self._cursor:
+            self._cursor = seqs[-1]
+        self._compact_records()
+
+    def _compact_records(self) -> None:
+        """Records of entries that left (leased, settled) beyond twice the window:
+        dropped, so they cost memory in proportion to the window, not the traffic."""
+        run, by_publish = self._by_publish_run, self._by_publish
+        if len(run) + len(by_publish) > self._compact_at:
             entries = self.entries
-            self._by_publish_run = deque(record for record in run if record[1] in entries)
-            self._by_publish = [record for record in self._by_publish if record[1] in entries]
+            self._by_publish_run = run = deque(seq for seq in run if seq in entries)
+            if run:
+                self._run_last = (entries[run[-1]].message.publish_time, run[-1])
+            self._by_publish = [record for record in by_publish if record[1] in entries]
             heapq.heapify(self._by_publish)
-            self._compact_at = 2 * len(self.entries) + 4096
+            self._compact_at = 2 * len(entries) + 4096
 
     def add_cold(self, size: int) -> None:
         """A newly published message stays in the store (a row past the cursor)."""
@@ -243,30 +295,56 @@ class Backlog:
         self._bytes -= rows[0].message.size
         return rows[0]
 
-    def load(
-        self, want: int, held: Callable[[int], bool], *, held_below: float = math.inf
-    ) -> list[Loaded]:
+    def load(self, want: int, held: Callable[[int], bool]) -> list[Loaded]:
         """The next cold messages in seq order, out of the cold side (the caller adds
-        those it keeps to the window); [] when none, or when the window is full.
+        those it keeps to the window); [] when none, or when the window is full. The
+        general case, each row looked at (``load_fresh``: the common one, in bulk).
 
         ``want``: how many deliveries the caller still asks for; ``held(seq)``: the
-        message is leased (its row stays in the store, passed over by the cursor), never
-        at or above ``held_below`` (rows past it are not asked about).
+        message is leased (its row stays in the store, passed over by the cursor).
         """
-        if not (self._cold or self._returned) or self.limit is None:
+        room = self._room(want)
+        if not room:
             return []
-        if len(self.entries) >= 2 * self.limit + want:
-            return []
-        room = max(self.limit - len(self.entries), self.MIN_LOAD, want)
         loaded = self._load_returned(room)
         # Past the cursor: rows of leased messages (restored at a restart) are passed
         # over, so a read may bring nothing new while more lies beyond it.
         while len(loaded) < room and (self._cold or self._returned):
             cursor = self._cursor
-            loaded += self._load_past_cursor(room - len(loaded), held, held_below)
+            loaded += self._load_past_cursor(room - len(loaded), held)
             if self._cursor == cursor:
                 break
         return loaded
+
+    def load_fresh(self, want: int, *, held_below: float) -> list[BacklogRow] | None:
+        """``load`` in the common case, where nothing is returned and every row past the
+        cursor lies at or above ``held_below`` (past every lease): each row the store
+        gives is loaded as it is (a message waiting since its publish, deliverable as
+        soon as loaded), in one store read. None: not that case (``load`` looks at each
+        row). ``want``: as for ``load``."""
+        if self._returned or self._cursor + 1 < held_below:
+            return None
+        room = self._room(want)
+        if not room:
+            return []
+        rows = self.storage.backlog(self._cursor, room)
+        self._cold -= len(rows)
+        self._bytes -= sum(map(_size, map(_message, rows)))
+        if rows:
+            self._cursor = rows[-1].seq
+        if len(rows) < room:
+            # Fewer than asked: the store has no more rows past these, so none are cold
+            # beyond them, whatever the count says.
+            self._cold = 0
+        return rows
+
+    def _room(self, want: int) -> int:
+        """How many rows a load asks for (0: none to load, or the window is full)."""
+        if not (self._cold or self._returned) or self.limit is None:
+            return 0
+        if len(self.entries) >= 2 * self.limit + want:
+            return 0
+        return max(self.limit - len(self.entries), self.MIN_LOAD, want)
 
     def _load_returned(self, room: int) -> list[Loaded]:
         """Returned messages below the cursor, smallest seq first (those above it — a
@@ -291,27 +369,12 @@ class Backlog:
                 loaded.append(_from_returned(seq, row.message, returned))
         return loaded
 
-    def _load_past_cursor(
-        self, room: int, held: Callable[[int], bool], held_below: float
-    ) -> list[Loaded]:
+    def _load_past_cursor(self, room: int, held: Callable[[int], bool]) -> list[Loaded]:
         rows = self.storage.backlog(self._cursor, room)
-        # Fewer than asked: the store has no more rows past these, so none are cold
-        # beyond them, whatever the count says.
-        exhausted = len(rows) < room
-        if not self._returned and self._cursor + 1 >= held_below:
-            # The common case: none of these was returned or is leased (every row lies
-            # past the cursor, so at or above held_below): each is loaded as it is.
-            loaded = [
-                Loaded(row.seq, row.message, row.generation, row.failed_attempts, None, False)
-                for row in rows
-            ]
-            self._cold -= len(rows)
-            self._bytes -= sum(row.message.size for row in rows)
-        else:
-            loaded = self._load_rows(rows, held)
+        loaded = self._load_rows(rows, held)
         if rows:
             self._cursor = rows[-1].seq
-        if exhausted:
+        if len(rows) < room:  # as in ``load_fresh``: nothing cold beyond them
             self._cold = 0
         return loaded
 
@@ -349,6 +412,7 @@ class Backlog:
     def clear(self) -> None:
         self.entries.clear()
         self._by_publish_run.clear()
+        self._run_last = (-math.inf, 0)
         self._by_publish.clear()
         self._cold = 0
         self._cursor = 0
