@@ -20,7 +20,9 @@ statements live in a module of their own:
   so a client never hears SUCCESS for a change a crash can undo.
 * **Bounded memory.** Bodies live in ``messages``; the broker holds at most a window of
   each subscription's waiting messages (``window``) and reads the rest in seq order; a
-  leased message's body is read back when it is redelivered.
+  leased message's body is read back when it is redelivered. The messages published
+  last are also kept in memory, within ``cache_bytes`` (``sqlite_cache.py``), so that a
+  refill of a subscriber keeping up reads no message back.
 * **Garbage collection by low-water mark** (as a Pulsar cursor's mark-delete position
   frees ledgers): a message can only be named by rows of subscriptions created on its
   topic (backlog, retained) and by snapshots of that topic (their messages, and the
@@ -48,6 +50,7 @@ from eoclient.server_stub.core.store import (
     StoredSubscription,
 )
 from eoclient.server_stub.storage.sqlite_backlog import BacklogTables
+from eoclient.server_stub.storage.sqlite_cache import CACHE_BYTES
 from eoclient.server_stub.storage.sqlite_files import (
     DATABASE_FILE,
     StoreError,
@@ -79,6 +82,7 @@ class SqliteStore:
         *,
         window: int = DEFAULT_WINDOW,
         gc_interval: float = GC_INTERVAL,
+        cache_bytes: int = CACHE_BYTES,
     ) -> None:
         if window < 1:
             raise ValueError(f"window must be at least 1 (got {window})")
@@ -96,7 +100,7 @@ class SqliteStore:
                 # Every store call names a subscription: its id by one subscript.
                 self._subscription = KindIds(self._names, "subscription")
                 self._resources = ResourceTables(self._writes, self._names)
-                self._messages = BacklogTables(self._writes)
+                self._messages = BacklogTables(self._writes, cache_bytes)
                 self._snapshots = SnapshotTables(self._writes, self._names)
                 self._state = self._read()
             except sqlite3.DatabaseError as error:
