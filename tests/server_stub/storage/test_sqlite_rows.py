@@ -160,3 +160,41 @@ def test_garbage_collection_deletes_a_topics_messages_below_the_floor_in_batches
     assert all(count == batch for count in deleted[:-1])
     assert not deleted or deleted[-1] <= batch
     assert left == sorted(set(first + second) - set(gone))
+
+
+_lease_calls = st.lists(
+    st.tuples(
+        st.sampled_from([SUB, "projects/p/subscriptions/other"]),
+        st.sampled_from([100.0, 200.0]),
+        st.lists(st.tuples(st.integers(1, 12), st.integers(1, 4)), max_size=5),
+    ),
+    max_size=8,
+)
+
+
+@given(_lease_calls)
+def test_leases_in_bulk_write_the_rows_of_leases_one_by_one(
+    calls: list[tuple[str, float, list[tuple[int, int]]]],
+) -> None:
+    message = StoredMessage("1", b"x", {}, "", 1e9, 1)
+    seqs = list(range(1, 13))
+    tables = []
+    for bulk in (False, True):
+        with _store() as store:
+            receivers = {SUB: seqs, "projects/p/subscriptions/other": seqs}
+            store.publish(TOPIC, [(seq, message) for seq in seqs], receivers)
+            for subscription, deadline, pairs in calls:
+                if bulk:
+                    leased = [seq for seq, _ in pairs]
+                    generations = [generation for _, generation in pairs]
+                    store.lease_many(subscription, leased, generations, deadline)
+                else:
+                    for seq, generation in pairs:
+                        store.lease(subscription, seq, generation, deadline)
+            store.commit()
+            tables.append(
+                store._writes.read(
+                    "SELECT subscription, deadline, leases FROM leases ORDER BY id"
+                ).fetchall()
+            )
+    assert tables[0] == tables[1]

@@ -189,6 +189,12 @@ class SqliteStore:
     def lease(self, subscription: str, seq: int, generation: int, deadline: float) -> None:
         self._messages.lease(self._subscription[subscription], seq, generation, deadline)
 
+    def lease_many(
+        self, subscription: str, seqs: Sequence[int], generations: Sequence[int], deadline: float
+    ) -> None:
+        """``lease`` of each of ``seqs`` with its generation, in order (one Pull's)."""
+        self._messages.lease_many(self._subscription[subscription], seqs, generations, deadline)
+
     def end_lease(
         self, subscription: str, seq: int, generation: int, deadline: float, failed_attempts: int
     ) -> None:

@@ -325,6 +325,24 @@ class BacklogTables:
         pairs.append(seq)
         pairs.append(generation)
 
+    def lease_many(
+        self, subscription: int, seqs: Sequence[int], generations: Sequence[int], deadline: float
+    ) -> None:
+        """``lease`` of each of ``seqs`` (one Pull's, one deadline): (seq, generation)
+        pairs interleaved in C, into the newest batch if it is the subscription's with
+        this deadline, else a new one (``test_sqlite_rows.py``: the same rows as ``lease``
+        of each)."""
+        if not seqs:
+            return
+        pairs = array("q", bytes(16 * len(seqs)))
+        pairs[0::2] = array("q", seqs)
+        pairs[1::2] = array("q", generations)
+        batches = self._batches
+        if batches and batches[-1][0] == subscription and batches[-1][1] == deadline:
+            batches[-1][2].extend(pairs)
+        else:
+            batches.append((subscription, deadline, pairs))
+
     def end_lease(
         self, subscription: int, seq: int, generation: int, deadline: float, failed: int
     ) -> None:
