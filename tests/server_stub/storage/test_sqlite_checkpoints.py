@@ -6,6 +6,7 @@ limit; nothing committed is lost along the way."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -96,3 +97,33 @@ def test_the_commit_thread_checkpoints_when_passive_ones_fall_behind(tmp_path: P
         checkpoints._wanted = waited_on  # close() wakes the thread to end it
         store.close()
     assert _backlog(tmp_path) == 200 * BATCH
+
+
+def test_a_reader_that_holds_the_wal_costs_one_wait_a_limit_not_one_a_commit(
+    tmp_path: Path,
+) -> None:
+    wal = tmp_path / f"{DATABASE_FILE}-wal"
+    store = SqliteStore(tmp_path, checkpoint_bytes=BOUND)
+    checkpoints = store._checkpoints
+    assert checkpoints is not None
+    waited_on = checkpoints._wanted
+    checkpoints._wanted = threading.Event()  # no passive checkpoint: only the RESTARTs
+    store._writes.db.execute("PRAGMA busy_timeout=50")  # how long a RESTART waits for readers
+    reader = sqlite3.connect(tmp_path / DATABASE_FILE, isolation_level=None)
+    try:
+        _publish_batches(store, 5, wal)
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM messages").fetchone()  # holds its snapshot
+        _publish_batches(store, 200, wal)  # ~20 MB: past the limit ~19 times over
+        assert checkpoints.restarts == 0
+        # One refusal each time the WAL grows by another limit, not one for each of the
+        # ~190 commits past it.
+        assert 1 <= checkpoints.refused <= wal.stat().st_size // (WAL_LIMIT * BOUND) + 1
+        reader.execute("COMMIT")
+        _publish_batches(store, 200, wal)
+        assert checkpoints.restarts >= 1
+    finally:
+        reader.close()
+        checkpoints._wanted = waited_on
+        store.close()
+    assert _backlog(tmp_path) == 405 * BATCH

@@ -14,8 +14,10 @@ blocks, the writer. Once one has copied everything, the next transaction starts 
 over (``journal_size_limit`` truncates the file back to ``bound``, so its size says how
 much it holds). Passive checkpoints can fall behind a writer that never pauses; past
 ``WAL_LIMIT`` times ``bound`` the commit thread itself runs a RESTART checkpoint after
-its COMMIT (its connection then has no transaction open, so nothing holds the WAL): the
-WAL cannot grow without bound, and only that rare commit waits for a copy.
+its COMMIT (its connection then has no transaction open, so nothing of ours holds the
+WAL): the WAL cannot grow without bound, and only that rare commit waits for a copy. (Only
+another process reading the file — the sqlite3 shell — can refuse a RESTART; the next is
+then tried once the WAL has grown by another limit, not at every commit.)
 
 Durability does not change: a checkpoint only copies committed frames, and an interrupted
 one is redone from the WAL at the next open.
@@ -46,6 +48,11 @@ class Checkpoints:
         self.bound = bound
         self.passive = 0  # checkpoints run, for tests and inspection
         self.restarts = 0
+        self.refused = 0  # RESTARTs a reader kept from finishing
+        # The WAL's size past which the commit thread runs a RESTART: raised by the limit
+        # when a reader refused one (another process holding a snapshot, e.g. the sqlite3
+        # shell), so commits do not each wait out the busy timeout; reset once one runs.
+        self._restart_at = WAL_LIMIT * bound
         self._wal = path.with_name(path.name + "-wal")
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA synchronous=FULL")  # fsyncs the file after a copy
@@ -70,13 +77,19 @@ class Checkpoints:
             size = os.stat(self._wal).st_size
         except FileNotFoundError:
             return
-        if size > WAL_LIMIT * self.bound:
+        if size > self._restart_at:
             try:
                 with self._copying:
                     busy, _, _ = db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
-                self.restarts += not busy  # busy: a reader held it (none is ours); retried
             except sqlite3.Error:  # the commit is done all the same; the next one retries
                 logger.exception("a checkpoint of the store's WAL failed")
+                return
+            if busy:  # a reader of another connection (none is ours) held the WAL
+                self.refused += 1
+                self._restart_at = size + WAL_LIMIT * self.bound
+            else:
+                self.restarts += 1
+                self._restart_at = WAL_LIMIT * self.bound
         elif size > self.bound:
             self._wanted.set()
 
