@@ -12,6 +12,7 @@ import dataclasses
 import tempfile
 from collections.abc import Iterator
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,6 +20,7 @@ from eoclient.server_stub.core import policies
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import Acked
 from eoclient.server_stub.storage.sqlite import SqliteStore
+from eoclient.server_stub.storage.sqlite_cache import CACHE_BYTES
 
 TOPIC = "projects/p/topics/t"
 OTHER_TOPIC = "projects/p/topics/u"
@@ -55,10 +57,10 @@ def _messages(draw: st.DrawFn) -> list[StoredMessage]:
 
 
 @contextlib.contextmanager
-def _store() -> Iterator[SqliteStore]:
+def _store(cache_bytes: int = CACHE_BYTES) -> Iterator[SqliteStore]:
     # Hypothesis runs the test body many times: a directory each, not pytest's tmp_path.
     with tempfile.TemporaryDirectory() as directory:
-        store = SqliteStore(directory, gc_interval=0)
+        store = SqliteStore(directory, gc_interval=0, cache_bytes=cache_bytes)
         try:
             yield store
         finally:
@@ -69,13 +71,15 @@ def _fields(message: StoredMessage) -> dict[str, object]:
     return {item.name: getattr(message, item.name) for item in dataclasses.fields(message)}
 
 
-@given(_messages())
+# 0: no message cached, every row is read back (the cached ones are the published objects).
+@pytest.mark.parametrize("cache_bytes", [0, CACHE_BYTES])
+@given(messages=_messages())
 def test_messages_read_back_equal_the_dataclass_construction(
-    messages: list[StoredMessage],
+    cache_bytes: int, messages: list[StoredMessage]
 ) -> None:
     published = list(enumerate(messages, start=1))
     seqs = [seq for seq, _ in published]
-    with _store() as store:
+    with _store(cache_bytes) as store:
         store.publish(TOPIC, published, {SUB: seqs})
         store.commit()
         backlog = store.backlog(SUB, 0, len(seqs))
@@ -156,3 +160,41 @@ def test_garbage_collection_deletes_a_topics_messages_below_the_floor_in_batches
     assert all(count == batch for count in deleted[:-1])
     assert not deleted or deleted[-1] <= batch
     assert left == sorted(set(first + second) - set(gone))
+
+
+_lease_calls = st.lists(
+    st.tuples(
+        st.sampled_from([SUB, "projects/p/subscriptions/other"]),
+        st.sampled_from([100.0, 200.0]),
+        st.lists(st.tuples(st.integers(1, 12), st.integers(1, 4)), max_size=5),
+    ),
+    max_size=8,
+)
+
+
+@given(_lease_calls)
+def test_leases_in_bulk_write_the_rows_of_leases_one_by_one(
+    calls: list[tuple[str, float, list[tuple[int, int]]]],
+) -> None:
+    message = StoredMessage("1", b"x", {}, "", 1e9, 1)
+    seqs = list(range(1, 13))
+    tables = []
+    for bulk in (False, True):
+        with _store() as store:
+            receivers = {SUB: seqs, "projects/p/subscriptions/other": seqs}
+            store.publish(TOPIC, [(seq, message) for seq in seqs], receivers)
+            for subscription, deadline, pairs in calls:
+                if bulk:
+                    leased = [seq for seq, _ in pairs]
+                    generations = [generation for _, generation in pairs]
+                    store.lease_many(subscription, leased, generations, deadline)
+                else:
+                    for seq, generation in pairs:
+                        store.lease(subscription, seq, generation, deadline)
+            store.commit()
+            tables.append(
+                store._writes.read(
+                    "SELECT subscription, deadline, leases FROM leases ORDER BY id"
+                ).fetchall()
+            )
+    assert tables[0] == tables[1]

@@ -17,10 +17,14 @@ statements live in a module of their own:
   uncommitted one is rolled back at the next open. (``NORMAL`` would survive a killed
   process — the frames are written before COMMIT returns — but not a power failure;
   the fsync is what grouping amortises.) The server answers nothing before its commit,
-  so a client never hears SUCCESS for a change a crash can undo.
+  so a client never hears SUCCESS for a change a crash can undo. The WAL is copied back
+  into the database file by a thread of its own, not inside commits
+  (``sqlite_checkpoints.py``).
 * **Bounded memory.** Bodies live in ``messages``; the broker holds at most a window of
   each subscription's waiting messages (``window``) and reads the rest in seq order; a
-  leased message's body is read back when it is redelivered.
+  leased message's body is read back when it is redelivered. The messages published
+  last are also kept in memory, within ``cache_bytes`` (``sqlite_cache.py``), so that a
+  refill of a subscriber keeping up reads no message back.
 * **Garbage collection by low-water mark** (as a Pulsar cursor's mark-delete position
   frees ledgers): a message can only be named by rows of subscriptions created on its
   topic (backlog, retained) and by snapshots of that topic (their messages, and the
@@ -48,6 +52,8 @@ from eoclient.server_stub.core.store import (
     StoredSubscription,
 )
 from eoclient.server_stub.storage.sqlite_backlog import BacklogTables
+from eoclient.server_stub.storage.sqlite_cache import CACHE_BYTES
+from eoclient.server_stub.storage.sqlite_checkpoints import CHECKPOINT_BYTES, Checkpoints
 from eoclient.server_stub.storage.sqlite_files import (
     DATABASE_FILE,
     StoreError,
@@ -79,6 +85,8 @@ class SqliteStore:
         *,
         window: int = DEFAULT_WINDOW,
         gc_interval: float = GC_INTERVAL,
+        cache_bytes: int = CACHE_BYTES,
+        checkpoint_bytes: int = CHECKPOINT_BYTES,
     ) -> None:
         if window < 1:
             raise ValueError(f"window must be at least 1 (got {window})")
@@ -88,21 +96,29 @@ class SqliteStore:
         self._last_gc = float("-inf")
         self._gc_floor: dict[int, int] = {}  # topic id -> seq below which all is deleted
         self._lock_fd = lock_directory(self.directory)
+        self._checkpoints: Checkpoints | None = None
         try:
             db = open_database(self.directory)
             try:
-                self._writes = Writes(db)
+                Checkpoints.configure(db, checkpoint_bytes)
+                self._checkpoints = Checkpoints(self.directory / DATABASE_FILE, checkpoint_bytes)
+                self._writes = Writes(db, self._checkpoints)
                 self._names = Names(self._writes)
                 # Every store call names a subscription: its id by one subscript.
                 self._subscription = KindIds(self._names, "subscription")
                 self._resources = ResourceTables(self._writes, self._names)
-                self._messages = BacklogTables(self._writes)
+                self._messages = BacklogTables(self._writes, cache_bytes)
                 self._snapshots = SnapshotTables(self._writes, self._names)
                 self._state = self._read()
             except sqlite3.DatabaseError as error:
+                self._close_checkpoints()
                 db.close()
                 path = self.directory / DATABASE_FILE
                 raise StoreError(f"{path} is corrupt: {error}") from None
+            except BaseException:
+                self._close_checkpoints()
+                db.close()
+                raise
         except BaseException:
             os.close(self._lock_fd)
             raise
@@ -172,6 +188,12 @@ class SqliteStore:
 
     def lease(self, subscription: str, seq: int, generation: int, deadline: float) -> None:
         self._messages.lease(self._subscription[subscription], seq, generation, deadline)
+
+    def lease_many(
+        self, subscription: str, seqs: Sequence[int], generations: Sequence[int], deadline: float
+    ) -> None:
+        """``lease`` of each of ``seqs`` with its generation, in order (one Pull's)."""
+        self._messages.lease_many(self._subscription[subscription], seqs, generations, deadline)
 
     def end_lease(
         self, subscription: str, seq: int, generation: int, deadline: float, failed_attempts: int
@@ -282,10 +304,16 @@ class SqliteStore:
                 self._writes.wait_idle()
                 self.commit()
                 self._writes.db.execute("ROLLBACK")
-            self._writes.db.close()
+            self._close_checkpoints()
+            self._writes.db.close()  # the last connection: SQLite checkpoints the WAL whole
         finally:
             os.close(self._lock_fd)
             self._lock_fd = -1
+
+    def _close_checkpoints(self) -> None:
+        if self._checkpoints is not None:
+            self._checkpoints.close()
+            self._checkpoints = None
 
     def statistics(self) -> Mapping[str, int]:
         """Row counts (inspection and tests)."""

@@ -32,10 +32,21 @@ from eoclient.server_stub.core.store import (
     StoredLease,
 )
 from eoclient.server_stub.storage import codec
+from eoclient.server_stub.storage.sqlite_cache import CACHE_BYTES, TailCache
 from eoclient.server_stub.storage.sqlite_writes import Writes
 
 MESSAGE_COLUMNS = "m.message_id, m.data, m.attributes, m.ordering_key, m.publish_time, m.size"
 _ROW_COLUMNS = f"b.seq, b.failed_attempts, b.generation, {MESSAGE_COLUMNS}"
+# A window's refill: below the cache's lowest seq (every message a miss), rows with their
+# messages; from there, the backlog's own columns (the messages from the cache).
+_BACKLOG_JOINED = (
+    f"SELECT {_ROW_COLUMNS} FROM backlog b JOIN messages m ON m.seq = b.seq "
+    "WHERE b.subscription = ? AND b.seq > ? AND b.seq < ? ORDER BY b.seq LIMIT ?"
+)
+_BACKLOG_OWN = (
+    "SELECT seq, failed_attempts, generation FROM backlog "
+    "WHERE subscription = ? AND seq > ? ORDER BY seq LIMIT ?"
+)
 # Point reads name at most this many seqs a statement (SQLite allows 32,766 parameters;
 # a few hundred keep each statement's plan and parameter list small).
 _ROWS_PER_READ = 500
@@ -139,8 +150,9 @@ def _unpack(blob: bytes) -> array[int]:
 
 
 class BacklogTables:
-    def __init__(self, writes: Writes) -> None:
+    def __init__(self, writes: Writes, cache_bytes: int = CACHE_BYTES) -> None:
         self._writes = writes
+        self.cache = TailCache(cache_bytes)
         row = writes.db.execute("SELECT value FROM meta WHERE key = 'last_seq'").fetchone()
         self.last_seq = int(row[0]) if row else 0
         self._oldest_retained: dict[int, float | None] = {}
@@ -224,6 +236,7 @@ class BacklogTables:
                 _INSERT_BACKLOG, [(subscription, seq, sizes[seq]) for seq in seqs]
             )
         self.last_seq = max(self.last_seq, messages[-1][0])
+        self.cache.add(topic, messages)
 
     def write_last_seq(self) -> None:
         self._writes.write(_LAST_SEQ, (self.last_seq,))
@@ -231,12 +244,20 @@ class BacklogTables:
     # ---------------------------------------------------------------- backlog rows
 
     def backlog(self, subscription: int, after_seq: int, limit: int) -> list[BacklogRow]:
-        rows = self._writes.read(
-            f"SELECT {_ROW_COLUMNS} FROM backlog b JOIN messages m ON m.seq = b.seq "
-            "WHERE b.subscription = ? AND b.seq > ? ORDER BY b.seq LIMIT ?",
-            (subscription, after_seq, limit),
-        )
-        return _backlog_rows(rows)
+        low = self.cache.low
+        if low is None:
+            low = self.last_seq + 1  # an empty cache: every row is below it
+        found: list[BacklogRow] = []
+        if after_seq + 1 < low:
+            found = _backlog_rows(
+                self._writes.read(_BACKLOG_JOINED, (subscription, after_seq, low, limit))
+            )
+            if len(found) == limit or low > self.last_seq:
+                return found
+            after_seq, limit = low - 1, limit - len(found)
+        rows = self._writes.read(_BACKLOG_OWN, (subscription, after_seq, limit)).fetchall()
+        found += self._with_messages(rows)
+        return found
 
     def rows(self, subscription: int, seqs: Sequence[int]) -> list[BacklogRow]:
         found: list[BacklogRow] = []
@@ -244,11 +265,43 @@ class BacklogTables:
             chunk = seqs[start : start + _ROWS_PER_READ]
             marks = ",".join("?" * len(chunk))
             rows = self._writes.read(
-                f"SELECT {_ROW_COLUMNS} FROM backlog b JOIN messages m ON m.seq = b.seq "
-                f"WHERE b.subscription = ? AND b.seq IN ({marks}) ORDER BY b.seq",
+                "SELECT seq, failed_attempts, generation FROM backlog "
+                f"WHERE subscription = ? AND seq IN ({marks}) ORDER BY seq",
                 (subscription, *chunk),
-            )
-            found += _backlog_rows(rows)
+            ).fetchall()
+            found += self._with_messages(rows)
+        return found
+
+    def _with_messages(self, rows: list[tuple[int, int, int]]) -> list[BacklogRow]:
+        """BacklogRows of (seq, failed attempts, generation): their messages from the
+        cache, those it misses read (a row whose message is gone is left out, as the join
+        leaves it out). The first pass serves a refill the cache holds whole; the second,
+        the general one, any other."""
+        get = self.cache.messages.get
+        found = [
+            BacklogRow(seq, message, failed, generation)
+            for seq, failed, generation in rows
+            if (message := get(seq)) is not None
+        ]
+        if len(found) == len(rows):
+            return found
+        read = self._read_messages([seq for seq, _, _ in rows if get(seq) is None]).get
+        return [
+            BacklogRow(seq, message, failed, generation)
+            for seq, failed, generation in rows
+            if (message := get(seq) or read(seq)) is not None
+        ]
+
+    def _read_messages(self, seqs: list[int]) -> dict[int, StoredMessage]:
+        found: dict[int, StoredMessage] = {}
+        for start in range(0, len(seqs), _ROWS_PER_READ):
+            chunk = seqs[start : start + _ROWS_PER_READ]
+            marks = ",".join("?" * len(chunk))
+            for row in self._writes.read(
+                f"SELECT m.seq, {MESSAGE_COLUMNS} FROM messages m WHERE m.seq IN ({marks})",
+                chunk,
+            ):
+                found[row[0]] = message_from_row(row[1:])
         return found
 
     def settle(self, subscription: int, seqs: Sequence[int], retain: Sequence[Acked]) -> None:
@@ -271,6 +324,24 @@ class BacklogTables:
             batches.append((subscription, deadline, pairs))
         pairs.append(seq)
         pairs.append(generation)
+
+    def lease_many(
+        self, subscription: int, seqs: Sequence[int], generations: Sequence[int], deadline: float
+    ) -> None:
+        """``lease`` of each of ``seqs`` (one Pull's, one deadline): (seq, generation)
+        pairs interleaved in C, into the newest batch if it is the subscription's with
+        this deadline, else a new one (``test_sqlite_rows.py``: the same rows as ``lease``
+        of each)."""
+        if not seqs:
+            return
+        pairs = array("q", bytes(16 * len(seqs)))
+        pairs[0::2] = array("q", seqs)
+        pairs[1::2] = array("q", generations)
+        batches = self._batches
+        if batches and batches[-1][0] == subscription and batches[-1][1] == deadline:
+            batches[-1][2].extend(pairs)
+        else:
+            batches.append((subscription, deadline, pairs))
 
     def end_lease(
         self, subscription: int, seq: int, generation: int, deadline: float, failed: int
@@ -378,4 +449,5 @@ class BacklogTables:
         ).fetchone()
         end = floor if last is None else last[0] + 1
         self._writes.write(_DELETE_MESSAGES, (start, end, topic))
+        self.cache.drop(topic, start, end)
         return end

@@ -20,6 +20,8 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from eoclient.server_stub.storage.sqlite_checkpoints import Checkpoints
+
 logger = logging.getLogger("eoclient.server_stub.store")
 
 Row = tuple[Any, ...]
@@ -30,8 +32,9 @@ Operation = tuple[str, list[Any]]
 class Writes:
     """One connection's pending statements and the transaction they go into."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, checkpoints: Checkpoints | None = None) -> None:
         self.db = db
+        self._checkpoints = checkpoints
         self._ops: list[Operation] = []
         self._committing: list[Operation] = []  # taken by a commit
         self._executed = False  # statements run in the open transaction, not committed
@@ -111,6 +114,8 @@ class Writes:
             self._run(ops)
             self.db.execute("COMMIT")
             self._executed = False
+            if self._checkpoints is not None:
+                self._checkpoints.committed(self.db)
             self.db.execute("BEGIN")
         except sqlite3.Error:
             if not self.db.in_transaction:  # rolled back by SQLite: start afresh

@@ -1,0 +1,244 @@
+"""The tail cache (``sqlite_cache.TailCache``) against reads without it: on random
+sequences of publishes, acks, ended leases, seeks, garbage collection, commits and
+restarts, a store whose refills take messages from a small cache (evicting all the time)
+reads exactly the rows and messages of a store that reads every one back with the join."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eoclient.server_stub.core.model import StoredMessage, SubscriptionConfig, TopicConfig
+from eoclient.server_stub.core.store import Acked, SubscriptionRecord
+from eoclient.server_stub.storage.sqlite import SqliteStore
+from eoclient.server_stub.storage.sqlite_cache import ENTRY_OVERHEAD, TailCache
+
+TOPICS = ("projects/p/topics/t", "projects/p/topics/u")
+SUBS = {
+    "projects/p/subscriptions/s": TOPICS[0],
+    "projects/p/subscriptions/r": TOPICS[0],
+    "projects/p/subscriptions/q": TOPICS[1],
+}
+
+
+def _message(seq: int) -> StoredMessage:
+    data = f"body {seq}".encode()
+    attributes = {"n": str(seq)} if seq % 3 else {}
+    size = len(data) + sum(len(k) + len(v) for k, v in attributes.items())
+    return StoredMessage(f"id-{seq}", data, attributes, "", 1e9 + seq, size)
+
+
+class Pair:
+    """The same calls on a cached store and on one whose cache holds nothing."""
+
+    def __init__(self, root: Path, cache_bytes: int) -> None:
+        self.paths = (root / "cached", root / "plain")
+        self.budgets = (cache_bytes, 0)
+        self.stores = self._open()
+        self.seq = 0
+        self.published: dict[str, list[int]] = {topic: [] for topic in TOPICS}
+        for store in self.stores:
+            for topic in TOPICS:
+                store.resources.put_topic(TopicConfig(topic))
+            for name, topic in SUBS.items():
+                config = SubscriptionConfig(name, topic, retain_acked_messages=True)
+                store.resources.put_subscription(SubscriptionRecord(config, 0.0, 0.0))
+
+    def _open(self) -> tuple[SqliteStore, SqliteStore]:
+        cached, plain = (
+            SqliteStore(path, gc_interval=0, cache_bytes=budget)
+            for path, budget in zip(self.paths, self.budgets, strict=True)
+        )
+        return cached, plain
+
+    def restart(self) -> None:
+        self.close()
+        self.stores = self._open()
+
+    def close(self) -> None:
+        for store in self.stores:
+            store.close()
+
+    def publish(self, topic: str, count: int, receivers: list[str]) -> None:
+        messages = [(self.seq + i + 1, _message(self.seq + i + 1)) for i in range(count)]
+        self.seq += count
+        self.published[topic] += [seq for seq, _ in messages]
+        seqs = [seq for seq, _ in messages]
+        for store in self.stores:
+            store.publish(topic, messages, dict.fromkeys(receivers, seqs))
+
+    def check(self, subscription: str, after: int, limit: int, some: list[int]) -> None:
+        cached, plain = self.stores
+        assert cached.backlog(subscription, after, limit) == plain.backlog(
+            subscription, after, limit
+        )
+        assert cached.rows(subscription, some) == plain.rows(subscription, some)
+
+
+_subscription = st.sampled_from(sorted(SUBS))
+_operation = st.one_of(
+    st.tuples(
+        st.just("publish"),
+        st.sampled_from(TOPICS),
+        st.integers(1, 6),
+        st.lists(_subscription, unique=True),
+    ),
+    st.tuples(st.just("settle"), _subscription, st.lists(st.integers(1, 60), max_size=8)),
+    st.tuples(st.just("end_lease"), _subscription, st.integers(1, 60), st.integers(1, 5)),
+    st.tuples(st.just("seek"), _subscription, st.lists(st.integers(1, 60), max_size=10)),
+    st.tuples(st.just("gc")),
+    st.tuples(st.just("commit")),
+    st.tuples(st.just("restart")),
+)
+_read = st.tuples(
+    _subscription,
+    st.integers(0, 60),
+    st.integers(1, 20),
+    st.lists(st.integers(1, 60), max_size=10),
+)
+
+
+def _apply(pair: Pair, operation: tuple[object, ...]) -> None:
+    kind, *args = operation
+    if kind == "publish":
+        topic, count, receivers = args
+        pair.publish(topic, count, receivers)  # type: ignore[arg-type]
+    elif kind == "restart":
+        pair.restart()
+    for store in pair.stores:
+        if kind == "settle":
+            name, seqs = args
+            mine = sorted(set(seqs))  # type: ignore[call-overload]
+            retain = [Acked(seq, 1e9 + seq, None) for seq in mine[::2]]
+            store.settle(name, mine, retain)  # type: ignore[arg-type]
+        elif kind == "end_lease":
+            name, seq, generation = args
+            store.end_lease(name, seq, generation, 5.0, generation)  # type: ignore[arg-type]
+        elif kind == "seek":
+            name, seqs = args
+            # A seek names messages the topic published (and those garbage collection may
+            # have deleted since: the join then leaves them out, and so must the cache).
+            topic = SUBS[name]  # type: ignore[index]
+            unacked = [(s, _message(s)) for s in sorted(set(seqs)) if s in pair.published[topic]]  # type: ignore[call-overload]
+            store.reset_subscription(name, unacked, [], "uid")  # type: ignore[arg-type]
+        elif kind == "gc":
+            store.collect_garbage()
+        elif kind == "commit":
+            store.commit()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 12 * (ENTRY_OVERHEAD + 20)),
+    st.lists(st.tuples(_operation, _read), min_size=1, max_size=25),
+)
+def test_cached_reads_equal_reads_of_the_join(
+    cache_bytes: int, steps: list[tuple[tuple[object, ...], tuple[str, int, int, list[int]]]]
+) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        pair = Pair(Path(directory), cache_bytes)
+        try:
+            for operation, (subscription, after, limit, some) in steps:
+                _apply(pair, operation)
+                pair.check(subscription, after, limit, sorted(set(some)))
+        finally:
+            pair.close()
+
+
+def test_a_message_garbage_collection_deleted_is_not_served_from_the_cache(
+    tmp_path: Path,
+) -> None:
+    # Rows naming deleted messages cannot happen through the broker (the low-water mark
+    # keeps what a backlog names); deleted behind its back, the join leaves them out, and
+    # so must a cached read.
+    pair = Pair(tmp_path, 1 << 20)
+    try:
+        pair.publish(TOPICS[0], 10, ["projects/p/subscriptions/s"])
+        pair.publish(TOPICS[1], 10, ["projects/p/subscriptions/q"])
+        for store in pair.stores:
+            store.commit()
+            topic = store._names.id("topic", TOPICS[0])
+            store._messages.delete_messages(topic, 0, 8, 100)
+            store.commit()
+        cached, plain = pair.stores
+        for name in ("projects/p/subscriptions/s", "projects/p/subscriptions/q"):
+            for after in (0, 5):
+                expected = plain.backlog(name, after, 100)
+                assert cached.backlog(name, after, 100) == expected
+            assert cached.rows(name, list(range(1, 21))) == plain.rows(name, list(range(1, 21)))
+        assert [row.seq for row in cached.backlog("projects/p/subscriptions/s", 0, 100)] == [
+            8,
+            9,
+            10,
+        ]
+        assert len(cached._messages.cache.messages) == 13  # 3 of t, 10 of u
+    finally:
+        pair.close()
+
+
+def test_a_seek_reads_the_rows_it_set_with_their_messages(tmp_path: Path) -> None:
+    name = "projects/p/subscriptions/s"
+    pair = Pair(tmp_path, 1 << 20)
+    try:
+        pair.publish(TOPICS[0], 10, [name])
+        cached, _ = pair.stores
+        cached.settle(name, list(range(1, 11)), [])
+        assert cached.backlog(name, 0, 100) == []
+        cached.reset_subscription(name, [(3, _message(3)), (7, _message(7))], [], "uid")
+        rows = cached.backlog(name, 0, 100)
+        assert [(row.seq, row.message) for row in rows] == [(3, _message(3)), (7, _message(7))]
+    finally:
+        pair.close()
+
+
+def test_the_cache_keeps_the_latest_batches_within_its_budget() -> None:
+    entry = ENTRY_OVERHEAD + len(b"body 12")  # _message(12): no attributes
+    cache = TailCache(budget=3 * entry)
+    assert cache.low is None
+    for seq in (10, 11, 12, 13):
+        cache.add(1, [(seq, _message(12))])
+        assert cache.size <= cache.budget
+    assert sorted(cache.messages) == [11, 12, 13]
+    assert cache.low == 11
+    cache.add(1, [(14 + i, _message(12)) for i in range(4)])  # over the whole budget
+    assert sorted(cache.messages) == [11, 12, 13]
+    cache.drop(1, 0, 13)  # 11 and 12 gone and their bytes freed
+    cache.drop(2, 0, 100)  # another topic's: nothing
+    assert sorted(cache.messages) == [13]
+    assert cache.size == entry
+    assert cache.low == 13
+
+
+@contextlib.contextmanager
+def _store(directory: Path, cache_bytes: int) -> Iterator[SqliteStore]:
+    store = SqliteStore(directory, cache_bytes=cache_bytes)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def test_a_refill_reads_below_the_cache_with_the_join_and_above_it_from_the_cache(
+    tmp_path: Path,
+) -> None:
+    name = "projects/p/subscriptions/s"
+    budget = 5 * (ENTRY_OVERHEAD + 20)
+    with _store(tmp_path, budget) as store:
+        for seq in range(1, 21):
+            store.publish(TOPICS[0], [(seq, _message(seq))], {name: [seq]})
+        low = store._messages.cache.low
+        assert low is not None
+        assert low > 10
+        rows = store.backlog(name, 0, 20)
+        assert [(row.seq, row.message) for row in rows] == [
+            (seq, _message(seq)) for seq in range(1, 21)
+        ]
+        cached = store._messages.cache.messages
+        assert all(
+            rows[i].message is cached[seq] for i, seq in enumerate(range(1, 21)) if seq in cached
+        )
