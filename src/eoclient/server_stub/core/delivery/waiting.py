@@ -89,13 +89,12 @@ class Waiting:
     def _admit_fresh(self, entries: list[Entry], now: float) -> None:
         """``_admit`` of each of ``entries`` (rows loaded past the cursor, ascending
         seqs, deliverable at once): at once — the window's ``add_run``, one schedule
-        ``push_run`` — when none has an ordering key or a delivery time still ahead (the
-        common case: then ``_admit`` would add each and schedule it ready); else one by
-        one."""
+        ``push_run`` — when none has an ordering key or a delivery time (the common case:
+        then ``_admit`` would add each as it is and schedule it ready); else one by one,
+        so that a delayed message's ``ready_at`` is its delivery time, in the past or not,
+        as ``_admit`` sets it."""
         messages = list(map(_message, entries))
-        if (self._ordered and any(map(_ordering_key, messages))) or max(
-            map(_deliver_at, messages), default=now
-        ) > now:
+        if (self._ordered and any(map(_ordering_key, messages))) or any(map(_deliver_at, messages)):
             for entry in entries:
                 self._admit(entry, returned=False, now=now)
             return
