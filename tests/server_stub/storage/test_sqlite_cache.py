@@ -9,6 +9,7 @@ import contextlib
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -166,6 +167,7 @@ def test_a_message_garbage_collection_deleted_is_not_served_from_the_cache(
             store._messages.delete_messages(topic, 0, 8, 100)
             store.commit()
         cached, plain = pair.stores
+        assert len(cached._messages.cache.messages) == 13  # 3 of t, 10 of u
         for name in ("projects/p/subscriptions/s", "projects/p/subscriptions/q"):
             for after in (0, 5):
                 expected = plain.backlog(name, after, 100)
@@ -176,7 +178,8 @@ def test_a_message_garbage_collection_deleted_is_not_served_from_the_cache(
             9,
             10,
         ]
-        assert len(cached._messages.cache.messages) == 13  # 3 of t, 10 of u
+        # Each batch's one subscription has read past it: none is kept.
+        assert cached._messages.cache.messages == {}
     finally:
         pair.close()
 
@@ -242,3 +245,87 @@ def test_a_refill_reads_below_the_cache_with_the_join_and_above_it_from_the_cach
         assert all(
             rows[i].message is cached[seq] for i, seq in enumerate(range(1, 21)) if seq in cached
         )
+
+
+def test_a_batch_leaves_once_every_subscription_it_went_to_has_read_past_it() -> None:
+    cache = TailCache(budget=1 << 20)
+    cache.add(1, [(1, _message(1)), (2, _message(2))], [10, 11])
+    cache.add(1, [(3, _message(3))], [10])
+    cache.read(10, 0, 2)
+    assert sorted(cache.messages) == [1, 2, 3]  # 11 has not read 1-2 yet
+    cache.read(11, 5, 9)  # skips ahead of what it read (nothing): covers nothing
+    assert sorted(cache.messages) == [1, 2, 3]
+    cache.read(11, 0, 1)  # part of the batch only
+    assert sorted(cache.messages) == [1, 2, 3]
+    cache.read(11, 1, 2)
+    assert sorted(cache.messages) == [3]
+    assert cache.low == 3
+    cache.forget(10)  # deleted: 3 had no other reader
+    assert cache.messages == {}
+    assert cache.size == 0
+    assert cache.low is None
+
+
+def test_reads_past_batches_the_budget_or_garbage_collection_released_already() -> None:
+    entry = ENTRY_OVERHEAD + len(b"body 12")
+    cache = TailCache(budget=3 * entry)
+    for seq in range(1, 6):  # 1 and 2 evicted by the budget
+        cache.add(1, [(seq, _message(12))], [10])
+    cache.drop(1, 4, 5)  # 4 collected
+    assert sorted(cache.messages) == [3, 5]
+    cache.read(10, 0, 4)
+    assert sorted(cache.messages) == [5]
+    assert cache.size == entry
+    cache.read(10, 4, 5)
+    assert (cache.messages, cache.size, cache.low) == ({}, 0, None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("add"), st.integers(1, 3), st.sets(st.integers(1, 3))),
+            st.tuples(st.just("read"), st.integers(1, 3), st.integers(0, 8)),
+            st.tuples(st.just("forget"), st.integers(1, 3), st.just(0)),
+            st.tuples(st.just("drop"), st.integers(0, 30), st.integers(0, 6)),
+        ),
+        max_size=40,
+    )
+)
+def test_the_cache_counts_exactly_what_it_holds(operations: list[tuple[str, int, object]]) -> None:
+    # Whatever the order of publishes, reads, deletions and collections: the bytes
+    # counted cover the messages held, within the budget, and a message is held only
+    # while some subscription its batch went to has not read past the whole batch.
+    entry = ENTRY_OVERHEAD + len(b"body 12")
+    cache = TailCache(budget=6 * entry)
+    seq, read_to, gone = 0, dict.fromkeys((1, 2, 3), 0), set()
+    readers_of: dict[int, set[int]] = {}
+    last_of: dict[int, int] = {}  # a message's batch's last seq
+    for kind, a, b in operations:
+        if kind == "add":
+            readers = cast(set[int], b) - gone
+            batch = [(seq + i + 1, _message(12)) for i in range(a)]
+            seq += a
+            if readers:  # (the store keeps no batch that no subscription receives)
+                cache.add(1, batch, sorted(readers))
+                readers_of.update((s, set(readers)) for s, _ in batch)
+                last_of.update((s, seq) for s, _ in batch)
+        elif kind == "read":
+            if a not in gone:
+                through = min(read_to[a] + cast(int, b), seq)
+                cache.read(a, read_to[a], through)
+                read_to[a] = max(read_to[a], through)
+        elif kind == "forget":
+            cache.forget(a)
+            gone.add(a)
+            read_to[a] = 10**9
+        else:
+            cache.drop(1, a, a + cast(int, b))
+        held = set(cache.messages)
+        assert cache.size <= cache.budget
+        assert cache.size >= len(held) * entry
+        for s in held:
+            assert any(read_to[r] < last_of[s] for r in readers_of[s])
+        for s, readers in readers_of.items():  # and one read past by all is not
+            if all(read_to[r] >= last_of[s] for r in readers):
+                assert s not in held

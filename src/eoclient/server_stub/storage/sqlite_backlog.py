@@ -236,7 +236,9 @@ class BacklogTables:
                 _INSERT_BACKLOG, [(subscription, seq, sizes[seq]) for seq in seqs]
             )
         self.last_seq = max(self.last_seq, messages[-1][0])
-        self.cache.add(topic, messages)
+        readers = [subscription for subscription, seqs in receivers.items() if seqs]
+        if readers:  # (a message no subscription receives is read by no refill)
+            self.cache.add(topic, messages, readers)
 
     def write_last_seq(self) -> None:
         self._writes.write(_LAST_SEQ, (self.last_seq,))
@@ -244,6 +246,13 @@ class BacklogTables:
     # ---------------------------------------------------------------- backlog rows
 
     def backlog(self, subscription: int, after_seq: int, limit: int) -> list[BacklogRow]:
+        found = self._backlog(subscription, after_seq, limit)
+        # Fewer rows than asked: the subscription has none left up to the last seq.
+        through = found[-1].seq if len(found) == limit else self.last_seq
+        self.cache.read(subscription, after_seq, through)
+        return found
+
+    def _backlog(self, subscription: int, after_seq: int, limit: int) -> list[BacklogRow]:
         low = self.cache.low
         if low is None:
             low = self.last_seq + 1  # an empty cache: every row is below it
@@ -371,6 +380,7 @@ class BacklogTables:
 
     def delete(self, subscription: int) -> None:
         self.flush_leases()
+        self.cache.forget(subscription)
         self._oldest_retained.pop(subscription, None)
         self._writes.write(_DELETE_BACKLOG, (subscription,))
         self._writes.write(_DELETE_RETAINED, (subscription,))

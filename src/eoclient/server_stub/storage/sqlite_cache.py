@@ -10,6 +10,12 @@ messages given to ``publish`` are kept, by seq, under a byte budget (oldest publ
 evicted first); a refill reads only the backlog's own columns and takes the messages from
 the cache, reading the join only for those it misses.
 
+A batch also leaves once every subscription it was published to has read past it, as
+Pulsar's managed ledger invalidates the entries below its slowest active cursor: after
+that only a redelivery or a seek would ask for those messages again, and they read them
+back. So the memory the cache holds is what some subscriber has yet to read, not the last
+128 MiB whatever happened to them: a million outstanding leases cost no more than before.
+
 Why it cannot serve a stale message: a seq names one message for ever (seqs are never
 reused, a message row is never updated), and which rows a subscription has is still read
 from ``backlog`` every time — the cache only supplies the body of a seq the backlog names.
@@ -20,7 +26,7 @@ the cache too, so a read finds exactly what the join would. A restart starts emp
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import SeqMessage
@@ -39,56 +45,109 @@ ENTRY_OVERHEAD = 360
 CACHE_BYTES = 128 * 1024 * 1024
 
 
+class _Batch:
+    """One publish batch held: its topic, seqs (ascending), bytes counted, the
+    subscriptions it was published to, and how many of them have not read past it yet."""
+
+    __slots__ = ("cost", "readers", "seqs", "topic", "unread")
+
+    def __init__(self, topic: int, seqs: list[int], cost: int, readers: tuple[int, ...]) -> None:
+        self.topic, self.seqs, self.cost = topic, seqs, cost
+        self.readers, self.unread = readers, len(readers)
+
+
 class TailCache:
-    """seq -> message for the latest messages published, within ``budget`` bytes."""
+    """seq -> message for the latest messages published, within ``budget`` bytes, until
+    their subscriptions have read past them."""
 
     def __init__(self, budget: int = CACHE_BYTES) -> None:
         self.budget = budget
         self.messages: dict[int, StoredMessage] = {}
-        # Publish batches in seq order, oldest first: (topic, seqs, bytes counted).
-        self._batches: deque[tuple[int, list[int], int]] = deque()
+        # Publish batches held, in seq order, oldest first. A batch released (its seqs
+        # emptied) leaves each of these queues when it reaches the front.
+        self._batches: deque[_Batch] = deque()
+        # Per subscription: the batches published to it that it has not read past yet,
+        # oldest first, and the seq up to which its reads have covered its backlog.
+        self._unread: dict[int, deque[_Batch]] = {}
+        self._read_to: dict[int, int] = {}
         self.size = 0  # bytes counted for the batches held
 
     @property
     def low(self) -> int | None:
         """The smallest seq the cache can hold: every seq below it is a miss (None:
         empty). Seqs grow with each publish, so the oldest batch's first one."""
-        return self._batches[0][1][0] if self._batches else None
+        return self._batches[0].seqs[0] if self._batches else None
 
-    def add(self, topic: int, messages: Sequence[SeqMessage]) -> None:
-        """Keep one publish batch (seqs ascending, above every seq already held), and
-        evict the oldest batches beyond the budget."""
+    def add(
+        self, topic: int, messages: Sequence[SeqMessage], readers: Collection[int] = ()
+    ) -> None:
+        """Keep one publish batch (seqs ascending, above every seq already held) until
+        ``readers`` (the subscriptions it was published to; none: until evicted) have read
+        past it, and evict the oldest batches beyond the budget."""
         cost = sum(message.size for _, message in messages) + ENTRY_OVERHEAD * len(messages)
         if cost > self.budget:
             return  # a batch larger than the whole budget is not worth evicting all for
         self.messages.update(messages)
-        self._batches.append((topic, [seq for seq, _ in messages], cost))
+        batch = _Batch(topic, [seq for seq, _ in messages], cost, tuple(readers))
+        self._batches.append(batch)
+        for subscription in batch.readers:
+            self._unread.setdefault(subscription, deque()).append(batch)
         self.size += cost
         while self.size > self.budget:
-            self._evict_oldest()
+            self._release(self._batches[0])
 
-    def _evict_oldest(self) -> None:
-        _, seqs, cost = self._batches.popleft()
+    def read(self, subscription: int, after_seq: int, through: int) -> None:
+        """``subscription`` read its backlog's rows in (``after_seq``, ``through``]: if
+        that joins what it read before, it stops being a reader of the batches it has now
+        read past. (A read that skips ahead covers nothing: the rows it jumped over may
+        still be asked for.)"""
+        covered = self._read_to.get(subscription, 0)
+        if after_seq > covered or through <= covered:
+            return
+        self._read_to[subscription] = through
+        unread = self._unread.get(subscription)
+        while unread:
+            first = unread[0]
+            if first.seqs and first.seqs[-1] > through:
+                break
+            unread.popleft()
+            if first.seqs:  # (else released already: by the budget, or collected)
+                self._read_past(first)
+
+    def forget(self, subscription: int) -> None:
+        """A deleted subscription reads nothing more."""
+        self._read_to.pop(subscription, None)
+        for batch in self._unread.pop(subscription, ()):
+            if batch.seqs:
+                self._read_past(batch)
+
+    def _read_past(self, batch: _Batch) -> None:
+        batch.unread -= 1
+        if batch.unread == 0:
+            self._release(batch)
+
+    def _release(self, batch: _Batch) -> None:
+        """The batch's messages leave the cache, and the batch every queue whose front
+        it reaches (a released batch has no seqs, so releasing it again does nothing)."""
         pop = self.messages.pop
-        for seq in seqs:
+        for seq in batch.seqs:
             pop(seq, None)
-        self.size -= cost
+        self.size -= batch.cost
+        batch.seqs, batch.cost = [], 0
+        for queue in (self._batches, *map(self._unread.get, batch.readers)):
+            while queue and not queue[0].seqs:
+                queue.popleft()
 
     def drop(self, topic: int, start: int, end: int) -> None:
         """Garbage collection deletes the topic's messages with seq in [start, end)."""
-        kept: deque[tuple[int, list[int], int]] = deque()
         pop = self.messages.pop
-        for batch in self._batches:
-            batch_topic, seqs, cost = batch
-            if batch_topic != topic or seqs[0] >= end or seqs[-1] < start:
-                kept.append(batch)
-            elif start <= seqs[0] and seqs[-1] < end:  # all of it: its bytes are freed
-                for seq in seqs:
-                    pop(seq, None)
-                self.size -= cost
-            else:  # a part: gone from the map, counted until the batch is evicted
+        for batch in list(self._batches):
+            seqs = batch.seqs
+            if batch.topic != topic or not seqs or seqs[0] >= end or seqs[-1] < start:
+                continue
+            if start <= seqs[0] and seqs[-1] < end:  # all of it: its bytes are freed
+                self._release(batch)
+            else:  # a part: gone from the map, counted until the batch leaves
                 for seq in seqs:
                     if start <= seq < end:
                         pop(seq, None)
-                kept.append(batch)
-        self._batches = kept
