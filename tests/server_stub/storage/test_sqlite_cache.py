@@ -242,3 +242,17 @@ def test_a_refill_reads_below_the_cache_with_the_join_and_above_it_from_the_cach
         assert all(
             rows[i].message is cached[seq] for i, seq in enumerate(range(1, 21)) if seq in cached
         )
+
+
+def test_every_read_hands_out_new_row_objects(tmp_path: Path) -> None:
+    # The core keeps the rows it loads as its window's entries and changes them
+    # (core/store.py, BacklogRow): a row object is never handed out twice, cached or not.
+    name = "projects/p/subscriptions/s"
+    with _store(tmp_path, 5 * (ENTRY_OVERHEAD + 20)) as store:
+        for seq in range(1, 21):
+            store.publish(TOPICS[0], [(seq, _message(seq))], {name: [seq]})
+        reads = [store.backlog(name, 0, 20), store.backlog(name, 0, 20)]
+        reads += [store.rows(name, list(range(1, 21))), store.rows(name, list(range(1, 21)))]
+        objects = [id(row) for read in reads for row in read]
+        assert len(objects) == 4 * 20
+        assert len(set(objects)) == len(objects)
