@@ -39,56 +39,90 @@ ENTRY_OVERHEAD = 360
 CACHE_BYTES = 128 * 1024 * 1024
 
 
+# A publish batch's own objects (its record, its list of seqs), counted once a batch:
+# a topic published one message at a time pays them for each message.
+BATCH_OVERHEAD = 200
+
+
+class _Batch:
+    """One publish's messages in the cache: their topic, seqs (ascending) and the bytes
+    counted for them (0 once garbage collection dropped them all)."""
+
+    __slots__ = ("cost", "seqs", "topic")
+
+    def __init__(self, topic: int, seqs: list[int], cost: int) -> None:
+        self.topic = topic
+        self.seqs = seqs
+        self.cost = cost
+
+
 class TailCache:
     """seq -> message for the latest messages published, within ``budget`` bytes."""
 
     def __init__(self, budget: int = CACHE_BYTES) -> None:
         self.budget = budget
         self.messages: dict[int, StoredMessage] = {}
-        # Publish batches in seq order, oldest first: (topic, seqs, bytes counted).
-        self._batches: deque[tuple[int, list[int], int]] = deque()
+        # Publish batches in seq order, oldest first (evicted from the left); and each
+        # topic's, for garbage collection to look at its own only.
+        self._batches: deque[_Batch] = deque()
+        self._of_topic: dict[int, deque[_Batch]] = {}
         self.size = 0  # bytes counted for the batches held
 
     @property
     def low(self) -> int | None:
-        """The smallest seq the cache can hold: every seq below it is a miss (None:
-        empty). Seqs grow with each publish, so the oldest batch's first one."""
-        return self._batches[0][1][0] if self._batches else None
+        """Every seq below it is a miss (None: empty). Seqs grow with each publish, so
+        the oldest batch's first one."""
+        return self._batches[0].seqs[0] if self._batches else None
 
     def add(self, topic: int, messages: Sequence[SeqMessage]) -> None:
         """Keep one publish batch (seqs ascending, above every seq already held), and
         evict the oldest batches beyond the budget."""
         cost = sum(message.size for _, message in messages) + ENTRY_OVERHEAD * len(messages)
+        cost += BATCH_OVERHEAD
         if cost > self.budget:
             return  # a batch larger than the whole budget is not worth evicting all for
         self.messages.update(messages)
-        self._batches.append((topic, [seq for seq, _ in messages], cost))
+        batch = _Batch(topic, [seq for seq, _ in messages], cost)
+        self._batches.append(batch)
+        self._of_topic.setdefault(topic, deque()).append(batch)
         self.size += cost
         while self.size > self.budget:
             self._evict_oldest()
 
     def _evict_oldest(self) -> None:
-        _, seqs, cost = self._batches.popleft()
+        batch = self._batches.popleft()
+        # The oldest of all is the oldest of its topic, unless garbage collection took it.
+        of_topic = self._of_topic.get(batch.topic)
+        if of_topic and of_topic[0] is batch:
+            of_topic.popleft()
+            if not of_topic:
+                del self._of_topic[batch.topic]
         pop = self.messages.pop
-        for seq in seqs:
+        for seq in batch.seqs:
             pop(seq, None)
-        self.size -= cost
+        self.size -= batch.cost
 
     def drop(self, topic: int, start: int, end: int) -> None:
-        """Garbage collection deletes the topic's messages with seq in [start, end)."""
-        kept: deque[tuple[int, list[int], int]] = deque()
+        """Garbage collection deletes the topic's messages with seq in [start, end): only
+        the topic's batches below ``end`` are looked at."""
+        of_topic = self._of_topic.get(topic)
+        if not of_topic:
+            return
         pop = self.messages.pop
-        for batch in self._batches:
-            batch_topic, seqs, cost = batch
-            if batch_topic != topic or seqs[0] >= end or seqs[-1] < start:
-                kept.append(batch)
-            elif start <= seqs[0] and seqs[-1] < end:  # all of it: its bytes are freed
-                for seq in seqs:
+        kept: list[_Batch] = []
+        while of_topic and of_topic[0].seqs[0] < end:
+            batch = of_topic.popleft()
+            for seq in batch.seqs:
+                if start <= seq < end:
                     pop(seq, None)
-                self.size -= cost
+            if start <= batch.seqs[0] and batch.seqs[-1] < end:  # all of it: bytes freed
+                self.size -= batch.cost
+                batch.cost = 0  # its place in the eviction order goes at the front
             else:  # a part: gone from the map, counted until the batch is evicted
-                for seq in seqs:
-                    if start <= seq < end:
-                        pop(seq, None)
                 kept.append(batch)
-        self._batches = kept
+        of_topic.extendleft(reversed(kept))
+        if not of_topic:
+            del self._of_topic[topic]
+        batches = self._batches
+        while batches and not batches[0].cost:  # dropped whole, oldest first (as usual)
+            batches.popleft()
