@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from eoclient.server_stub.core.model import StoredMessage, SubscriptionConfig, TopicConfig
 from eoclient.server_stub.core.store import Acked, SubscriptionRecord
 from eoclient.server_stub.storage.sqlite import SqliteStore
-from eoclient.server_stub.storage.sqlite_cache import ENTRY_OVERHEAD, TailCache
+from eoclient.server_stub.storage.sqlite_cache import BATCH_OVERHEAD, ENTRY_OVERHEAD, TailCache
 
 TOPICS = ("projects/p/topics/t", "projects/p/topics/u")
 SUBS = {
@@ -135,7 +135,7 @@ def _apply(pair: Pair, operation: tuple[object, ...]) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.integers(0, 12 * (ENTRY_OVERHEAD + 20)),
+    st.integers(0, 12 * (ENTRY_OVERHEAD + 20) + 6 * BATCH_OVERHEAD),
     st.lists(st.tuples(_operation, _read), min_size=1, max_size=25),
 )
 def test_cached_reads_equal_reads_of_the_join(
@@ -200,7 +200,7 @@ def test_a_seek_reads_the_rows_it_set_with_their_messages(tmp_path: Path) -> Non
 
 
 def test_the_cache_keeps_the_latest_batches_within_its_budget() -> None:
-    entry = ENTRY_OVERHEAD + len(b"body 12")  # _message(12): no attributes
+    entry = ENTRY_OVERHEAD + len(b"body 12") + BATCH_OVERHEAD  # _message(12): no attributes
     cache = TailCache(budget=3 * entry)
     assert cache.low is None
     for seq in (10, 11, 12, 13):
@@ -208,7 +208,7 @@ def test_the_cache_keeps_the_latest_batches_within_its_budget() -> None:
         assert cache.size <= cache.budget
     assert sorted(cache.messages) == [11, 12, 13]
     assert cache.low == 11
-    cache.add(1, [(14 + i, _message(12)) for i in range(4)])  # over the whole budget
+    cache.add(1, [(14 + i, _message(12)) for i in range(5)])  # over the whole budget
     assert sorted(cache.messages) == [11, 12, 13]
     cache.drop(1, 0, 13)  # 11 and 12 gone and their bytes freed
     cache.drop(2, 0, 100)  # another topic's: nothing
@@ -267,7 +267,7 @@ def test_a_batch_leaves_once_every_subscription_it_went_to_has_read_past_it() ->
 
 
 def test_reads_past_batches_the_budget_or_garbage_collection_released_already() -> None:
-    entry = ENTRY_OVERHEAD + len(b"body 12")
+    entry = ENTRY_OVERHEAD + len(b"body 12") + BATCH_OVERHEAD  # a batch of one message
     cache = TailCache(budget=3 * entry)
     for seq in range(1, 6):  # 1 and 2 evicted by the budget
         cache.add(1, [(seq, _message(12))], [10])
@@ -329,3 +329,48 @@ def test_the_cache_counts_exactly_what_it_holds(operations: list[tuple[str, int,
         for s, readers in readers_of.items():  # and one read past by all is not
             if all(read_to[r] >= last_of[s] for r in readers):
                 assert s not in held
+
+
+def test_every_read_hands_out_new_row_objects(tmp_path: Path) -> None:
+    # The core keeps the rows it loads as its window's entries and changes them
+    # (core/store.py, BacklogRow): a row object is never handed out twice, cached or not.
+    name = "projects/p/subscriptions/s"
+    with _store(tmp_path, 5 * (ENTRY_OVERHEAD + 20)) as store:
+        for seq in range(1, 21):
+            store.publish(TOPICS[0], [(seq, _message(seq))], {name: [seq]})
+        reads = [store.backlog(name, 0, 20), store.backlog(name, 0, 20)]
+        reads += [store.rows(name, list(range(1, 21))), store.rows(name, list(range(1, 21)))]
+        objects = [id(row) for read in reads for row in read]
+        assert len(objects) == 4 * 20
+        assert len(set(objects)) == len(objects)
+
+
+@given(
+    st.integers(0, 8 * (ENTRY_OVERHEAD + 20) + 4 * BATCH_OVERHEAD),
+    st.lists(
+        st.tuples(st.booleans(), st.integers(1, 2), st.integers(1, 4), st.integers(0, 40)),
+        max_size=30,
+    ),
+)
+def test_garbage_collection_drops_exactly_its_topics_range(
+    budget: int, steps: list[tuple[bool, int, int, int]]
+) -> None:
+    cache = TailCache(budget)
+    topic_of: dict[int, int] = {}
+    seq = 0
+    for is_drop, topic, count, bound in steps:
+        if is_drop:
+            before = dict(cache.messages)
+            cache.drop(topic, bound // 2, bound)
+            for held in before:
+                gone = topic_of[held] == topic and bound // 2 <= held < bound
+                assert (held in cache.messages) != gone
+        else:
+            messages = [(seq + i + 1, _message(seq + i + 1)) for i in range(count)]
+            seq += count
+            topic_of.update((s, topic) for s, _ in messages)
+            cache.add(topic, messages)
+        assert cache.size <= budget
+        low = cache.low
+        assert all(held >= low for held in cache.messages) if low is not None else True
+        assert all(cache.messages[s] == _message(s) for s in cache.messages)

@@ -25,6 +25,7 @@ the cache too, so a read finds exactly what the join would. A restart starts emp
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Collection, Sequence
 
@@ -43,6 +44,9 @@ ENTRY_OVERHEAD = 360
 # subscriber within that many windows of its topic's head reads no message back. (The
 # memory server holds every message, at the same cost each.)
 CACHE_BYTES = 128 * 1024 * 1024
+# A publish batch's own objects (its record, its list of seqs, its readers), counted
+# once a batch: a topic published one message at a time pays them for each message.
+BATCH_OVERHEAD = 200
 
 
 class _Batch:
@@ -64,8 +68,10 @@ class TailCache:
         self.budget = budget
         self.messages: dict[int, StoredMessage] = {}
         # Publish batches held, in seq order, oldest first. A batch released (its seqs
-        # emptied) leaves each of these queues when it reaches the front.
+        # emptied) leaves each of the queues below when it reaches the front.
         self._batches: deque[_Batch] = deque()
+        # Each topic's batches, the same way, for garbage collection to look at its own.
+        self._of_topic: dict[int, deque[_Batch]] = {}
         # Per subscription: the batches published to it that it has not read past yet,
         # oldest first, and the seq up to which its reads have covered its backlog.
         self._unread: dict[int, deque[_Batch]] = {}
@@ -85,11 +91,13 @@ class TailCache:
         ``readers`` (the subscriptions it was published to; none: until evicted) have read
         past it, and evict the oldest batches beyond the budget."""
         cost = sum(message.size for _, message in messages) + ENTRY_OVERHEAD * len(messages)
+        cost += BATCH_OVERHEAD
         if cost > self.budget:
             return  # a batch larger than the whole budget is not worth evicting all for
         self.messages.update(messages)
         batch = _Batch(topic, [seq for seq, _ in messages], cost, tuple(readers))
         self._batches.append(batch)
+        self._of_topic.setdefault(topic, deque()).append(batch)
         for subscription in batch.readers:
             self._unread.setdefault(subscription, deque()).append(batch)
         self.size += cost
@@ -134,16 +142,26 @@ class TailCache:
             pop(seq, None)
         self.size -= batch.cost
         batch.seqs, batch.cost = [], 0
-        for queue in (self._batches, *map(self._unread.get, batch.readers)):
+        of_topic = self._of_topic.get(batch.topic)
+        for queue in (self._batches, of_topic, *map(self._unread.get, batch.readers)):
             while queue and not queue[0].seqs:
                 queue.popleft()
+        if not of_topic:
+            self._of_topic.pop(batch.topic, None)
 
     def drop(self, topic: int, start: int, end: int) -> None:
-        """Garbage collection deletes the topic's messages with seq in [start, end)."""
+        """Garbage collection deletes the topic's messages with seq in [start, end): only
+        the topic's batches that begin below ``end`` are looked at."""
+        of_topic = self._of_topic.get(topic)
+        if not of_topic:
+            return
         pop = self.messages.pop
-        for batch in list(self._batches):
+        below_end = itertools.takewhile(
+            lambda batch: not batch.seqs or batch.seqs[0] < end, of_topic
+        )
+        for batch in list(below_end):
             seqs = batch.seqs
-            if batch.topic != topic or not seqs or seqs[0] >= end or seqs[-1] < start:
+            if not seqs or seqs[-1] < start:
                 continue
             if start <= seqs[0] and seqs[-1] < end:  # all of it: its bytes are freed
                 self._release(batch)
