@@ -88,12 +88,12 @@ class Waiting:
 
     def _admit_fresh(self, entries: list[Entry], now: float) -> None:
         """``_admit`` of each of ``entries`` (rows loaded past the cursor, ascending
-        seqs, deliverable at once): at once — the window's ``add_run``, one schedule
-        ``push_run`` — when none has an ordering key or a delivery time (the common case:
-        then ``_admit`` would add each as it is and schedule it ready); else one by one,
-        so that a delayed message's ``ready_at`` is its delivery time, in the past or not,
-        as ``_admit`` sets it."""
+        seqs, ``ready_at`` 0: deliverable at once): at once — the window's ``add_run``,
+        one schedule ``push_run`` — when none has an ordering key or a delivery time (the
+        common case: then ``_admit`` would add each, keep its ``ready_at`` and schedule
+        it ready); else one by one."""
         messages = list(map(_message, entries))
+        # A delivery time (0.0: none) is one ``_admit`` would raise ``ready_at`` to.
         if (self._ordered and any(map(_ordering_key, messages))) or any(map(_deliver_at, messages)):
             for entry in entries:
                 self._admit(entry, returned=False, now=now)
@@ -129,6 +129,8 @@ class Waiting:
                 entries.append(entry)
         left: list[tuple[Left, bool]] = []
         due = max(cutoff, ttl_cutoff)
+        if not self.window.may_hold_older(due):
+            return bool(entries), left  # none of them (now in the window) is due: O(1)
         for entry in entries:
             published = entry.message.publish_time
             if published <= due:
