@@ -13,6 +13,7 @@ from eoclient.server_stub.doors.grpc.wire_encoding import (
     encode_properties,
     encode_pull,
     encode_received_message,
+    encode_streaming_pull,
     encode_streaming_response,
     varint,
 )
@@ -50,6 +51,27 @@ def test_encoding_matches_protobuf(
     expected.subscription_properties.exactly_once_delivery_enabled = exactly_once
     expected.subscription_properties.message_ordering_enabled = ordering
     assert pubsub_pb2.StreamingPullResponse.FromString(encoded) == expected
+
+
+@given(
+    deliveries=st.lists(
+        st.tuples(st.text(min_size=1, max_size=40), _messages, st.integers(0, 200)), max_size=8
+    ),
+    exactly_once=st.booleans(),
+    ordering=st.booleans(),
+)
+def test_streaming_pull_in_one_loop_encodes_as_each_message_alone(
+    deliveries: list[tuple[str, StoredMessage, int]], exactly_once: bool, ordering: bool
+) -> None:
+    # The door's StreamingPull encoding (encode_pull's loop, then the properties) against
+    # the general one, a ReceivedMessage at a time: the same bytes.
+    properties = encode_properties(exactly_once, ordering)
+    general = encode_streaming_response(
+        [encode_received_message(a, m, n) for a, m, n in deliveries], properties
+    )
+    assert encode_streaming_pull([Delivery(a, m, n) for a, m, n in deliveries], properties) == (
+        general
+    )
 
 
 @given(
