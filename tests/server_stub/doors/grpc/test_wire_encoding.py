@@ -8,9 +8,12 @@ from hypothesis import strategies as st
 from eoclient._proto import pubsub_pb2
 from eoclient.server_stub.core.model import Delivery, StoredMessage
 from eoclient.server_stub.doors.grpc.wire_encoding import (
+    _attribute_entry,
+    _attributes,
     encode_properties,
     encode_pull,
     encode_received_message,
+    encode_streaming_pull,
     encode_streaming_response,
     varint,
 )
@@ -52,6 +55,27 @@ def test_encoding_matches_protobuf(
 
 @given(
     deliveries=st.lists(
+        st.tuples(st.text(min_size=1, max_size=40), _messages, st.integers(0, 200)), max_size=8
+    ),
+    exactly_once=st.booleans(),
+    ordering=st.booleans(),
+)
+def test_streaming_pull_in_one_loop_encodes_as_each_message_alone(
+    deliveries: list[tuple[str, StoredMessage, int]], exactly_once: bool, ordering: bool
+) -> None:
+    # The door's StreamingPull encoding (encode_pull's loop, then the properties) against
+    # the general one, a ReceivedMessage at a time: the same bytes.
+    properties = encode_properties(exactly_once, ordering)
+    general = encode_streaming_response(
+        [encode_received_message(a, m, n) for a, m, n in deliveries], properties
+    )
+    assert encode_streaming_pull([Delivery(a, m, n) for a, m, n in deliveries], properties) == (
+        general
+    )
+
+
+@given(
+    deliveries=st.lists(
         st.tuples(st.text(min_size=1, max_size=40), _messages, st.integers(0, 200)), max_size=5
     )
 )
@@ -63,13 +87,25 @@ def test_pull_encoding_matches_protobuf(deliveries: list[tuple[str, StoredMessag
     assert pubsub_pb2.PullResponse.FromString(encoded) == expected
 
 
-# Mostly the common message (no attributes, no ordering key) that encode_pull builds
-# in place, with the edges of its shortcut: empty data or id, long data.
+# Attribute keys and values at the edges of _attributes' one-step entry (1-127 bytes
+# encoded; "é" is two bytes, so 64 of them are 128) and of the varints around it.
+_edge_text = st.sampled_from(["", "k", "é" * 63, "é" * 64, "v" * 127, "v" * 128, "w" * 0x4000])
+_attribute_text = _text | _edge_text
+# A few keys and values, so that attribute sets repeat within a call (encode_pull encodes
+# each distinct set once) and the same items in another order appear.
+_repeating_attributes = st.dictionaries(
+    st.sampled_from(["a", "b", ""]), st.sampled_from(["1", "2", ""]), max_size=3
+)
+
+# Mostly the common message (no ordering key) that encode_pull builds in place, with the
+# edges of its shortcut: empty data or id, long data, attributes of every kind.
 _plain_messages = st.builds(
     StoredMessage,
     message_id=st.sampled_from(["", "1", "x" * 200]) | st.integers(1, 10**12).map(str),
     data=st.binary(max_size=5) | st.sampled_from([b"", b"d" * 0x3FFF, b"d" * 0x4000]),
-    attributes=st.just({}) | st.dictionaries(_text, _text, max_size=2),
+    attributes=st.just({})
+    | _repeating_attributes
+    | st.dictionaries(_attribute_text, _attribute_text, max_size=3),
     ordering_key=st.just("") | _text,
     publish_time=st.floats(min_value=0, max_value=4e9, allow_nan=False),
     size=st.just(0),
@@ -83,7 +119,7 @@ _plain_messages = st.builds(
             _plain_messages | _messages,
             st.integers(0, 200),
         ),
-        max_size=6,
+        max_size=12,
     )
 )
 def test_pull_in_one_loop_encodes_as_each_message_alone(
@@ -96,6 +132,40 @@ def test_pull_in_one_loop_encodes_as_each_message_alone(
         item = encode_received_message(ack_id, message, attempt)
         framed += b"\x0a" + varint(len(item)) + item
     assert encode_pull([Delivery(a, m, n) for a, m, n in deliveries]) == framed
+
+
+@given(
+    attribute_sets=st.lists(
+        st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from("12")), max_size=3),
+        min_size=2,
+        max_size=30,
+    )
+)
+def test_pull_encodes_repeated_attribute_sets_as_each_message_alone(
+    attribute_sets: list[list[tuple[str, str]]],
+) -> None:
+    # Messages of encode_pull's in-place kind only, with few keys and values: sets repeat
+    # in a call, also the same keys with other values and the same items in another order,
+    # and each must still come out as its own message's encoding.
+    deliveries = [
+        Delivery(f"a-{n}", StoredMessage(str(n + 1), b"x", dict(items), "", 1.5, 0), 0)
+        for n, items in enumerate(attribute_sets)
+    ]
+    framed = b""
+    for delivery in deliveries:
+        item = encode_received_message(delivery.ack_id, delivery.message, 0)
+        framed += b"\x0a" + varint(len(item)) + item
+    assert encode_pull(deliveries) == framed
+
+
+@given(attributes=st.dictionaries(_attribute_text, _attribute_text, max_size=4))
+def test_attributes_in_one_step_encode_as_the_general_entry(attributes: dict[str, str]) -> None:
+    # _attributes joins the common entry in one step; _attribute_entry is the general
+    # one (each field framed on its own, empty ones omitted): the same bytes.
+    general = b"".join(_attribute_entry(k.encode(), v.encode()) for k, v in attributes.items())
+    assert _attributes(attributes) == general
+    message = pubsub_pb2.PubsubMessage.FromString(general)
+    assert dict(message.attributes) == attributes
 
 
 @given(st.integers(min_value=0, max_value=2**63 - 1))

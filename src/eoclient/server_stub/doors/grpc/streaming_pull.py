@@ -129,13 +129,7 @@ def _encoded(response: Response) -> pubsub_pb2.StreamingPullResponse | bytes:
     if not isinstance(response, DeliveryBatch):
         return response  # the door's serializer encodes protobufs
     properties = wire_encoding.encode_properties(response.exactly_once, response.ordering)
-    return wire_encoding.encode_streaming_response(
-        [
-            wire_encoding.encode_received_message(d.ack_id, d.message, d.delivery_attempt)
-            for d in response.deliveries
-        ],
-        properties,
-    )
+    return wire_encoding.encode_streaming_pull(response.deliveries, properties)
 
 
 # What grpc.aio's server raises when a write meets a call the client has ended (cancelled,
