@@ -251,13 +251,11 @@ def test_a_batch_leaves_once_every_subscription_it_went_to_has_read_past_it() ->
     cache = TailCache(budget=1 << 20)
     cache.add(1, [(1, _message(1)), (2, _message(2))], [10, 11])
     cache.add(1, [(3, _message(3))], [10])
-    cache.read(10, 0, 2)
+    cache.read(10, 2)
     assert sorted(cache.messages) == [1, 2, 3]  # 11 has not read 1-2 yet
-    cache.read(11, 5, 9)  # skips ahead of what it read (nothing): covers nothing
+    cache.read(11, 1)  # part of the batch only
     assert sorted(cache.messages) == [1, 2, 3]
-    cache.read(11, 0, 1)  # part of the batch only
-    assert sorted(cache.messages) == [1, 2, 3]
-    cache.read(11, 1, 2)
+    cache.read(11, 2)
     assert sorted(cache.messages) == [3]
     assert cache.low == 3
     cache.forget(10)  # deleted: 3 had no other reader
@@ -273,10 +271,10 @@ def test_reads_past_batches_the_budget_or_garbage_collection_released_already() 
         cache.add(1, [(seq, _message(12))], [10])
     cache.drop(1, 4, 5)  # 4 collected
     assert sorted(cache.messages) == [3, 5]
-    cache.read(10, 0, 4)
+    cache.read(10, 4)
     assert sorted(cache.messages) == [5]
     assert cache.size == entry
-    cache.read(10, 4, 5)
+    cache.read(10, 5)
     assert (cache.messages, cache.size, cache.low) == ({}, 0, None)
 
 
@@ -313,7 +311,7 @@ def test_the_cache_counts_exactly_what_it_holds(operations: list[tuple[str, int,
         elif kind == "read":
             if a not in gone:
                 through = min(read_to[a] + cast(int, b), seq)
-                cache.read(a, read_to[a], through)
+                cache.read(a, through)
                 read_to[a] = max(read_to[a], through)
         elif kind == "forget":
             cache.forget(a)
@@ -374,3 +372,20 @@ def test_garbage_collection_drops_exactly_its_topics_range(
         low = cache.low
         assert all(held >= low for held in cache.messages) if low is not None else True
         assert all(cache.messages[s] == _message(s) for s in cache.messages)
+
+
+def test_a_subscriber_draining_its_backlog_leaves_the_cache_empty(tmp_path: Path) -> None:
+    # The window takes the first messages when they are published and refills from its
+    # cursor: the batches it has read past leave, though it never read the first ones.
+    name = "projects/p/subscriptions/s"
+    with _store(tmp_path, 1 << 20) as store:
+        for start in range(1, 101, 10):
+            batch = [(seq, _message(seq)) for seq in range(start, start + 10)]
+            store.publish(TOPICS[0], batch, {name: [seq for seq, _ in batch]})
+        cache = store._messages.cache
+        assert len(cache.messages) == 100
+        rows = store.backlog(name, 20, 30)  # the window held 1-20 from the publish
+        assert [row.seq for row in rows] == list(range(21, 51))
+        assert sorted(cache.messages) == list(range(51, 101))
+        assert store.backlog(name, 50, 100)[-1].seq == 100
+        assert (cache.messages, cache.size) == ({}, 0)

@@ -247,9 +247,12 @@ class BacklogTables:
 
     def backlog(self, subscription: int, after_seq: int, limit: int) -> list[BacklogRow]:
         found = self._backlog(subscription, after_seq, limit)
-        # Fewer rows than asked: the subscription has none left up to the last seq.
+        # The window reads its backlog in seq order from its cursor (every row before it
+        # is in the window, leased or settled); fewer rows than asked: none is left up to
+        # the last seq. (A read from the start — a snapshot's, the dashboard's oldest —
+        # counts too: it costs those messages' next reads the join, nothing more.)
         through = found[-1].seq if len(found) == limit else self.last_seq
-        self.cache.read(subscription, after_seq, through)
+        self.cache.read(subscription, through)
         return found
 
     def _backlog(self, subscription: int, after_seq: int, limit: int) -> list[BacklogRow]:

@@ -73,9 +73,8 @@ class TailCache:
         # Each topic's batches, the same way, for garbage collection to look at its own.
         self._of_topic: dict[int, deque[_Batch]] = {}
         # Per subscription: the batches published to it that it has not read past yet,
-        # oldest first, and the seq up to which its reads have covered its backlog.
+        # oldest first.
         self._unread: dict[int, deque[_Batch]] = {}
-        self._read_to: dict[int, int] = {}
         self.size = 0  # bytes counted for the batches held
 
     @property
@@ -104,15 +103,10 @@ class TailCache:
         while self.size > self.budget:
             self._release(self._batches[0])
 
-    def read(self, subscription: int, after_seq: int, through: int) -> None:
-        """``subscription`` read its backlog's rows in (``after_seq``, ``through``]: if
-        that joins what it read before, it stops being a reader of the batches it has now
-        read past. (A read that skips ahead covers nothing: the rows it jumped over may
-        still be asked for.)"""
-        covered = self._read_to.get(subscription, 0)
-        if after_seq > covered or through <= covered:
-            return
-        self._read_to[subscription] = through
+    def read(self, subscription: int, through: int) -> None:
+        """``subscription`` has its rows up to ``through`` (a window's refill read them,
+        or they joined its window when published): it stops being a reader of the
+        batches that end there or before."""
         unread = self._unread.get(subscription)
         while unread:
             first = unread[0]
@@ -124,7 +118,6 @@ class TailCache:
 
     def forget(self, subscription: int) -> None:
         """A deleted subscription reads nothing more."""
-        self._read_to.pop(subscription, None)
         for batch in self._unread.pop(subscription, ()):
             if batch.seqs:
                 self._read_past(batch)
