@@ -2,12 +2,19 @@
 messages) and records what each call carried: its metadata (``authorization``,
 ``x-goog-user-project``), the client certificate's name (mutual TLS) and the deadline it
 came with. The instrument for what a client *sends*, which the reference server does not
-expose. ``hold`` makes it answer late (a server slower than the caller's timeout)."""
+expose. ``hold`` makes it answer late (a server slower than the caller's timeout).
+
+It is grpc's threaded server, not grpc.aio's: the tests' clients run on the event loop,
+and ``grpc.aio`` servers stopped on that loop hung in C now and then on a loaded machine
+(``stop(None)`` and ``stop(1.0)`` both, holding the process so that no test timeout
+fired). The threaded server stops from its own threads, whatever the loop is doing."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,24 +45,25 @@ async def recording_server(
     certificates: Certificates | None, *, require_client_certificate: bool = False
 ) -> AsyncIterator[RecordingServer]:
     """TLS with ``certificates``; plain text on 127.0.0.1 without."""
-    server = grpc.aio.server()
+    server = grpc.server(ThreadPoolExecutor(max_workers=4, thread_name_prefix="recording"))
     recorder = RecordingServer("")
+    stopping = threading.Event()  # ends a held answer at once when the server stops
 
-    async def record(context: Any) -> None:
+    def record(context: Any) -> None:
         metadata = {
             key: value for key, value in context.invocation_metadata() if isinstance(value, str)
         }
         names = [name.decode() for name in context.auth_context().get("x509_common_name", [])]
         recorder.calls.append(Seen(metadata, names, context.time_remaining()))
         if recorder.hold:
-            await asyncio.sleep(recorder.hold)
+            stopping.wait(recorder.hold)
 
-    async def get_topic(request: pubsub_pb2.GetTopicRequest, context: Any) -> pubsub_pb2.Topic:
-        await record(context)
+    def get_topic(request: pubsub_pb2.GetTopicRequest, context: Any) -> pubsub_pb2.Topic:
+        record(context)
         return pubsub_pb2.Topic(name=request.topic)
 
-    async def pull(request: pubsub_pb2.PullRequest, context: Any) -> pubsub_pb2.PullResponse:
-        await record(context)
+    def pull(request: pubsub_pb2.PullRequest, context: Any) -> pubsub_pb2.PullResponse:
+        record(context)
         return pubsub_pb2.PullResponse()
 
     handler = grpc.method_handlers_generic_handler(
@@ -89,12 +97,10 @@ async def recording_server(
         )
         port = server.add_secure_port("127.0.0.1:0", credentials)
     recorder.address = f"127.0.0.1:{port}"
-    await server.start()
+    server.start()
     try:
         yield recorder
     finally:
-        # A grace, not None: stop(None) twice hung in C on a loaded machine, holding the GIL
-        # (no test timeout fired). None also cancels every call at once; with no call left,
-        # a grace ends the shutdown without that step. Whether that step was the hang is not
-        # known: this only takes the one path that never hung here.
-        await server.stop(1.0)
+        stopping.set()
+        # stop() returns at once; its event is set when every call has ended.
+        await asyncio.to_thread(lambda: server.stop(None).wait(10))
