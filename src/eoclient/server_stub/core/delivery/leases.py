@@ -21,21 +21,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from operator import attrgetter
 
-from eoclient.server_stub.core.delivery.entries import Entry
+from eoclient.server_stub.core.delivery.entries import (
+    Entry,
+    failed_attempts_of,
+    generation_of,
+    message_of,
+    publish_time_of,
+    seq_of,
+    size_of,
+)
 from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable, NewLeases, Settled
 from eoclient.server_stub.core.delivery.stream_flow import OpenStreams, StreamFlow
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import SeqMessage, StoredLease, SubscriptionStorage
-
-# The columns ``lease_run`` reads, read in C (``map``), not by a Python loop.
-_seq = attrgetter("seq")
-_generation = attrgetter("generation")
-_failed_attempts = attrgetter("failed_attempts")
-_message = attrgetter("message")
-_size = attrgetter("size")
-_publish_time = attrgetter("publish_time")
 
 # A lease's end: the lease as it was, and its body if the core kept it.
 Ended = tuple[Lease, StoredMessage | None]
@@ -96,12 +95,12 @@ class Leases:
     def lease_run(self, taken: list[Entry], deadline: float) -> list[int]:
         """``lease`` of one Pull's waiting messages at once (ascending seqs, no stream
         counts them: ``Schedule.take_run``'s) until ``deadline``: their generations."""
-        seqs = list(map(_seq, taken))
-        generations = [generation + 1 for generation in map(_generation, taken)]
-        messages = list(map(_message, taken))
-        sizes = list(map(_size, messages))
-        published = list(map(_publish_time, messages))
-        failed = list(map(_failed_attempts, taken))
+        seqs = list(map(seq_of, taken))
+        generations = [generation + 1 for generation in map(generation_of, taken)]
+        messages = list(map(message_of, taken))
+        sizes = list(map(size_of, messages))
+        published = list(map(publish_time_of, messages))
+        failed = list(map(failed_attempts_of, taken))
         self.table.add_many(deadline, NewLeases(seqs, generations, sizes, failed, published))
         if self._durable:
             self._storage.lease_many(seqs, generations, deadline)

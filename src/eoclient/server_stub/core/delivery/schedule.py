@@ -22,13 +22,10 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Mapping
-from operator import attrgetter
 from typing import cast
 
-from eoclient.server_stub.core.delivery.entries import Entry
+from eoclient.server_stub.core.delivery.entries import Entry, ready_at_of
 from eoclient.server_stub.core.delivery.key_order import KeyOrder
-
-_ready_at = attrgetter("ready_at")
 
 
 class Schedule:
@@ -131,7 +128,7 @@ class Schedule:
             # looked up in C; a stale one among them (rare) sends them through the filter.
             found = [entries.get(take()) for _ in range(min(count, len(run)))]
             # all(): an Entry is always true (``None in`` would call Entry.__eq__ on each).
-            if all(found) and (not found or max(map(_ready_at, found)) <= now):
+            if all(found) and (not found or max(map(ready_at_of, found)) <= now):
                 return cast(list[Entry], found)  # None is not among them
             return [entry for entry in found if entry is not None and entry.ready_at <= now]
         before = self._ready[0]

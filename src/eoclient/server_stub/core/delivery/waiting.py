@@ -24,21 +24,22 @@ columns (``_admit_fresh``), O(1) each.
 from __future__ import annotations
 
 from collections.abc import Container, Iterable
-from operator import attrgetter
 
-from eoclient.server_stub.core.delivery.entries import Entry, Left, Returned
+from eoclient.server_stub.core.delivery.entries import (
+    Entry,
+    Left,
+    Returned,
+    deliver_at_of,
+    message_of,
+    ordering_key_of,
+    seq_of,
+)
 from eoclient.server_stub.core.delivery.key_order import KeyOrder
 from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable
 from eoclient.server_stub.core.delivery.schedule import Schedule
 from eoclient.server_stub.core.delivery.window import Backlog
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import BacklogRow, SubscriptionStorage
-
-# The columns ``_admit_fresh`` reads, read in C (``map``), not by a Python loop.
-_seq = attrgetter("seq")
-_message = attrgetter("message")
-_ordering_key = attrgetter("ordering_key")
-_deliver_at = attrgetter("deliver_at")
 
 
 class Waiting:
@@ -92,14 +93,16 @@ class Waiting:
         one schedule ``push_run`` — when none has an ordering key or a delivery time (the
         common case: then ``_admit`` would add each, keep its ``ready_at`` and schedule
         it ready); else one by one."""
-        messages = list(map(_message, entries))
+        messages = list(map(message_of, entries))
         # A delivery time (0.0: none) is one ``_admit`` would raise ``ready_at`` to.
-        if (self._ordered and any(map(_ordering_key, messages))) or any(map(_deliver_at, messages)):
+        if (self._ordered and any(map(ordering_key_of, messages))) or any(
+            map(deliver_at_of, messages)
+        ):
             for entry in entries:
                 self._admit(entry, returned=False, now=now)
             return
         self.window.add_run(entries)
-        self.schedule.push_run(list(map(_seq, entries)))
+        self.schedule.push_run(list(map(seq_of, entries)))
 
     def refill(
         self, now: float, want: int, leased: LeaseTable, cutoff: float, ttl_cutoff: float

@@ -37,17 +37,18 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
-from operator import attrgetter, le
+from operator import le
 
-from eoclient.server_stub.core.delivery.entries import Entry, Returned
+from eoclient.server_stub.core.delivery.entries import (
+    Entry,
+    Returned,
+    message_of,
+    publish_time_of,
+    seq_of,
+    size_of,
+)
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import BacklogRow, SeqMessage, SubscriptionStorage
-
-# The columns ``add_run`` and ``load_fresh`` read, in C (``map``), not by a Python loop.
-_seq = attrgetter("seq")
-_message = attrgetter("message")
-_size = attrgetter("size")
-_publish_time = attrgetter("publish_time")
 
 
 @dataclass(slots=True)
@@ -210,9 +211,9 @@ class Backlog:
         order, loaded as the store keeps them); else one ``add`` at a time."""
         if not entries:
             return
-        seqs = list(map(_seq, entries))
-        messages = list(map(_message, entries))
-        published = list(map(_publish_time, messages))
+        seqs = list(map(seq_of, entries))
+        messages = list(map(message_of, entries))
+        published = list(map(publish_time_of, messages))
         run = self._by_publish_run
         # (publish time, seq) ascends with the seqs exactly when the publish times do not
         # fall; then every record goes where ``add`` puts one above the run's last.
@@ -227,7 +228,7 @@ class Backlog:
         self._run_last = (published[-1], seqs[-1])
         if published[0] < self._floor:
             self._floor = published[0]
-        self._bytes += sum(map(_size, messages))
+        self._bytes += sum(map(size_of, messages))
         if seqs[-1] > self._cursor:
             self._cursor = seqs[-1]
         self._compact_records()
@@ -329,7 +330,7 @@ class Backlog:
             return []
         rows = self.storage.backlog(self._cursor, room)
         self._cold -= len(rows)
-        self._bytes -= sum(map(_size, map(_message, rows)))
+        self._bytes -= sum(map(size_of, map(message_of, rows)))
         if rows:
             self._cursor = rows[-1].seq
         if len(rows) < room:
