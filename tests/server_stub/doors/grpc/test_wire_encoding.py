@@ -30,11 +30,12 @@ _messages = st.builds(
     size=st.just(0),
 )
 
+# (ack id, message, delivery attempt)
+_delivery = st.tuples(st.text(min_size=1, max_size=40), _messages, st.integers(0, 200))
+
 
 @given(
-    deliveries=st.lists(
-        st.tuples(st.text(min_size=1, max_size=40), _messages, st.integers(0, 200)), max_size=5
-    ),
+    deliveries=st.lists(_delivery, max_size=5),
     exactly_once=st.booleans(),
     ordering=st.booleans(),
 )
@@ -54,9 +55,7 @@ def test_encoding_matches_protobuf(
 
 
 @given(
-    deliveries=st.lists(
-        st.tuples(st.text(min_size=1, max_size=40), _messages, st.integers(0, 200)), max_size=8
-    ),
+    deliveries=st.lists(_delivery, max_size=8),
     exactly_once=st.booleans(),
     ordering=st.booleans(),
 )
@@ -74,11 +73,7 @@ def test_streaming_pull_in_one_loop_encodes_as_each_message_alone(
     )
 
 
-@given(
-    deliveries=st.lists(
-        st.tuples(st.text(min_size=1, max_size=40), _messages, st.integers(0, 200)), max_size=5
-    )
-)
+@given(deliveries=st.lists(_delivery, max_size=5))
 def test_pull_encoding_matches_protobuf(deliveries: list[tuple[str, StoredMessage, int]]) -> None:
     encoded = encode_pull([Delivery(a, m, n) for a, m, n in deliveries])
     expected = pubsub_pb2.PullResponse(
