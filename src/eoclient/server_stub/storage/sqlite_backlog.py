@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from eoclient.server_stub.core import policies
@@ -149,6 +149,15 @@ def _unpack(blob: bytes) -> array[int]:
     return pairs
 
 
+def _in_chunks(
+    seqs: Sequence[int], size: int = _ROWS_PER_READ
+) -> Iterator[tuple[Sequence[int], str]]:
+    """``seqs`` in chunks of at most ``size``, each with its ``?,?,...`` for ``IN (...)``."""
+    for start in range(0, len(seqs), size):
+        chunk = seqs[start : start + size]
+        yield chunk, ",".join("?" * len(chunk))
+
+
 class BacklogTables:
     def __init__(self, writes: Writes, cache_bytes: int = CACHE_BYTES) -> None:
         self._writes = writes
@@ -202,10 +211,8 @@ class BacklogTables:
 
     def _lease_rows(self, subscription: int, seqs: list[int]) -> list[tuple[Any, ...]]:
         found: list[tuple[Any, ...]] = []
-        chunk_size = 20 * _ROWS_PER_READ  # a restart reads every lease once: larger reads
-        for start in range(0, len(seqs), chunk_size):
-            chunk = seqs[start : start + chunk_size]
-            marks = ",".join("?" * len(chunk))
+        # A restart reads every lease once: larger reads.
+        for chunk, marks in _in_chunks(seqs, 20 * _ROWS_PER_READ):
             found.extend(
                 self._writes.db.execute(
                     "SELECT b.seq, b.generation, b.failed_attempts, b.size, m.publish_time, "
@@ -273,9 +280,7 @@ class BacklogTables:
 
     def rows(self, subscription: int, seqs: Sequence[int]) -> list[BacklogRow]:
         found: list[BacklogRow] = []
-        for start in range(0, len(seqs), _ROWS_PER_READ):
-            chunk = seqs[start : start + _ROWS_PER_READ]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in _in_chunks(seqs):
             rows = self._writes.read(
                 "SELECT seq, failed_attempts, generation FROM backlog "
                 f"WHERE subscription = ? AND seq IN ({marks}) ORDER BY seq",
@@ -306,9 +311,7 @@ class BacklogTables:
 
     def _read_messages(self, seqs: list[int]) -> dict[int, StoredMessage]:
         found: dict[int, StoredMessage] = {}
-        for start in range(0, len(seqs), _ROWS_PER_READ):
-            chunk = seqs[start : start + _ROWS_PER_READ]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in _in_chunks(seqs):
             for row in self._writes.read(
                 f"SELECT m.seq, {MESSAGE_COLUMNS} FROM messages m WHERE m.seq IN ({marks})",
                 chunk,
