@@ -1,8 +1,10 @@
 """The batch paths of the delivery engine against its one-message-at-a-time paths.
 
 Acknowledge settles a request's ids at once (``Acks._apply_batch``: ``parse_ack_ids``,
-``SubscriptionDelivery.ack_many``, ``LeaseTable.settle_many``) and leaves the rest —
-stale, repeated, restored ids — to the per-id path. Pull takes runs of ready messages at
+``SubscriptionDelivery.ack_many``, ``LeaseTable.settle_many``), and a ModifyAckDeadline that
+extends moves their leases at once (``SubscriptionDelivery.extend_many``,
+``LeaseTable.extend_many``); both leave the rest — stale, repeated, restored ids — to the
+per-id path. Pull takes runs of ready messages at
 once (``Schedule.take_run``, ``SubscriptionDelivery._deliver_run``, ``Leases.lease_run``,
 ``LeaseTable.add_many``) and the rest one at a time; the window's refill admits the rows
 it loads past every lease at once (``Backlog.load_fresh``, ``Waiting._admit_fresh``; see
@@ -82,7 +84,11 @@ _operations = st.lists(
             st.sampled_from(["as is", "shuffled", "repeated", "with a foreign id", "never issued"]),
         ),
         st.tuples(st.just("nack"), st.lists(st.integers(0, 40), max_size=5)),
-        st.tuples(st.just("modack"), st.lists(st.integers(0, 40), max_size=5)),
+        st.tuples(
+            st.just("modack"),
+            st.lists(st.integers(0, 40), max_size=15),
+            st.sampled_from(["as is", "shuffled", "repeated", "with a foreign id", "never issued"]),
+        ),
         st.tuples(st.just("wait"), st.sampled_from([1.0, 5.0, 11.0, 30.0])),
     ),
     max_size=30,
@@ -120,7 +126,7 @@ class _Run:
 
 def _ack_ids(broker: Broker, operation: Any, issued: list[str]) -> list[str]:
     ids = [issued[-1 - i] for i in operation[1] if i < len(issued)]
-    how = operation[2] if operation[0] == "ack" else "as is"
+    how = operation[2] if operation[0] in ("ack", "modack") else "as is"
     if how == "in order":  # the newest ids as issued: a unary Pull's response, acked whole
         ids = issued[len(issued) - len(ids) :]
     elif how == "shuffled":
@@ -215,6 +221,48 @@ def test_an_acknowledge_of_fresh_ids_takes_the_batch_path() -> None:
     assert called == [0]
     assert reply.confirmed == tuple(ids)
     assert run.broker.counters(SUB)["acked"] == 5
+
+
+def test_a_modack_of_fresh_ids_takes_the_batch_path() -> None:
+    run = _Run(None, {"enable_exactly_once_delivery": True}, batches=True)
+    run.broker.publishing.publish(TOPIC, [NewMessage(b"x") for _ in range(5)])
+    delivery = run.broker.delivery_state(SUB)
+    ids = [d.ack_id for d in run.broker.leasing.pull(SUB, 5)]
+    called: list[int] = []
+    extend_many = delivery.extend_many
+
+    def spy(*args: Any) -> list[int]:
+        misses = extend_many(*args)
+        called.append(len(misses))
+        return misses
+
+    delivery.extend_many = spy  # type: ignore[method-assign]
+    reply = run.broker.acks.modify_ack_deadline(SUB, ids, 60)
+    assert called == [0]
+    assert reply.confirmed == tuple(ids)
+    assert run.broker.delivery_state(SUB).counters.modacked == 5
+    run.clock.advance(30)  # past the first deadline (10 s), within the new one
+    assert run.broker.acks.acknowledge(SUB, ids).confirmed == tuple(ids)
+
+
+def test_leases_extended_at_once_survive_a_restart(tmp_path: Path) -> None:
+    """The store is handed the moved leases (``Leases.extend_many``): after a restart an
+    ack id still resolves until its extended deadline."""
+    store = SqliteStore(tmp_path / "data", window=3, gc_interval=0)
+    run = _Run(store, {"enable_exactly_once_delivery": True}, batches=True)
+    run.broker.publishing.publish(TOPIC, [NewMessage(b"x") for _ in range(5)])
+    deliveries = run.broker.leasing.pull(SUB, 5)
+    ids = [d.ack_id for d in reversed(deliveries)]  # not in seq order
+    assert run.broker.acks.modify_ack_deadline(SUB, ids, 60).confirmed == tuple(ids)
+    store.close()
+    store = SqliteStore(tmp_path / "data", window=3, gc_interval=0)
+    try:
+        restarted = Broker(run.clock, store=store)
+        run.clock.advance(30)
+        assert restarted.acks.acknowledge(SUB, ids).confirmed == tuple(ids)
+        assert restarted.leasing.pull(SUB, 10) == []
+    finally:
+        store.close()
 
 
 def test_a_pull_of_fresh_messages_takes_them_as_one_run() -> None:

@@ -88,8 +88,9 @@ class Acks:
         delivery.advance(now)
         self._resources.touch(subscription, now)
         exactly_once = subscription.config.enable_exactly_once_delivery
-        pending = self._apply_batch(subscription, ack_ids, operation)
-        changed = pending is not None and len(pending) < len(ack_ids)
+        pending = self._apply_batch(subscription, ack_ids, operation, seconds)
+        # A lease that moved changes nothing a waiter waits for; a settled one does.
+        changed = operation == "ack" and pending is not None and len(pending) < len(ack_ids)
         if pending is None:
             pending = range(len(ack_ids))
             if not exactly_once:
@@ -109,20 +110,29 @@ class Acks:
         return AckReply(confirmed, failures, exactly_once)
 
     def _apply_batch(
-        self, subscription: SubscriptionState, ack_ids: Sequence[str], operation: Operation
+        self,
+        subscription: SubscriptionState,
+        ack_ids: Sequence[str],
+        operation: Operation,
+        seconds: int,
     ) -> Sequence[int] | None:
-        """The common request — acks of ids this subscription issued under its current
-        uid — settled at once (``SubscriptionDelivery.ack_many``): the positions of the
-        ids left for ``_apply_each`` (stale, repeated, restored ones: their answers are
-        there). None: the request is not the common one, every id goes one by one —
-        modacks, injected faults, the history recording each answer, and exactly-once
-        with ordering keys (each ack checks its key's earlier messages)."""
+        """The common requests — acks, and modacks that extend, of ids this subscription
+        issued under its current uid — applied at once (``SubscriptionDelivery.ack_many``,
+        ``extend_many``): the positions of the ids left for ``_apply_each`` (stale,
+        repeated, restored ones: their answers are there). None: the request is not a
+        common one, every id goes one by one — nacks (a lease's end, an ordering key's
+        rewind), injected faults, the history recording each answer, and acks with
+        exactly-once and ordering keys (each checks its key's earlier messages)."""
         config = subscription.config
         if (
-            operation != "ack"
+            (operation == "modack" and seconds == 0)
             or self._faults
             or self._history.enabled
-            or (config.enable_exactly_once_delivery and config.enable_message_ordering)
+            or (
+                operation == "ack"
+                and config.enable_exactly_once_delivery
+                and config.enable_message_ordering
+            )
         ):
             return None
         delivery = subscription.delivery
@@ -130,6 +140,8 @@ class Acks:
         if parsed is None:
             return None
         seqs, generations = parsed
+        if operation == "modack":
+            return delivery.extend_many(seqs, generations, seconds)
         return delivery.ack_many(seqs, generations, exact=config.enable_exactly_once_delivery)
 
     @staticmethod

@@ -19,13 +19,12 @@ A message's life, by this class's sections:
   ready, and what outlived the retention or the TTL goes (``retention.Retention``, which
   also sees the backlog as one sequence by age);
 * leased (``deliver``, ``extend``, ``nack``): a nack or an expiry is a failed attempt,
-  after which the message waits again — after the retry policy's backoff, and with
-  ordering keys with every later delivered message of its key, so that they are delivered
-  again after it, in order (docs/protocol.md#ordering-keys) — or, when it used up its
-  delivery attempts, goes to the dead-letter topic (``forward`` publishes it there and it
-  is settled here as if acked; if the dead-letter topic is gone the message stays and
-  every later failure tries again), or for good when it outlived the retention while it
-  was leased;
+  after which the message waits again — after the retry policy's backoff, and with ordering
+  keys with every later delivered message of its key, so that they are delivered again
+  after it, in order (docs/protocol.md#ordering-keys) — or, when it used up its delivery
+  attempts, goes to the dead-letter topic (``forward`` publishes it there and it is settled
+  here as if acked; if the dead-letter topic is gone the message stays and every later
+  failure tries again), or for good when it outlived the retention while it was leased;
 * settled (``ack``, the backlog policies): out of whichever room holds it, then into
   settlement;
 * restart (``restore``): the uid and leases the store kept, every other unacknowledged
@@ -34,13 +33,12 @@ A message's life, by this class's sections:
   before stops resolving and every message made unacked is delivered again.
 
 The rules these follow (retry backoff, dead letters, retention, TTL, retained acks) are
-``rules.DeliveryRules``; what an ack id names is ``ack_resolution.AckIds``; what the
-statistics, snapshots and peek read is ``reads.DeliveryReads`` (``reads``).
+``rules.DeliveryRules``; what an ack id names is ``ack_resolution.AckIds``; what the statistics,
+snapshots and peek read is ``reads.DeliveryReads`` (``reads``).
 
-Costs, with n messages held: delivery, ack, nack, extension and expiry O(log n) each (the
-heaps and the lease table); retention O(log n) a message dropped. Every change the store
-must keep (settled, leases, failed attempts, retained, reset) is handed to ``storage`` as
-it happens.
+Costs, with n messages held: delivery, ack, nack, extension and expiry O(log n) each (the heaps and
+the lease table); retention O(log n) a message dropped. Every change the store must keep (settled,
+leases, failed attempts, retained, reset) is handed to ``storage`` as it happens.
 """
 
 from __future__ import annotations
@@ -164,12 +162,8 @@ class SubscriptionDelivery:
         self.advance(now)
         stream = self.streams.get(stream_id) if stream_id is not None else None
         deadline = now + ack_deadline
-        schedule, rules, waiting, leases = (
-            self.waiting.schedule,
-            self.rules,
-            self.waiting,
-            self.leases,
-        )
+        waiting, rules, leases = self.waiting, self.rules, self.leases
+        schedule = waiting.schedule
         # Read once a call, not once a message: the ack ids' prefix (their format:
         # docs/protocol.md#ack-ids-and-generations, ack_ids.py), the retention's cutoff,
         # whether deliveries carry their attempt.
@@ -291,6 +285,16 @@ class SubscriptionDelivery:
         if not target.acked:
             self.counters.modacked += 1
             self.leases.extend(target.seq, target.generation, now + seconds)
+
+    def extend_many(
+        self, seqs: Sequence[int], generations: Sequence[int], seconds: int
+    ) -> list[int]:
+        """``extend`` of the live leases a request's modack ids name, at once, by the latest
+        ``now`` (as ``ack_many``); the positions of the other ids."""
+        now = self._now
+        misses, moved = self.leases.extend_many(seqs, generations, now, now + seconds)
+        self.counters.modacked += moved
+        return misses
 
     def nack(self, target: AckTarget, now: float) -> None:
         """ModifyAckDeadline with seconds 0: the lease ends, a failed attempt."""

@@ -54,6 +54,14 @@ class Settled(NamedTuple):
     streamed: list[tuple[int, int]]  # (stream id, size) of those a stream counted
 
 
+class Extended(NamedTuple):
+    """What ``LeaseTable.extend_many`` did with a request's ids."""
+
+    misses: list[int]  # the positions of the ids it left alone
+    seqs: list[int]  # the leases it moved, in the ids' order
+    generations: list[int]  # of those
+
+
 class NewLeases(NamedTuple):
     """Leases given at once (``LeaseTable.add_many``), column by column."""
 
@@ -363,6 +371,41 @@ class LeaseTable(LeaseRun):
         if self._due.add(seq, deadline) > 2 * self._live + self.SLACK:
             self._rebuild_records()
         return True
+
+    def extend_many(
+        self, seqs: Sequence[int], generations: Sequence[int], now: float, deadline: float
+    ) -> Extended:
+        """``set_deadline`` to ``deadline`` of the leases a request's modack ids name,
+        ``(seqs[i], generations[i])``, in one loop and one record: an id names its
+        message's lease under that lease's generation before its deadline (after ``now``),
+        the check ``AckIds.resolve`` makes of a modack with or without exactly-once (an
+        id given twice moves its lease twice, as one by one). The run's slots only: the
+        other ids (stale, a lease in the overflow, none at all) are *misses*, left for
+        the caller's one-by-one path. Ids come mostly in seq order: the slot after the
+        last one found is tried before a bisect."""
+        run, live, deadlines = self._seqs, self._generations, self._deadlines
+        n = len(run)
+        finger = self._finger
+        extended = Extended([], [], [])
+        misses, moved, moved_generations = extended
+        for i, (seq, asked) in enumerate(zip(seqs, generations, strict=True)):
+            j = finger + 1
+            if j >= n or run[j] != seq:
+                j = bisect_left(run, seq)
+                if j >= n or run[j] != seq:
+                    misses.append(i)
+                    continue
+            if live[j] != asked or asked == _DEAD or deadlines[j] <= now:
+                misses.append(i)
+                continue
+            finger = j
+            deadlines[j] = deadline
+            moved.append(seq)
+            moved_generations.append(asked)
+        self._finger = finger
+        if moved and self._due.add_many(moved, deadline) > 2 * self._live + self.SLACK:
+            self._rebuild_records()
+        return extended
 
     def expire(self, now: float) -> Iterator[Lease]:
         """End, one at a time, every lease whose deadline is at or before ``now``; yields

@@ -117,6 +117,22 @@ class Leases:
             if deadline > self._stored_until:
                 self._stored_until = deadline
 
+    def extend_many(
+        self, seqs: Sequence[int], generations: Sequence[int], now: float, deadline: float
+    ) -> tuple[list[int], int]:
+        """``extend`` of every lease a request's modack ids name that is live at ``now``
+        (``LeaseTable.extend_many``): the positions of the ids it left alone, and how many
+        leases moved."""
+        extended = self.table.extend_many(seqs, generations, now, deadline)
+        if self._durable and extended.seqs:
+            # The store takes a run of leases in ascending seqs; modack ids come in the
+            # order a client lists them.
+            moved = sorted(zip(extended.seqs, extended.generations, strict=True))
+            self._storage.lease_many([seq for seq, _ in moved], [g for _, g in moved], deadline)
+            if deadline > self._stored_until:
+                self._stored_until = deadline
+        return extended.misses, len(extended.seqs)
+
     # ------------------------------------------------------------ out
 
     def settle(self, seq: int) -> tuple[float, StoredMessage | None] | None:
