@@ -4,15 +4,16 @@ Acknowledge settles a request's ids at once (``Acks._apply_batch``: ``parse_ack_
 ``SubscriptionDelivery.ack_many``, ``LeaseTable.settle_many``), and a ModifyAckDeadline that
 extends moves their leases at once (``SubscriptionDelivery.extend_many``,
 ``LeaseTable.extend_many``); both leave the rest — stale, repeated, restored ids — to the
-per-id path. Pull takes runs of ready messages at
-once (``Schedule.take_run``, ``SubscriptionDelivery._deliver_run``, ``Leases.lease_run``,
-``LeaseTable.add_many``) and the rest one at a time; the window's refill admits the rows
-it loads past every lease at once (``Backlog.load_fresh``, ``Waiting._admit_fresh``; see
-also delivery/test_refill.py) and looks at each row otherwise. On random scenarios (publishes, pulls
-with byte limits, acks of fresh, stale, repeated and foreign ids, nacks, modacks, time
-passing; plain and exactly-once, with and without ordering keys, in memory and on SQLite
-with a small window) a broker using the batch paths must answer and end up exactly as
-one whose batch paths are switched off.
+per-id path. Pull and StreamingPull (under the stream's flow control) take runs of ready
+messages at once (``Schedule.take_run``, ``SubscriptionDelivery._deliver_run``,
+``Leases.lease_run``, ``LeaseTable.add_many``) and the rest one at a time; the window's
+refill admits the rows it loads past every lease at once (``Backlog.load_fresh``,
+``Waiting._admit_fresh``; see also delivery/test_refill.py) and looks at each row otherwise.
+On random scenarios (publishes, pulls with byte limits, pulls of a stream under its flow
+control, acks of fresh, stale, repeated and
+foreign ids, nacks, modacks, time passing; plain and exactly-once, with and without ordering
+keys, in memory and on SQLite with a small window) a broker using the batch paths must
+answer and end up exactly as one whose batch paths are switched off.
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ _operations = st.lists(
         st.tuples(st.just("publish"), st.integers(1, 12), st.sampled_from(["", "k1", "k2"])),
         # max_bytes: the default, or a few messages' worth (each is 2 or 3 bytes).
         st.tuples(st.just("pull"), st.integers(1, 10), st.sampled_from([None, 1, 7])),
+        # On the run's StreamingPull stream, under its flow control.
+        st.tuples(st.just("stream"), st.integers(1, 10)),
         # Which issued ids (by position, counted from the newest), and how.
         st.tuples(
             st.just("ack"),
@@ -98,12 +101,25 @@ _operations = st.lists(
 class _Run:
     """One broker of the pair, on its own store."""
 
-    def __init__(self, store: Store | None, options: dict[str, Any], *, batches: bool) -> None:
+    def __init__(
+        self,
+        store: Store | None,
+        options: dict[str, Any],
+        *,
+        batches: bool,
+        flow: tuple[int, int] = (0, 0),
+    ) -> None:
         self.clock = FakeClock()
         self.broker = Broker(self.clock, store=store, rng=random.Random(7), record_history=False)
         self.broker.topics.create(TopicConfig(TOPIC))
         self.broker.subscriptions.create(
             SubscriptionConfig(SUB, TOPIC, ack_deadline_seconds=10, **options)
+        )
+        self.stream = self.broker.leasing.open_stream(
+            SUB,
+            stream_ack_deadline=10,
+            max_outstanding_messages=flow[0],
+            max_outstanding_bytes=flow[1],
         )
         if not batches:
             self.broker.acks._apply_batch = lambda *args: None  # type: ignore[method-assign]
@@ -121,6 +137,7 @@ class _Run:
             reads.leased(),
             sorted(lease.seq for lease in delivery.leases.table),
             reads.retained(),
+            [(f.outstanding_messages, f.outstanding_bytes) for f in delivery.streams.all()],
         )
 
 
@@ -150,6 +167,9 @@ def _answer(run: _Run, operation: Any, issued: list[str]) -> Any:
         options = {} if operation[2] is None else {"max_bytes": operation[2]}
         deliveries = broker.leasing.pull(SUB, operation[1], **options)
         return [(d.ack_id, d.message.message_id, d.delivery_attempt) for d in deliveries]
+    if kind == "stream":
+        deliveries = broker.leasing.stream_pull(run.stream, operation[1])
+        return [(d.ack_id, d.message.message_id, d.delivery_attempt) for d in deliveries]
     if kind == "wait":
         run.clock.advance(operation[1])
         return None
@@ -170,19 +190,22 @@ def _drive(runs: list[_Run], operations: list[Any]) -> None:
         answers = [_answer(run, operation, issued) for run in runs]
         assert all(answer == answers[0] for answer in answers), operation
         assert all(run.state() == runs[0].state() for run in runs), operation
-        if operation[0] == "pull":
+        if operation[0] in ("pull", "stream"):
             issued += [ack_id for ack_id, _, _ in answers[0]]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     _operations,
     st.booleans(),
     st.booleans(),
     st.booleans(),
+    # The stream's flow control: max outstanding messages and bytes (0: none); a
+    # message is 2 or 3 bytes.
+    st.tuples(st.sampled_from([0, 1, 4]), st.sampled_from([0, 5, 20])),
 )
 def test_batches_answer_as_one_at_a_time(
-    operations: list[Any], exactly_once: bool, ordered: bool, sqlite: bool
+    operations: list[Any], exactly_once: bool, ordered: bool, sqlite: bool, flow: tuple[int, int]
 ) -> None:
     options = {"enable_exactly_once_delivery": exactly_once, "enable_message_ordering": ordered}
     with tempfile.TemporaryDirectory() as directory:
@@ -193,7 +216,7 @@ def test_batches_answer_as_one_at_a_time(
         )
         try:
             runs = [
-                _Run(store, options, batches=batches)
+                _Run(store, options, batches=batches, flow=flow)
                 for store, batches in zip(stores, (True, False), strict=True)
             ]
             _drive(runs, operations)

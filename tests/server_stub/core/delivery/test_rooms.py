@@ -9,6 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from eoclient.server_stub.core.delivery.entries import Entry, Left
 from eoclient.server_stub.core.delivery.key_order import KeyOrder
 from eoclient.server_stub.core.delivery.leases import Leases
@@ -94,6 +97,33 @@ def test_a_lease_counts_on_its_stream_until_it_ends() -> None:
     assert leases.settle(1) is None
 
 
+@given(
+    st.integers(0, 4),
+    st.integers(0, 40),
+    st.integers(0, 5),
+    st.integers(0, 30),
+    st.lists(st.integers(1, 12), max_size=10),
+)
+def test_a_stream_takes_of_a_run_what_it_would_one_at_a_time(
+    max_messages: int, max_bytes: int, outstanding: int, outstanding_bytes: int, sizes: list[int]
+) -> None:
+    """``StreamFlow.fitting`` and ``message_room`` (a StreamingPull's run) against
+    ``has_room`` asked before each message, as one-at-a-time delivery does."""
+    stream = StreamFlow(7, 10, max_messages, max_bytes, outstanding, outstanding_bytes)
+    if not stream.has_room():
+        return  # the engine asks has_room before it takes a run
+    one_by_one = StreamFlow(7, 10, max_messages, max_bytes, outstanding, outstanding_bytes)
+    went = 0
+    for size in sizes:
+        if not one_by_one.has_room():
+            break
+        one_by_one.outstanding_messages += 1
+        one_by_one.outstanding_bytes += size
+        went += 1
+    taken = sizes[: stream.message_room(len(sizes))]
+    assert stream.fitting(taken) == went
+
+
 def test_a_nacked_lease_ends_as_a_failed_attempt_and_a_rewound_one_does_not() -> None:
     leases = Leases(memory())
     leases.lease(Entry(1, message(1), failed_attempts=2), 10.0, None)
@@ -146,7 +176,7 @@ def test_a_pulls_leases_go_to_the_store_in_one_call_if_it_takes_them_so() -> Non
     plain, bulk = _RecordingStore(), _BulkRecordingStore()
     for store in (plain, bulk):
         leases = Leases(SubscriptionStorage(cast(Store, store), SUB))
-        assert leases.lease_run(taken, 30.0) == [1, 4, 1]
+        assert leases.lease_run(taken, 30.0, None) == [1, 4, 1]
     assert bulk.calls == [("lease_many", SUB, [1, 2, 4], [1, 4, 1], 30.0)]
     assert plain.calls == [
         ("lease", SUB, 1, 1, 30.0),

@@ -48,13 +48,19 @@ from collections.abc import Sequence
 
 from eoclient.server_stub.core.ack_ids import AckIdParts
 from eoclient.server_stub.core.delivery.ack_resolution import AckIds, AckTarget
-from eoclient.server_stub.core.delivery.entries import Counters, Entry
+from eoclient.server_stub.core.delivery.entries import (
+    Counters,
+    Entry,
+    fitting_in,
+    run_deliveries,
+)
 from eoclient.server_stub.core.delivery.lease_table import Lease
 from eoclient.server_stub.core.delivery.leases import Ended, Leases
 from eoclient.server_stub.core.delivery.reads import DeliveryReads
 from eoclient.server_stub.core.delivery.retention import Departures, Retention
 from eoclient.server_stub.core.delivery.rules import DeliveryRules, Forwarder
 from eoclient.server_stub.core.delivery.settlement import Settlement
+from eoclient.server_stub.core.delivery.stream_flow import StreamFlow
 from eoclient.server_stub.core.delivery.waiting import Waiting
 from eoclient.server_stub.core.model import Delivery, StoredMessage
 from eoclient.server_stub.core.store import SeqMessage, StoredSubscription, SubscriptionStorage
@@ -174,29 +180,31 @@ class SubscriptionDelivery:
         redelivered = 0
         total_bytes = 0
         # Runs of the common messages go at once (``_deliver_run``); the rest, with what
-        # they need checked one by one (a stream's flow control, ordering keys, a message
-        # past the retention), one at a time.
-        runs = stream is None and not waiting.ordered
+        # they need checked one by one (ordering keys, a message past the retention), one
+        # at a time.
+        runs = not waiting.ordered
         while len(deliveries) < max_messages:
             if schedule.exhausted():
                 if not self._refill(now, max_messages - len(deliveries)):
                     break
                 continue
+            if stream is not None and not stream.has_room():
+                break
             if runs and not waiting.window.may_hold_older(cutoff):
-                taken = schedule.take_run(now, max_messages - len(deliveries))
+                want = max_messages - len(deliveries)
+                taken = schedule.take_run(now, stream.message_room(want) if stream else want)
                 if taken:
                     count = len(taken)
                     room = None if max_bytes is None else max_bytes - total_bytes
-                    run, size = self._deliver_run(taken, deadline, prefix, room, not deliveries)
+                    first = not deliveries
+                    run, size = self._deliver_run(taken, deadline, prefix, room, first, stream)
                     deliveries += run
                     total_bytes += size
                     if len(run) < count:
-                        break  # the next would pass max_bytes
+                        break  # the next would pass max_bytes or the stream's flow control
                     continue
                 if schedule.exhausted():
                     continue
-            if stream is not None and not stream.has_room():
-                break
             entry = schedule.pop(now)
             if entry is None:
                 continue
@@ -221,33 +229,34 @@ class SubscriptionDelivery:
         return deliveries
 
     def _deliver_run(
-        self, taken: list[Entry], deadline: float, prefix: str, room: int | None, first: bool
+        self,
+        taken: list[Entry],
+        deadline: float,
+        prefix: str,
+        room: int | None,
+        first: bool,
+        stream: StreamFlow | None,
     ) -> tuple[list[Delivery], int]:
-        """``deliver``'s loop over ``taken`` (``Schedule.take_run``'s, no stream, no
-        ordering keys, none past the retention) in a few passes: as many as fit in
-        ``room`` bytes (None: no limit; ``first``: the first always goes), out of the
-        window, leased at once; the deliveries and their bytes. Those that do not fit are
-        the next to go again."""
-        size = sum(entry.message.size for entry in taken)
-        if room is not None and size > room:
-            fit = _fitting(taken, room, first)
+        """``deliver``'s loop over ``taken`` (``Schedule.take_run``'s, no ordering keys,
+        none past the retention) in a few passes: as many as fit in ``room`` bytes (None:
+        no limit; ``first``: the first always goes) and in ``stream``'s flow control, out
+        of the window, leased at once; the deliveries and their bytes. Those that do not
+        fit are the next to go again."""
+        sizes = [entry.message.size for entry in taken]
+        fit = fitting_in(sizes, room, first) if room is not None else len(taken)
+        if stream is not None:
+            fit = stream.fitting(sizes[:fit])
+        if fit < len(taken):
             self.waiting.schedule.put_back_run(taken[fit:])
             del taken[fit:]
             if not taken:
                 return [], 0
-            size = sum(entry.message.size for entry in taken)
         self.waiting.deliver_run(taken)
-        generations = self.leases.lease_run(taken, deadline)
+        generations = self.leases.lease_run(taken, deadline, stream)
         self.counters.redelivered += len(generations) - generations.count(1)
-        count_attempts = self.rules.count_attempts
-        return [
-            Delivery(
-                f"{prefix}{entry.seq}-{generation}",
-                entry.message,
-                entry.failed_attempts + 1 if count_attempts else 0,
-            )
-            for entry, generation in zip(taken, generations, strict=True)
-        ], size
+        return run_deliveries(taken, generations, prefix, self.rules.count_attempts), sum(
+            sizes[:fit]
+        )
 
     def _refill(self, now: float, want: int) -> bool:
         """Load cold messages into the window; False if none came."""
@@ -291,8 +300,7 @@ class SubscriptionDelivery:
     ) -> list[int]:
         """``extend`` of the live leases a request's modack ids name, at once, by the latest
         ``now`` (as ``ack_many``); the positions of the other ids."""
-        now = self._now
-        misses, moved = self.leases.extend_many(seqs, generations, now, now + seconds)
+        misses, moved = self.leases.extend_many(seqs, generations, self._now, self._now + seconds)
         self.counters.modacked += moved
         return misses
 
@@ -485,13 +493,3 @@ class SubscriptionDelivery:
         self.storage.reset(backlog, retained, uid)
         for seq, message in backlog:
             self.waiting.add(seq, message, now, now)
-
-
-def _fitting(taken: list[Entry], room: int, first: bool) -> int:
-    """How many of ``taken`` fit in ``room`` bytes, in order (``first``: the first goes
-    whatever its size, as ``deliver`` says)."""
-    for i, entry in enumerate(taken):
-        room -= entry.message.size
-        if room < 0 and (i or not first):
-            return i
-    return len(taken)

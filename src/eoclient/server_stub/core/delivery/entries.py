@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import NamedTuple
 
-from eoclient.server_stub.core.model import StoredMessage
+from eoclient.server_stub.core.model import Delivery, StoredMessage
 from eoclient.server_stub.core.store import BacklogRow
 
 # A waiting message the window holds, with its body: a backlog row, the object the store
@@ -114,3 +114,29 @@ class Counters:
     def ack_failed(self, operation: str, reason: str) -> None:
         key = (operation, reason)
         self.ack_failures[key] = self.ack_failures.get(key, 0) + 1
+
+
+def fitting_in(sizes: list[int], room: int, first: bool) -> int:
+    """How many messages of ``sizes`` fit in ``room`` bytes, in order (``first``: the
+    first goes whatever its size, as ``deliver`` says)."""
+    for i, size in enumerate(sizes):
+        room -= size
+        if room < 0 and (i or not first):
+            return i
+    return len(sizes)
+
+
+def run_deliveries(
+    taken: list[Entry], generations: list[int], prefix: str, count_attempts: bool
+) -> list[Delivery]:
+    """The deliveries of a run leased as ``generations``: ack ids of this uid's
+    ``prefix`` (docs/protocol.md#ack-ids-and-generations), and each one's attempt when
+    the subscription counts them."""
+    return [
+        Delivery(
+            f"{prefix}{entry.seq}-{generation}",
+            entry.message,
+            entry.failed_attempts + 1 if count_attempts else 0,
+        )
+        for entry, generation in zip(taken, generations, strict=True)
+    ]

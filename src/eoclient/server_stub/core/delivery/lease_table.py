@@ -238,13 +238,14 @@ class LeaseTable(LeaseRun):
         if self._due.add(seq, deadline) > 2 * self._live + self.SLACK:
             self._rebuild_records()
 
-    def add_many(self, deadline: float, leases: NewLeases) -> None:
-        """``add`` of one Pull's leases (ascending seqs, one ``deadline``, no stream),
-        appended column by column when they all lie above the run (fresh deliveries)."""
+    def add_many(self, deadline: float, leases: NewLeases, stream_id: int = 0) -> None:
+        """``add`` of one Pull's leases (ascending seqs, one ``deadline``, one stream or
+        none: 0), appended column by column when they all lie above the run (fresh
+        deliveries)."""
         seqs, generations, sizes, failed, published = leases
         if self._seqs and seqs and seqs[0] <= self._seqs[-1]:
             for seq, generation, size, attempts, publish_time in zip(*leases, strict=True):
-                self.add(seq, generation, deadline, size, attempts, 0, publish_time)
+                self.add(seq, generation, deadline, size, attempts, stream_id, publish_time)
             return
         # fromlist and a repeated array: half and a seventh of extend's cost an element.
         self._seqs.fromlist(seqs)
@@ -252,7 +253,7 @@ class LeaseTable(LeaseRun):
         self._deadlines += array("d", (deadline,)) * len(seqs)
         self._sizes.fromlist(sizes)
         self._failed.fromlist(failed)
-        self._streams += array("q", (0,)) * len(seqs)
+        self._streams += array("q", (stream_id,)) * len(seqs)
         self._published.fromlist(published)
         self._live += len(seqs)
         self._bytes += sum(sizes)

@@ -92,16 +92,25 @@ class Leases:
             stream.outstanding_bytes += message.size
         return generation
 
-    def lease_run(self, taken: list[Entry], deadline: float) -> list[int]:
-        """``lease`` of one Pull's waiting messages at once (ascending seqs, no stream
-        counts them: ``Schedule.take_run``'s) until ``deadline``: their generations."""
+    def lease_run(
+        self, taken: list[Entry], deadline: float, stream: StreamFlow | None
+    ) -> list[int]:
+        """``lease`` of one Pull's waiting messages at once (ascending seqs:
+        ``Schedule.take_run``'s) until ``deadline``, on ``stream`` (its flow control counts
+        them) or none: their generations."""
         seqs = list(map(seq_of, taken))
         generations = [generation + 1 for generation in map(generation_of, taken)]
         messages = list(map(message_of, taken))
         sizes = list(map(size_of, messages))
         published = list(map(publish_time_of, messages))
         failed = list(map(failed_attempts_of, taken))
-        self.table.add_many(deadline, NewLeases(seqs, generations, sizes, failed, published))
+        leases = NewLeases(seqs, generations, sizes, failed, published)
+        if stream is None:
+            self.table.add_many(deadline, leases)
+        else:
+            self.table.add_many(deadline, leases, stream.stream_id)
+            stream.outstanding_messages += len(seqs)
+            stream.outstanding_bytes += sum(sizes)
         if self._durable:
             self._storage.lease_many(seqs, generations, deadline)
             if deadline > self._stored_until:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -18,13 +19,35 @@ class StreamFlow:
     outstanding_bytes: int = 0
 
     def has_room(self) -> bool:
+        return self._room_with(self.outstanding_messages, self.outstanding_bytes)
+
+    def _room_with(self, messages: int, size: int) -> bool:
         # A stream with nothing outstanding always gets one message, even one larger
         # than max_bytes: otherwise that message could never be delivered to it.
-        if self.outstanding_messages == 0:
+        if messages == 0:
             return True
-        if 0 < self.max_messages <= self.outstanding_messages:
+        if 0 < self.max_messages <= messages:
             return False
-        return not 0 < self.max_bytes <= self.outstanding_bytes
+        return not 0 < self.max_bytes <= size
+
+    def message_room(self, want: int) -> int:
+        """At most ``want``, and no more than ``max_messages`` lets out (once ``has_room``)."""
+        if self.max_messages <= 0:
+            return want
+        return min(want, self.max_messages - self.outstanding_messages)
+
+    def fitting(self, sizes: Sequence[int]) -> int:
+        """How many of a run of messages of ``sizes`` go to the stream in turn, each while
+        ``has_room`` (counting the run's earlier ones): what one-at-a-time delivery sends."""
+        if self.max_messages <= 0 and self.max_bytes <= 0:
+            return len(sizes)
+        messages, size = self.outstanding_messages, self.outstanding_bytes
+        for count, message_size in enumerate(sizes):
+            if not self._room_with(messages, size):
+                return count
+            messages += 1
+            size += message_size
+        return len(sizes)
 
 
 class OpenStreams:
