@@ -12,6 +12,7 @@ pa = pytest.importorskip("pyarrow", reason="the spark extra is not installed")
 
 from eoclient.spark._journal import (  # noqa: E402
     Journal,
+    PartFile,
     Plan,
     emitted_rows,
     encode_part,
@@ -64,6 +65,18 @@ def test_a_part_holds_its_emitted_rows_then_ack_only_ones(tmp_path: Path) -> Non
     ]
     assert journal.message_ids(0, except_part=1) == []
     assert not list(journal.batch_dir(0).glob(".*tmp"))  # no temporary file left behind
+
+
+def test_a_part_written_straight_to_its_file_has_the_bytes_encode_part_builds(
+    tmp_path: Path,
+) -> None:
+    journal = _journal(tmp_path)
+    rows, ack_only = _rows(0, 3), _rows(10, 2)
+    assert journal.claim(0, 1, PartFile(rows, ack_only, 123.5))
+    assert journal.part_path(0, 1).read_bytes() == encode_part(rows, ack_only, 123.5)
+    assert not journal.claim(0, 1, PartFile(_rows(20, 1), ack_only, 1.0))  # link: first wins
+    assert journal.part_path(0, 1).read_bytes() == encode_part(rows, ack_only, 123.5)
+    assert not list(journal.batch_dir(0).glob(".*tmp"))
 
 
 def test_only_one_of_racing_claims_wins(tmp_path: Path) -> None:

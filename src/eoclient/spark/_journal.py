@@ -46,7 +46,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -78,11 +78,15 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _write_temporary(directory: Path, name: str, data: bytes) -> Path:
+def _write_temporary(directory: Path, name: str, data: bytes | PartFile) -> Path:
     tmp = directory / f".{name}.{uuid.uuid4().hex}.tmp"
-    with tmp.open("wb") as out:
-        out.write(data)
-        out.flush()
+    # Unbuffered: an Arrow writer hands its buffers straight to the file (no copy in a
+    # Python buffer), and bytes are one write.
+    with tmp.open("wb", buffering=0) as out:
+        if isinstance(data, PartFile):
+            data.write(out)
+        else:
+            out.write(data)
         os.fsync(out.fileno())
     return tmp
 
@@ -93,7 +97,7 @@ def atomic_replace(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-def atomic_create(path: Path, data: bytes) -> bool:
+def atomic_create(path: Path, data: bytes | PartFile) -> bool:
     """Put ``data`` at ``path`` unless a file is there already; whether this call did."""
     tmp = _write_temporary(path.parent, path.name, data)
     try:
@@ -173,16 +177,31 @@ class Part:
         return f"{self.batch}/{self.index}"
 
 
+@dataclass(frozen=True, slots=True)
+class PartFile:
+    """A part file to write: ``rows`` (emitted) then ``ack_only`` rows (WIRE_SCHEMA).
+    :meth:`Journal.claim` writes it straight into its temporary file: built in memory and
+    then copied to ``bytes`` (as :func:`encode_part` does), a 100,000-message part cost a
+    read task ~8 % of its time in the copy alone (py-spy inside Spark)."""
+
+    rows: pa.Table
+    ack_only: pa.Table
+    leased_until: float
+
+    def write(self, out: pa.NativeFile | BinaryIO) -> None:
+        schema = WIRE_SCHEMA.with_metadata(
+            {"emitted": str(self.rows.num_rows), "leased_until": repr(self.leased_until)}
+        )
+        with pyarrow.ipc.new_file(out, schema) as writer:
+            for table in (self.rows, self.ack_only):
+                if table.num_rows:
+                    writer.write_table(table.cast(WIRE_SCHEMA))
+
+
 def encode_part(rows: pa.Table, ack_only: pa.Table, leased_until: float) -> bytes:
-    """A part file's bytes: ``rows`` (emitted) then ``ack_only`` rows (WIRE_SCHEMA)."""
-    schema = WIRE_SCHEMA.with_metadata(
-        {"emitted": str(rows.num_rows), "leased_until": repr(leased_until)}
-    )
+    """A part file's bytes, the same :meth:`PartFile.write` puts in a file."""
     sink = pa.BufferOutputStream()
-    with pyarrow.ipc.new_file(sink, schema) as writer:
-        for table in (rows, ack_only):
-            if table.num_rows:
-                writer.write_table(table.cast(WIRE_SCHEMA))
+    PartFile(rows, ack_only, leased_until).write(sink)
     return bytes(sink.getvalue())
 
 
@@ -337,7 +356,7 @@ class Journal:
             )
         return []
 
-    def claim(self, batch: int, index: int, data: bytes) -> bool:
+    def claim(self, batch: int, index: int, data: bytes | PartFile) -> bool:
         """Journal a part unless another attempt did; whether this one did."""
         return atomic_create(self.part_path(batch, index), data)
 

@@ -48,9 +48,9 @@ from eoclient.spark._faults import fault_point
 from eoclient.spark._journal import (
     Journal,
     Part,
+    PartFile,
     Plan,
     emitted_rows,
-    encode_part,
     ids_among,
     local_path,
 )
@@ -395,7 +395,7 @@ async def _claim(
         # tells the settle what to give back.
         raise RuntimeError("the executor of this read task is gone")
     rows = pulled.rows()
-    data = encode_part(rows, _ack_only(admission), leased_until)
+    data = PartFile(rows, _ack_only(admission), leased_until)
     if journal.claim(batch, index, data):
         attempt.log.close(delete=True)
         return None

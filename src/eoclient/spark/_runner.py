@@ -28,7 +28,7 @@ from eoclient.spark._decisions import (
     grace_until,
     plan_partitions,
 )
-from eoclient.spark._journal import Journal, Plan, encode_part, ids_among, local_path
+from eoclient.spark._journal import Journal, PartFile, Plan, ids_among, local_path
 from eoclient.spark._keeper import LeaseKeeper
 from eoclient.spark._lease_log import LeaseLog, read_logs
 from eoclient.spark._loop import LoopThread
@@ -210,7 +210,7 @@ class Runner:
         quotas = plan_partitions(rows.num_rows, drained, max_rows, self.settings.num_partitions)
         leased_until = (pulled.first_sent or self.clock.now()) + self.ack_deadline
         self.journal.batch_dir(start).mkdir(exist_ok=True)
-        self.journal.claim(start, 0, encode_part(rows, WIRE_SCHEMA.empty_table(), leased_until))
+        self.journal.claim(start, 0, PartFile(rows, WIRE_SCHEMA.empty_table(), leased_until))
         await self._hold(start, rows.column("ack_id").to_pylist(), leased_until)
         self._write_plan(start, quotas, probe=True, settles=settles)
         self._renew_log()
