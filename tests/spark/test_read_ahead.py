@@ -162,6 +162,24 @@ async def test_a_read_ahead_not_adopted_is_given_back_after_the_hold(scene: Scen
     assert all(scene.modacks(m) == [0] for m in held)
 
 
+async def test_no_read_ahead_after_a_task_that_began_past_the_hold(scene: Scene) -> None:
+    published = scene.publish(16_000)
+    runner = await scene.runner(numPartitions="1")
+    assert await scene.latest(runner, 0, 4000) == 1
+    rows = await _read_batch(scene, runner, 0)
+    assert await _held(scene) is not None
+    await asyncio.sleep(HOLD_SECONDS + 0.5)  # a slow trigger: given back unadopted
+    assert await _held(scene) is None
+    assert await scene.latest(runner, 1, 4000) == 2
+    rows += await _read_batch(scene, runner, 1)
+    assert await _held(scene) is None  # batches this far apart: none started
+    assert await scene.latest(runner, 2, 4000) == 3
+    rows += await _read_batch(scene, runner, 2)
+    assert await _held(scene) is not None  # closer again: reads ahead
+    rows += await _drain(scene, runner, 3, 4000)
+    _exactly_once(scene, rows, published)
+
+
 async def test_a_task_whose_read_ahead_the_driver_took_pulls_anew(scene: Scene) -> None:
     published = scene.publish(9000)
     runner = await scene.runner(numPartitions="1")

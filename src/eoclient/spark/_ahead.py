@@ -16,7 +16,8 @@ batch's plan (cutoff, dedupe, committed ids) exactly as answers it pulled itself
 attempt pulls only the rest of its quota, and answers past its quota are given back
 (modack 0). A read-ahead that is not adopted is given back: when the worker's next task
 cannot adopt it (another journal or subscription, a task that only settles or replays), at
-once if it found nothing, or ``HOLD_SECONDS`` after its pull ended.
+once if it found nothing, or ``HOLD_SECONDS`` after its pull ended. A worker whose tasks
+come further apart than that (a slow trigger) reads no further ahead until they come closer.
 
 The driver gives back a read-ahead log last written more than ``HOLD_SECONDS +
 CLOCK_SKEW_SECONDS`` ago (a worker that died holding it: else its deliveries would come back
@@ -88,6 +89,12 @@ class ReadAheadSlot:
         self._client = client
         self._clock = clock
         self._held: ReadAhead | None = None
+        # When this worker's last task handed its rows, and whether its next task began more
+        # than HOLD_SECONDS later: batches that far apart (a slow trigger) would give every
+        # read-ahead back unadopted, a wasted pull and one more delivery attempt a message
+        # (which a dead-letter policy counts), so none is started until they come closer.
+        self._ended: float | None = None
+        self._far_apart = False
         self._tasks = TaskOwner()
 
     @property
@@ -104,7 +111,8 @@ class ReadAheadSlot:
         fault: FaultHook | None = None,
     ) -> None:
         """Pull up to ``quota`` messages ahead, unless a read-ahead is held already."""
-        if self._held is not None or quota <= 0:
+        self._ended = self._clock.now()
+        if self._held is not None or quota <= 0 or self._far_apart:
             return
         await self._tasks.open()
         log = LeaseLog(journal.new_read_ahead_log(), self._clock)
@@ -156,6 +164,8 @@ class ReadAheadSlot:
         """The read-ahead, once its pull is over, for a task of ``key`` to adopt; ``None``
         if there is none (one of another key, or that failed, is given back; ``key`` None:
         a task that pulls nothing gives it back)."""
+        ended, self._ended = self._ended, None
+        self._far_apart = ended is not None and self._clock.now() - ended > HOLD_SECONDS
         ahead, self._held = self._held, None
         if ahead is None:
             return None
