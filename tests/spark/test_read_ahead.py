@@ -162,21 +162,27 @@ async def test_a_read_ahead_not_adopted_is_given_back_after_the_hold(scene: Scen
     assert all(scene.modacks(m) == [0] for m in held)
 
 
-async def test_no_read_ahead_after_a_task_that_began_past_the_hold(scene: Scene) -> None:
-    published = scene.publish(16_000)
+async def test_no_read_ahead_while_tasks_come_further_apart_than_the_hold(
+    scene: Scene,
+) -> None:
+    published = scene.publish(24_000)
     runner = await scene.runner(numPartitions="1")
-    assert await scene.latest(runner, 0, 4000) == 1
-    rows = await _read_batch(scene, runner, 0)
-    assert await _held(scene) is not None
-    await asyncio.sleep(HOLD_SECONDS + 0.5)  # a slow trigger: given back unadopted
-    assert await _held(scene) is None
-    assert await scene.latest(runner, 1, 4000) == 2
-    rows += await _read_batch(scene, runner, 1)
-    assert await _held(scene) is None  # batches this far apart: none started
+    rows: list[str] = []
+    # Two batches each followed by a pause past the hold (a slow trigger): both read-aheads
+    # are given back unadopted.
+    for batch in (0, 1):
+        assert await scene.latest(runner, batch, 4000) == batch + 1
+        rows += await _read_batch(scene, runner, batch)
+        assert await _held(scene) is not None
+        await asyncio.sleep(HOLD_SECONDS + 0.5)
+        assert await _held(scene) is None
     assert await scene.latest(runner, 2, 4000) == 3
     rows += await _read_batch(scene, runner, 2)
-    assert await _held(scene) is not None  # closer again: reads ahead
-    rows += await _drain(scene, runner, 3, 4000)
+    assert await _held(scene) is None  # two in a row: none started
+    assert await scene.latest(runner, 3, 4000) == 4
+    rows += await _read_batch(scene, runner, 3)
+    assert await _held(scene) is not None  # two tasks close together again: reads ahead
+    rows += await _drain(scene, runner, 4, 4000)
     _exactly_once(scene, rows, published)
 
 

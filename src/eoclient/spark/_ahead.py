@@ -17,7 +17,8 @@ attempt pulls only the rest of its quota, and answers past its quota are given b
 (modack 0). A read-ahead that is not adopted is given back: when the worker's next task
 cannot adopt it (another journal or subscription, a task that only settles or replays), at
 once if it found nothing, or ``HOLD_SECONDS`` after its pull ended. A worker whose tasks
-come further apart than that (a slow trigger) reads no further ahead until they come closer.
+come further apart than that (two read-aheads in a row given back at the hold: a slow
+trigger) reads no further ahead until two of its tasks come closer.
 
 The driver gives back a read-ahead log last written more than ``HOLD_SECONDS +
 CLOCK_SKEW_SECONDS`` ago (a worker that died holding it: else its deliveries would come back
@@ -58,6 +59,9 @@ from eoclient.subscriber import AckRetrySettings, SubscriberClient
 # renewal margin (>= 5 s) away (``_decisions.may_claim_unverified``): 2 s of hold leaves
 # >= 3 s of a 10 s deadline for the task's own pull; later, it extends them first.
 HOLD_SECONDS = 2.0
+# Read-aheads given back at the hold bound in a row after which a worker stops reading ahead
+# (until two of its tasks come within HOLD_SECONDS of each other).
+EXPIRED_IN_A_ROW = 2
 # Give-backs are retried this long; what fails comes back at its deadline.
 GIVE_BACK_RETRY = AckRetrySettings(deadline=5.0)
 
@@ -89,12 +93,13 @@ class ReadAheadSlot:
         self._client = client
         self._clock = clock
         self._held: ReadAhead | None = None
-        # When this worker's last task handed its rows, and whether its next task began more
-        # than HOLD_SECONDS later: batches that far apart (a slow trigger) would give every
-        # read-ahead back unadopted, a wasted pull and one more delivery attempt a message
-        # (which a dead-letter policy counts), so none is started until they come closer.
+        # Read-aheads given back unadopted at the hold bound, in a row, and when this
+        # worker's last task handed its rows. Two in a row: its tasks come further apart than
+        # the hold (a slow trigger; one alone may be the first batch's cold start), and each
+        # read-ahead would be a wasted pull and one more delivery attempt for its messages
+        # (which a dead-letter policy counts): none is started until two tasks come closer.
+        self._expired = 0
         self._ended: float | None = None
-        self._far_apart = False
         self._tasks = TaskOwner()
 
     @property
@@ -112,7 +117,7 @@ class ReadAheadSlot:
     ) -> None:
         """Pull up to ``quota`` messages ahead, unless a read-ahead is held already."""
         self._ended = self._clock.now()
-        if self._held is not None or quota <= 0 or self._far_apart:
+        if self._held is not None or quota <= 0 or self._expired >= EXPIRED_IN_A_ROW:
             return
         await self._tasks.open()
         log = LeaseLog(journal.new_read_ahead_log(), self._clock)
@@ -158,6 +163,7 @@ class ReadAheadSlot:
         await self._clock.sleep(HOLD_SECONDS)
         if self._held is ahead:
             self._held = None
+            self._expired += 1
             await self._give_back(ahead)
 
     async def take(self, key: tuple[str, str] | None) -> ReadAhead | None:
@@ -165,7 +171,8 @@ class ReadAheadSlot:
         if there is none (one of another key, or that failed, is given back; ``key`` None:
         a task that pulls nothing gives it back)."""
         ended, self._ended = self._ended, None
-        self._far_apart = ended is not None and self._clock.now() - ended > HOLD_SECONDS
+        if ended is not None and self._clock.now() - ended <= HOLD_SECONDS:
+            self._expired = 0  # tasks close enough together again
         ahead, self._held = self._held, None
         if ahead is None:
             return None
