@@ -149,16 +149,19 @@ def read_part(settings: SourceSettings, task: ReadTask) -> Iterator[pa.RecordBat
     yield from _replay(settings, worker, journal, task.batch, task.part, own_rows)
     if pulling is not None and pulling.full() and settings.read_ahead:
         # Its rows handed over: pull the next batch's share while Spark finishes this one.
-        worker.loop.run(
-            worker.ahead.start(
-                read_ahead_key(settings),
-                journal,
-                settings.subscription,
-                task.quota,
-                settings.pull_timeout,
-                fault_hook(settings),
-            )
+        # Only an optimization: a failure to start one must not fail the task.
+        start = worker.ahead.start(
+            read_ahead_key(settings),
+            journal,
+            settings.subscription,
+            task.quota,
+            settings.pull_timeout,
+            fault_hook(settings),
         )
+        try:
+            worker.loop.run(start)
+        except Exception as error:
+            logger.warning("no read-ahead: %s", error)
 
 
 def _replay(
