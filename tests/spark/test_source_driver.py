@@ -75,11 +75,15 @@ class Scene:
         return ids
 
     def settings(self, **options: str) -> SourceSettings:
+        """The source's settings; read-ahead off unless asked (``readAhead="true"``): the
+        tests of the other steps count every pull, and all read tasks of this process share
+        one worker, which Spark's would not (tests/spark/test_read_ahead.py has its own)."""
         return SourceSettings(
             {
                 "subscription": self.subscription,
                 "journalpath": str(self.path),
                 "endpoint": self.srv.address,
+                "readahead": "false",
                 **{key.lower(): value for key, value in options.items()},
             }
         )

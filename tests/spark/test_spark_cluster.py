@@ -181,3 +181,35 @@ def test_negative_control_without_replay_loses_and_duplicates(
     errors = exactly_once_errors(sink_ids(spark, tmp_path / "out"), published)
     assert any("more than once" in error for error in errors), errors
     assert any("missing" in error for error in errors), errors
+
+
+# Read-ahead (eoclient.spark._ahead): an executor killed while its worker holds a read-ahead
+# (its task done, the next not started), and one killed while a task has just adopted one
+# (the read-ahead log renamed to its attempt log, nothing admitted yet). 100,000 messages in
+# batches of 25,000 on two one-core executors: each worker reads ahead after each batch.
+@pytest.mark.timeout(1500)
+def test_executors_killed_holding_and_adopting_a_read_ahead_exactly_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    server = DurableServer(tmp_path / "data")
+    try:
+        topic, subscription = make_subscription(server.address)
+        published = publish(server.address, topic, 100_000)
+        driver = Driver(server.address, subscription, tmp_path, master=MASTER)
+        points = ["read_ahead", "after_adopt"]
+        assert (
+            driver.run(
+                "maxMessagesPerTrigger=25000",
+                "numPartitions=2",
+                points=",".join(f"{point}:1" for point in points),
+                watch=_executor_killer(driver.faults, points),
+                timeout=900,
+            )
+            == "done"
+        )
+        assert [point for point in points if not (driver.faults / point).exists()] == []
+
+        assert exactly_once_errors(sink_ids(spark, tmp_path / "out"), published) == []
+        assert server.backlog(subscription) == 0
+    finally:
+        server.stop()

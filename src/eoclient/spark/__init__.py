@@ -43,6 +43,10 @@ Source options (names are case-insensitive; values are strings; an unknown name 
 * ``dedupe`` / ``journalReplay`` (default true): ``false`` emits redeliveries again / lets a
   task's re-run pull anew instead of replaying its journaled part. Only for the crash
   tests' negative controls; never in a pipeline.
+* ``readAhead`` (default true): once a read task that pulled its whole share has handed its
+  rows, its Python worker pulls the next batch's share while Spark finishes this batch, and
+  its next read task adopts it (``eoclient.spark._ahead``); ``false``: every share is pulled
+  by its own task.
 * ``faultPoints`` / ``faultDir``: crash-test instrumentation (``eoclient.spark._faults``).
 
 Guarantee (with an exactly-once subscription and a batch-idempotent sink such as the file

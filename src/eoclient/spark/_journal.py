@@ -5,6 +5,9 @@ Layout (``journalPath``; it belongs to one checkpoint)::
     epoch.json                    the journal's id, in every offset (ties it to a checkpoint)
     state.json                    {"settled": S}: batches < S are acked and pruned
     driver-<run>.log              the driver's lease log (``_lease_log``), per run
+    readahead/<id>.log            a worker's read-ahead lease log (``_ahead``), until a
+                                  read task adopts it (renamed to its attempt log) or it
+                                  is given back (renamed to ``<id>.<owner>.giveback``)
     pending/<batch>-<part>.arrow  message ids committed whose ack was not confirmed when
                                   that part was settled: a redelivery is acked, not
                                   emitted (kept ``PENDING_TTL_SECONDS`` by mtime)
@@ -58,6 +61,7 @@ EPOCH_FILE = "epoch.json"
 STATE_FILE = "state.json"
 PLAN_FILE = "plan.json"
 PENDING_DIR = "pending"
+READ_AHEAD_DIR = "readahead"
 _BATCH = re.compile(r"^batch-(\d{20})$")
 _PART = re.compile(r"^part-(\d{5})\.arrow$")
 _ATTEMPT_LOG = re.compile(r"^part-(\d{5})\.[0-9a-f]+\.log$")
@@ -294,6 +298,23 @@ class Journal:
 
     def new_driver_log(self) -> Path:
         return self.directory / f"driver-{uuid.uuid4().hex}.log"
+
+    # ----------------------------------------------------------------- read-ahead
+
+    def new_read_ahead_log(self) -> Path:
+        directory = self.directory / READ_AHEAD_DIR
+        directory.mkdir(exist_ok=True)
+        return directory / f"{uuid.uuid4().hex}.log"
+
+    def read_ahead_logs(self) -> list[Path]:
+        """Read-ahead logs, held (``.log``) or being given back (``.giveback``)."""
+        with contextlib.suppress(FileNotFoundError):
+            return sorted(
+                p
+                for p in (self.directory / READ_AHEAD_DIR).iterdir()
+                if p.suffix in (".log", ".giveback")
+            )
+        return []
 
     # -------------------------------------------------------------------- batches
 

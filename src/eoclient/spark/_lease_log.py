@@ -74,6 +74,14 @@ class LeaseLog:
         else:
             self._write(["answered", call, list(ack_ids)])
 
+    def move(self, path: Path) -> None:
+        """Rename the log to ``path`` (atomic; it goes on from there, its open file too);
+        ``FileNotFoundError`` if another process moved it first: then it is theirs."""
+        if self._file is not None:
+            self._file.flush()
+        os.rename(self.path, path)
+        self.path = path
+
     def close(self, *, delete: bool) -> None:
         if self._file is not None:
             self._file.close()

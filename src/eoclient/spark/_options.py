@@ -27,6 +27,7 @@ SOURCE_OPTIONS = (
     "allowAtLeastOnce",
     "dedupe",
     "journalReplay",
+    "readAhead",
     "faultPoints",
     "faultDir",
 )
@@ -103,6 +104,8 @@ class SourceSettings:
         # a task's re-run pull anew instead of replaying the journaled part.
         self.dedupe = _flag(options, "dedupe", True)
         self.journal_replay = _flag(options, "journalReplay", True)
+        # A worker pulls the next batch's share while Spark finishes this one (``_ahead``).
+        self.read_ahead = _flag(options, "readAhead", True)
         # Crash-test instrumentation (eoclient.spark._faults).
         self.fault_points = options.get("faultpoints") or None
         self.fault_dir = options.get("faultdir") or None

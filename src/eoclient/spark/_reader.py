@@ -38,11 +38,13 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 
-from eoclient._clock import AsyncClock, SystemClock
+from eoclient._clock import AsyncClock
+from eoclient.spark._ahead import adopt_answers
 from eoclient.spark._decisions import Admission, Known, may_claim_unverified
 from eoclient.spark._faults import fault_point
 from eoclient.spark._journal import (
@@ -54,13 +56,17 @@ from eoclient.spark._journal import (
     ids_among,
     local_path,
 )
-from eoclient.spark._keeper import LeaseKeeper, StringColumn
+from eoclient.spark._keeper import StringColumn
 from eoclient.spark._lease_log import LeaseLog
-from eoclient.spark._loop import LoopThread
 from eoclient.spark._options import SourceSettings
-from eoclient.spark._pull import Pulled, open_client, pull_part
+from eoclient.spark._pull import Pulled, pull_part
 from eoclient.spark._schema import ROW_SCHEMA, WIRE_SCHEMA
 from eoclient.spark._settle import acknowledge, acknowledge_part, finish, unsettled_part
+from eoclient.spark._worker import Worker as _Worker
+from eoclient.spark._worker import close_workers as close_workers
+from eoclient.spark._worker import fault_hook, read_ahead_key
+from eoclient.spark._worker import worker as _worker
+from eoclient.spark._worker import workers as _workers  # noqa: F401 (tests, benchmarks)
 from eoclient.subscriber import AckRetrySettings, SubscriberClient
 
 # Rows an executor gives Spark per Arrow batch; bounds a read task's memory at ~this x
@@ -98,57 +104,6 @@ class ReadTask:
 
 
 @dataclass(slots=True)
-class _Worker:
-    """This Python worker's event loop, SDK client and lease keepers, kept for its next read
-    tasks: Spark reuses a worker process for many tasks (``spark.python.worker.reuse``), so
-    a task does not pay for a new connection (a busy server may be slow to accept one), and
-    the keepers go on extending leases between tasks. ``clock`` is wall-clock time: lease
-    ends and send times are compared across processes."""
-
-    loop: LoopThread
-    client: SubscriberClient
-    clock: AsyncClock
-    keepers: dict[tuple[str, str], LeaseKeeper] = field(default_factory=dict)
-
-    def keeper(self, settings: SourceSettings) -> LeaseKeeper:
-        key = (settings.journal_path, settings.subscription)
-        keeper = self.keepers.get(key)
-        if keeper is None:
-            keeper = self.keepers[key] = LeaseKeeper(
-                self.client, settings.subscription, settings.lease_seconds, self.clock
-            )
-        return keeper
-
-
-_workers: dict[str | None, _Worker] = {}
-
-
-def _worker(endpoint: str | None, clock: AsyncClock | None = None) -> _Worker:
-    worker = _workers.get(endpoint)
-    if worker is None:
-        loop = LoopThread("eoclient-spark-read")
-        clock = clock or SystemClock()
-        worker = _workers[endpoint] = _Worker(loop, open_client(endpoint, clock), clock)
-    return worker
-
-
-def close_workers() -> None:
-    """Close this process's read-task clients and keepers (for tests: a worker process just
-    exits)."""
-    for worker in _workers.values():
-
-        async def close(worker: _Worker = worker) -> None:
-            for keeper in worker.keepers.values():
-                await keeper.close()
-            await worker.client.aclose()
-
-        with contextlib.suppress(Exception):
-            worker.loop.run(close(), timeout=10)
-        worker.loop.close()
-    _workers.clear()
-
-
-@dataclass(slots=True)
 class _Attempt:
     """One attempt at pulling a part: what it pulled, its lease log, its executor."""
 
@@ -167,6 +122,8 @@ def read_part(settings: SourceSettings, task: ReadTask) -> Iterator[pa.RecordBat
     fault_point("read", settings.fault_points, settings.fault_dir)
     worker = _worker(settings.endpoint)
     pulling = _pulling(settings, worker, journal, task)
+    if pulling is None:  # nothing to pull: a read-ahead held is given back now
+        worker.loop.run(worker.ahead.take(None))
     own_rows = None
     try:
         for batch, index in task.settle:
@@ -190,6 +147,21 @@ def read_part(settings: SourceSettings, task: ReadTask) -> Iterator[pa.RecordBat
     if task.with_probe:
         yield from _replay(settings, worker, journal, task.batch, 0, None)
     yield from _replay(settings, worker, journal, task.batch, task.part, own_rows)
+    if pulling is not None and pulling.full() and settings.read_ahead:
+        # Its rows handed over: pull the next batch's share while Spark finishes this one.
+        # Only an optimization: a failure to start one must not fail the task.
+        start = worker.ahead.start(
+            read_ahead_key(settings),
+            journal,
+            settings.subscription,
+            task.quota,
+            settings.pull_timeout,
+            fault_hook(settings),
+        )
+        try:
+            worker.loop.run(start)
+        except Exception as error:
+            logger.warning("no read-ahead: %s", error)
 
 
 def _replay(
@@ -279,16 +251,45 @@ class _Pulling:
         batch, index = self.task.batch, self.task.part
         assert index is not None
         known = Known(cutoff_ns=self.plan.cutoff_ns, dedupe=self.settings.dedupe)
+        pulled = Pulled(Admission(known))
+        path = self.journal.attempt_log(batch, index)
+        adopted, excess = self._adopt(pulled, path)
         self.attempt = attempt = _Attempt(
-            Pulled(Admission(known)),
-            LeaseLog(self.journal.attempt_log(batch, index), self.worker.clock),
+            pulled,
+            adopted or LeaseLog(path, self.worker.clock),
             os.getppid(),
             self.plan.ack_deadline,
             batch,
             index,
         )
-        pull = _pull(self.settings, self.worker, attempt, self.task.quota, self.deadline)
+        pull = _pull(self.settings, self.worker, attempt, self.task.quota, self.deadline, excess)
         self.running = self.worker.loop.submit(pull)
+
+    def _adopt(self, pulled: Pulled, path: Path) -> tuple[LeaseLog | None, list[str]]:
+        """Adopt the worker's read-ahead if it holds one of this journal and subscription
+        (``_ahead``): its log becomes this attempt's, at ``path``; its answers ``pulled``'s
+        first. The adopted log (``None``: nothing adopted) and the ack ids past the quota,
+        to give back."""
+        settings, worker = self.settings, self.worker
+        ahead = worker.loop.run(worker.ahead.take(read_ahead_key(settings)))
+        if ahead is None:
+            return None, []
+        # Holding it, taken from the worker's slot, not yet renamed.
+        fault_point("before_adopt", settings.fault_points, settings.fault_dir)
+        try:
+            ahead.log.move(path)
+        except FileNotFoundError:  # held too long: the driver took its log, gives it back
+            worker.loop.run(worker.ahead.give_back(ahead))
+            return None, []
+        # The attempt's log lists the adopted answers; nothing admitted or given back yet.
+        fault_point("after_adopt", settings.fault_points, settings.fault_dir)
+        return ahead.log, adopt_answers(ahead, pulled, self.task.quota)
+
+    def full(self) -> bool:
+        """Whether the pull came back with its whole quota (else the backlog is drained,
+        or slow: no read-ahead)."""
+        attempt = self.attempt
+        return attempt is not None and attempt.pulled.admission.delivered >= self.task.quota
 
     def result(self) -> _Attempt:
         """What the pull collected, once it is over (its error if it failed)."""
@@ -345,7 +346,9 @@ async def _pull(
     attempt: _Attempt,
     quota: int,
     deadline: Callable[[], float],
+    excess: list[str],
 ) -> None:
+    await _release(worker.client, settings.subscription, excess)
     await pull_part(
         worker.client,
         settings.subscription,

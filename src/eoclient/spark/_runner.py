@@ -20,6 +20,7 @@ import logging
 from eoclient._clock import AsyncClock, SystemClock
 from eoclient.admin import AdminClient
 from eoclient.errors import NotFound, RpcError, SparkConnectorError
+from eoclient.spark._ahead import claim_stale
 from eoclient.spark._decisions import (
     PENDING_TTL_SECONDS,
     Admission,
@@ -142,6 +143,8 @@ class Runner:
             if batch >= self.settled
             for path in self.journal.attempt_logs(batch)
         ]
+        # A read-ahead's calls in flight too (its answered ids: ``_read_aheads``).
+        attempt_logs += self.journal.read_ahead_logs()
         record = read_logs(driver_logs)
         calls = read_logs(attempt_logs, ack_ids=False)
         quiet_for = self.clock.now() - max(record.newest_write, calls.newest_write)
@@ -191,6 +194,7 @@ class Runner:
             # The probe was journaled, the plan not: the batch is the probe alone.
             self._write_plan(start, (), probe=True, settles=settles)
             return start + 1
+        fresh = await self._read_aheads()
         pulled, drained = await self._probe(start, max_rows)
         while not pulled.admission.emitted and pulled.admission.ack_now:
             # Only redeliveries of committed messages (acked now), until the pull's
@@ -198,16 +202,20 @@ class Runner:
             # acks some for good, and a run must not end with them left unacked.
             self._renew_log()
             pulled, drained = await self._probe(start, max_rows)
+        partitions = self.settings.num_partitions
         if not pulled.admission.emitted:
             self._renew_log()
-            if not settles:
+            # A worker's fresh read-ahead may hold what is left: read tasks, which adopt it
+            # (or find nothing, and then read no further ahead); not the end of the run.
+            quotas = plan_partitions(0, False, max_rows, partitions) if fresh else ()
+            if not settles and not quotas:
                 return start
             # Nothing new, but a committed batch waits for its acks: a batch of settle tasks
             # (no row). Its commit then ends an availableNow run with everything acked.
-            self._write_plan(start, (), probe=False, settles=settles)
+            self._write_plan(start, quotas, probe=False, settles=settles)
             return start + 1
         rows = pulled.rows()
-        quotas = plan_partitions(rows.num_rows, drained, max_rows, self.settings.num_partitions)
+        quotas = plan_partitions(rows.num_rows, drained and not fresh, max_rows, partitions)
         leased_until = (pulled.first_sent or self.clock.now()) + self.ack_deadline
         self.journal.batch_dir(start).mkdir(exist_ok=True)
         self.journal.claim(start, 0, PartFile(rows, WIRE_SCHEMA.empty_table(), leased_until))
@@ -336,6 +344,18 @@ class Runner:
         # Published after this availableNow run began: back to the subscription now.
         await self._release(admission.release)
         return pulled, drained
+
+    async def _read_aheads(self) -> bool:
+        """Give back the read-ahead logs workers held too long (dead, most likely:
+        ``_ahead.claim_stale``); whether a fresher one exists, which a worker may adopt."""
+        record, fresh = claim_stale(self.journal, self.clock.now())
+        await self._release(record.answered)
+        if record.unanswered_since:  # a call in flight when its worker died
+            until = grace_until(record.unanswered_since, PULL_CALL_TIMEOUT, self.ack_deadline)
+            self.grace_until = max(self.grace_until, until)
+        for path in record.paths:
+            path.unlink(missing_ok=True)
+        return fresh
 
     def _renew_log(self) -> None:
         """What the driver's log listed is journaled, acked or given back: a fresh one."""

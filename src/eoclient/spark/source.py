@@ -19,11 +19,13 @@ A micro-batch:
    is not known to be empty), journals the rest as part 0 and writes the batch's
    *plan*: how many read tasks pull how many messages each (the rest of
    ``maxMessagesPerTrigger`` over ``numPartitions``; none if the probe found the
-   subscription nearly drained), which committed batches its tasks settle, the
-   ``availableNow`` cutoff. Returns ``k + 1``. If the probe found nothing: ``k + 1`` all the
-   same while a committed batch waits for its acks (a batch of settle tasks, no row), else
-   ``k`` (Spark may then end the query: everything is acked). A plan that exists (a crash
-   after it, before Spark's offset log) is returned as is.
+   subscription nearly drained and no worker holds a fresh read-ahead), which committed
+   batches its tasks settle, the ``availableNow`` cutoff. Returns ``k + 1``. If the probe
+   found nothing: ``k + 1`` all the same while a worker's read-ahead log is fresh (read
+   tasks, which may adopt it) or a committed batch waits for its acks (a batch of settle
+   tasks, no row), else ``k`` (Spark may then end the query: everything is acked). Before
+   probing it gives back the read-ahead logs older than the hold bound (``_ahead``). A
+   plan that exists (a crash after it, before Spark's offset log) is returned as is.
 2. ``partitions(k, k + 1)``: one partition per read task of the plan, the first of them
    also carrying part 0 (part 0 alone if the plan has no read task), and the parts of the
    batches it settles dealt round-robin over them (settle tasks alone if the batch reads
@@ -38,6 +40,9 @@ A micro-batch:
    its messages back with modack 0 and replays the winner); the task carrying part 0
    replays it before its own rows. A part's ack ids go to the worker's lease keeper
    (``_keeper``), which extends their leases until the part is settled. See ``_reader``.
+   A task whose pull came back with its whole quota then has its worker pull the same
+   quota ahead (read-ahead, ``_ahead``): the worker's next read task adopts those answers
+   as its own first ones (admitted under its batch's plan) and pulls only the rest.
 4. The sink commits, Spark writes ``commits/k``; the next ``latestOffset(k + 1)`` plans
    batch ``k + 1``, whose tasks settle batch ``k``.
 
@@ -90,6 +95,20 @@ tasks, or Spark stopping an idle worker)       their redeliveries are acked (com
                                                the settle's acks of the dead ids go pending
 two attempts of one part (retry + straggler,   one journal wins (``link``); the other
 speculation)                                   gives its messages back and replays it
+executor holding a read-ahead (after its       its deliveries come back at their deadline,
+task, before a next task adopts it)            or sooner: the driver gives back a
+                                               read-ahead log older than the hold bound +
+                                               clock skew (renamed first: no worker adopts
+                                               it then); never emitted
+executor adopting a read-ahead                 the adoption renames the read-ahead log to
+                                               the attempt's lease log (one file lists the
+                                               deliveries at every instant): before it, as
+                                               above; after it, as a death while pulling
+                                               (the batch's settle gives them back)
+a read-ahead held past the hold bound (a       the driver renames and gives back its log;
+stalled worker)                                the task that then tries to adopt it finds
+                                               the log gone, gives back what it holds and
+                                               pulls anew
 a lease lost (a batch slower than the          the redelivery's message id is journaled:
 deadline despite extensions)                   it is acked with the batch, or at once if
                                                committed; never emitted twice

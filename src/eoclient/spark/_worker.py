@@ -1,0 +1,91 @@
+"""A read task's Python worker: its event loop, SDK client, lease keepers and read-ahead,
+kept for its next read tasks (``_reader``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from eoclient._clock import AsyncClock, SystemClock
+from eoclient.spark._ahead import ReadAheadSlot
+from eoclient.spark._faults import fault_point
+from eoclient.spark._keeper import LeaseKeeper
+from eoclient.spark._loop import LoopThread
+from eoclient.spark._options import SourceSettings
+from eoclient.spark._pull import open_client
+from eoclient.subscriber import SubscriberClient
+
+
+@dataclass(slots=True)
+class Worker:
+    """This Python worker's event loop, SDK client, lease keepers and read-ahead
+    (``_ahead``), kept for its next read tasks: Spark reuses a worker process for many tasks
+    (``spark.python.worker.reuse``), so a task does not pay for a new connection (a busy
+    server may be slow to accept one), and the keepers go on extending leases between tasks.
+    ``clock`` is wall-clock time: lease ends and send times are compared across processes."""
+
+    loop: LoopThread
+    client: SubscriberClient
+    clock: AsyncClock
+    keepers: dict[tuple[str, str], LeaseKeeper] = field(default_factory=dict)
+    ahead: ReadAheadSlot = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ahead = ReadAheadSlot(self.client, self.clock)
+
+    def keeper(self, settings: SourceSettings) -> LeaseKeeper:
+        key = (settings.journal_path, settings.subscription)
+        keeper = self.keepers.get(key)
+        if keeper is None:
+            keeper = self.keepers[key] = LeaseKeeper(
+                self.client, settings.subscription, settings.lease_seconds, self.clock
+            )
+        return keeper
+
+
+workers: dict[str | None, Worker] = {}
+
+
+def worker(endpoint: str | None, clock: AsyncClock | None = None) -> Worker:
+    worker = workers.get(endpoint)
+    if worker is None:
+        loop = LoopThread("eoclient-spark-read")
+        clock = clock or SystemClock()
+        worker = workers[endpoint] = Worker(loop, open_client(endpoint, clock), clock)
+    return worker
+
+
+def close_workers() -> None:
+    """Close this process's read-task clients and keepers (for tests: a worker process just
+    exits)."""
+    for worker in workers.values():
+
+        async def close(worker: Worker = worker) -> None:
+            await worker.ahead.close()
+            for keeper in worker.keepers.values():
+                await keeper.close()
+            await worker.client.aclose()
+
+        with contextlib.suppress(Exception):
+            worker.loop.run(close(), timeout=10)
+        worker.loop.close()
+    workers.clear()
+
+
+def read_ahead_key(settings: SourceSettings) -> tuple[str, str]:
+    """Which read-aheads a task may adopt: its journal's and subscription's."""
+    return (settings.journal_path, settings.subscription)
+
+
+def fault_hook(settings: SourceSettings) -> Callable[[str], Awaitable[None]] | None:
+    """``fault_point`` for the worker's loop (in a thread: the loop must not block)."""
+    spec, directory = settings.fault_points, settings.fault_dir
+    if not spec or not directory:
+        return None
+
+    async def hook(name: str) -> None:
+        await asyncio.to_thread(fault_point, name, spec, directory)
+
+    return hook
