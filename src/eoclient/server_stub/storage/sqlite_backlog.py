@@ -43,9 +43,17 @@ _BACKLOG_JOINED = (
     f"SELECT {_ROW_COLUMNS} FROM backlog b JOIN messages m ON m.seq = b.seq "
     "WHERE b.subscription = ? AND b.seq > ? AND b.seq < ? ORDER BY b.seq LIMIT ?"
 )
+# From there, the rows come back to Python as one text, not one row each: fetching a row
+# costs sqlite3 a tuple and its ints, ~0.36 µs, the larger part of a 10,000-row refill's
+# store time (measured: 3.6 ms for the rows, 1.6 for the text and its parsing). A row never
+# leased or whose leases all ended in acks is its seq alone ("17"); one with failed attempts
+# or a generation carries them ("17 2 3"). group_concat's order is SQLite's to choose:
+# the rows are sorted once parsed.
 _BACKLOG_OWN = (
-    "SELECT seq, failed_attempts, generation FROM backlog "
-    "WHERE subscription = ? AND seq > ? ORDER BY seq LIMIT ?"
+    "SELECT group_concat(CASE WHEN failed_attempts = 0 AND generation = 0 THEN seq "
+    "ELSE seq || ' ' || failed_attempts || ' ' || generation END, ',') "
+    "FROM (SELECT seq, failed_attempts, generation FROM backlog "
+    "WHERE subscription = ? AND seq > ? ORDER BY seq LIMIT ?)"
 )
 # Point reads name at most this many seqs a statement (SQLite allows 32,766 parameters;
 # a few hundred keep each statement's plan and parameter list small).
@@ -132,6 +140,22 @@ def _backlog_rows(rows: Iterable[tuple[Any, ...]]) -> list[BacklogRow]:
         BacklogRow(seq, _message(message_id, data, attributes, key, published, size), failed, gen)
         for seq, failed, gen, message_id, data, attributes, key, published, size in rows
     ]
+
+
+def _own_rows(text: str | None) -> list[tuple[int, int, int]]:
+    """The rows of ``_BACKLOG_OWN``'s text, in seq order: (seq, failed attempts,
+    generation)."""
+    if not text:
+        return []
+    if " " not in text:  # a refill's common case: no row was returned or failed
+        return [(seq, 0, 0) for seq in sorted(map(int, text.split(",")))]
+    rows = []
+    for item in text.split(","):
+        seq, _, rest = item.partition(" ")
+        failed, _, generation = rest.partition(" ")
+        rows.append((int(seq), int(failed or 0), int(generation or 0)))
+    rows.sort()
+    return rows
 
 
 def _pack(pairs: array[int]) -> bytes:
@@ -274,8 +298,8 @@ class BacklogTables:
             if len(found) == limit or low > self.last_seq:
                 return found
             after_seq, limit = low - 1, limit - len(found)
-        rows = self._writes.read(_BACKLOG_OWN, (subscription, after_seq, limit)).fetchall()
-        found += self._with_messages(rows)
+        (text,) = self._writes.read(_BACKLOG_OWN, (subscription, after_seq, limit)).fetchone()
+        found += self._with_messages(_own_rows(text))
         return found
 
     def rows(self, subscription: int, seqs: Sequence[int]) -> list[BacklogRow]:
