@@ -250,7 +250,7 @@ def test_a_refill_reads_below_the_cache_with_the_join_and_above_it_from_the_cach
 def test_rows_read_from_the_cache_keep_their_failed_attempts_and_generations(
     tmp_path: Path,
 ) -> None:
-    # Above the cache's lowest seq a refill reads the backlog's columns as one text: a row
+    # Above the cache's lowest seq a refill reads the backlog's columns as one JSON array: a row
     # a lease ended without an ack carries its counts in it; the others are their seq alone.
     name = "projects/p/subscriptions/s"
     pair = Pair(tmp_path, 1 << 20)
