@@ -30,9 +30,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
 
 from eoclient.errors import Unavailable
 from eoclient.server_stub.core.store import Store
@@ -122,50 +120,28 @@ class GroupCommit:
     async def _commit_group(self) -> None:
         await asyncio.sleep(0)  # the other calls of this turn add their changes
         waiters, self._waiters = self._waiters, []
-        loop = asyncio.get_running_loop()
+        error: BaseException | None = None
         try:
-            if not self._store.begin_commit():
-                self._release(waiters)
-            else:
+            if self._store.begin_commit():
                 # Submitted here, not from a task scheduled later: until the commit ends,
                 # a read of the store blocks the loop waiting for it, so it must already
                 # be running. Its own thread (nothing queued ahead of it); not cancelled
                 # with this task (the store waits for it anyway).
-                assert self._executor is not None  # made by ``run``, the one caller
-                ended: asyncio.Future[None] = loop.create_future()
-                thread = self._executor.submit(self._store.finish_commit)
-                thread.add_done_callback(
-                    lambda done: _on_loop(loop, self._committed, done, waiters, ended)
+                done = asyncio.get_running_loop().run_in_executor(
+                    self._executor, self._store.finish_commit
                 )
-                await asyncio.shield(ended)
+                await asyncio.shield(done)
+                self.commits += 1
+                self._last_commit = time.monotonic()
         except asyncio.CancelledError:
             self._fail(waiters, Unavailable("The reference server is shutting down."))
             raise
         except Exception as exc:  # sqlite3.Error, OSError (disk full, I/O error)
             logger.exception("the store could not commit")
-            self._fail(waiters, _commit_failed(exc))
+            error = _commit_failed(exc)
+        self._fail(waiters, error) if error is not None else self._release(waiters)
         if self._waiters:
             self._wanted.set()
-
-    def _committed(
-        self,
-        thread: Future[None],
-        waiters: list[asyncio.Future[None]],
-        ended: asyncio.Future[None],
-    ) -> None:
-        """On the loop, the first thing once the commit's thread is done: its waiters are
-        released (or failed) here, not by the loop's task after it wakes, so their callers
-        resume one turn of the loop after the thread ends rather than three."""
-        error = thread.exception()
-        if error is None:
-            self.commits += 1
-            self._last_commit = time.monotonic()
-            self._release(waiters)
-        else:  # sqlite3.Error, OSError (disk full, I/O error)
-            logger.error("the store could not commit", exc_info=error)
-            self._fail(waiters, _commit_failed(error))
-        if not ended.done():
-            ended.set_result(None)
 
     @staticmethod
     def _release(waiters: list[asyncio.Future[None]]) -> None:
@@ -203,12 +179,5 @@ class GroupCommit:
             self._executor = None
 
 
-def _on_loop(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args: Any) -> None:
-    """``callback(*args)`` on ``loop``, from another thread (nothing once it is closed: the
-    server stopped without waiting, as ``run_in_executor``'s own callback does)."""
-    if not loop.is_closed():
-        loop.call_soon_threadsafe(callback, *args)
-
-
-def _commit_failed(error: BaseException) -> Unavailable:
+def _commit_failed(error: Exception) -> Unavailable:
     return Unavailable(f"The reference server could not store the change: {error}")
