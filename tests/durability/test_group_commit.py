@@ -1,16 +1,23 @@
-"""GroupCommit over SqliteStore: callers wait for the commit that holds their change, and
-a store read while a commit is in flight waits for it instead of deadlocking."""
+"""GroupCommit over SqliteStore: callers wait for the commit that holds their change (an
+exactly-once delivery and acknowledgement leave no earlier), a failed commit fails its
+waiters only, and a store read while a commit is in flight waits for it instead of
+deadlocking."""
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
 
 from eoclient._clock import SystemClock
+from eoclient._proto import pubsub_pb2 as pb
+from eoclient.errors import Unavailable
 from eoclient.server_stub.core import Broker, NewMessage, SubscriptionConfig, TopicConfig
 from eoclient.server_stub.group_commit import GroupCommit
+from eoclient.server_stub.services.table import Services
 from eoclient.server_stub.storage.sqlite import SqliteStore
 
 TOPIC = "projects/p1/topics/group-commit"
@@ -84,3 +91,109 @@ async def test_without_its_loop_a_commit_is_made_at_once(tmp_path: Path) -> None
     await group.durable()
     assert not store.dirty
     store.close()
+
+
+class HeldStore(SqliteStore):
+    """A SqliteStore whose commits wait in their thread until the test lets them end, or
+    fail once when told to."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.go = threading.Event()
+        self.go.set()
+        self.entered = threading.Event()  # a commit's thread started
+        self.fail_next = False
+
+    def finish_commit(self) -> None:
+        self.entered.set()
+        assert self.go.wait(10)
+        super().finish_commit()
+        if self.fail_next:  # after the COMMIT: the store stays usable, GroupCommit sees a failure
+            self.fail_next = False
+            raise sqlite3.OperationalError("disk I/O error")
+
+
+@pytest.mark.timeout(30)
+async def test_exactly_once_answers_leave_only_once_their_commit_ended(tmp_path: Path) -> None:
+    # A delivery (its lease) and an acknowledgement's SUCCESS of an exactly-once
+    # subscription: each call's answer waits for the commit that holds its change, the
+    # commit's thread held here for as long as the test likes.
+    store = HeldStore(tmp_path)
+    services = Services(Broker(SystemClock(), store=store, record_history=False))
+    group = services.group_commit
+    runner = asyncio.create_task(group.run())
+    await asyncio.sleep(0)  # the commit loop runs: commits go to its thread
+    try:
+        await services.call("CreateTopic", pb.Topic(name=TOPIC))
+        await services.call(
+            "CreateSubscription",
+            pb.Subscription(name=SUB, topic=TOPIC, enable_exactly_once_delivery=True),
+        )
+        await services.call(
+            "Publish", pb.PublishRequest(topic=TOPIC, messages=[pb.PubsubMessage(data=b"x")] * 3)
+        )
+        request = pb.PullRequest(subscription=SUB, max_messages=3)
+        store.go.clear()
+        store.entered.clear()
+        pull = asyncio.create_task(services.call("Pull", request))
+        await _entered(store)  # its commit took the leases and waits
+        await asyncio.sleep(0.05)
+        assert not pull.done()
+        store.go.set()
+        answer = await pull
+        ack_ids = [received.ack_id for received in answer.received_messages]
+        assert len(ack_ids) == 3
+
+        store.go.clear()
+        store.entered.clear()
+        ack = asyncio.create_task(
+            services.call("Acknowledge", pb.AcknowledgeRequest(subscription=SUB, ack_ids=ack_ids))
+        )
+        await _entered(store)
+        await asyncio.sleep(0.05)
+        assert not ack.done()
+        store.go.set()
+        await ack
+    finally:
+        store.go.set()
+        await group.aclose()
+        await runner
+        store.close()
+    reopened = SqliteStore(tmp_path)
+    try:
+        assert reopened.load().subscriptions[0].backlog == 0  # the acks were committed
+    finally:
+        reopened.close()
+
+
+@pytest.mark.timeout(30)
+async def test_a_commit_that_fails_fails_its_waiters_and_the_next_one_commits(
+    tmp_path: Path,
+) -> None:
+    store = HeldStore(tmp_path)
+    broker = Broker(SystemClock(), store=store, record_history=False)
+    group = GroupCommit(store)
+    runner = asyncio.create_task(group.run())
+    await asyncio.sleep(0)  # the commit loop runs: commits go to its thread
+    try:
+        broker.topics.create(TopicConfig(TOPIC))
+        store.fail_next = True
+        with pytest.raises(Unavailable, match="could not store the change: disk I/O error"):
+            await group.durable()
+        broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC))
+        await group.durable()
+        assert not store.dirty
+        assert group.commits == 1  # the one that did not fail
+    finally:
+        await group.aclose()
+        await runner
+        store.close()
+    reopened = SqliteStore(tmp_path)
+    try:
+        assert [s.record.config.name for s in reopened.load().subscriptions] == [SUB]
+    finally:
+        reopened.close()
+
+
+async def _entered(store: HeldStore) -> None:
+    assert await asyncio.to_thread(store.entered.wait, 10)

@@ -247,6 +247,35 @@ def test_a_refill_reads_below_the_cache_with_the_join_and_above_it_from_the_cach
         )
 
 
+def test_rows_read_from_the_cache_keep_their_failed_attempts_and_generations(
+    tmp_path: Path,
+) -> None:
+    # Above the cache's lowest seq a refill reads the backlog's columns as one JSON array: a row
+    # a lease ended without an ack carries its counts in it; the others are their seq alone.
+    name = "projects/p/subscriptions/s"
+    pair = Pair(tmp_path, 1 << 20)
+    try:
+        pair.publish(TOPICS[0], 12, [name])
+        for store in pair.stores:
+            store.end_lease(name, 3, 2, 5.0, 1)
+            store.end_lease(name, 11, 7, 5.0, 4)
+            store.settle(name, [5, 6], [])
+        cached, plain = pair.stores
+        rows = cached.backlog(name, 0, 8)
+        assert [(row.seq, row.failed_attempts, row.generation) for row in rows] == [
+            (1, 0, 0), (2, 0, 0), (3, 1, 2), (4, 0, 0), (7, 0, 0), (8, 0, 0), (9, 0, 0), (10, 0, 0)
+        ]  # fmt: skip
+        assert rows == plain.backlog(name, 0, 8)
+        assert cached.backlog(name, 10, 8) == plain.backlog(name, 10, 8)
+        assert [(row.seq, row.generation) for row in cached.backlog(name, 10, 8)] == [
+            (11, 7),
+            (12, 0),
+        ]
+        assert cached.backlog(name, 12, 8) == []
+    finally:
+        pair.close()
+
+
 def test_a_batch_leaves_once_every_subscription_it_went_to_has_read_past_it() -> None:
     cache = TailCache(budget=1 << 20)
     cache.add(1, [(1, _message(1)), (2, _message(2))], [10, 11])

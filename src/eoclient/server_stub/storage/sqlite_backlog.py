@@ -17,6 +17,7 @@ leases, and the acknowledged messages it retains.
 
 from __future__ import annotations
 
+import json
 import sys
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -43,9 +44,18 @@ _BACKLOG_JOINED = (
     f"SELECT {_ROW_COLUMNS} FROM backlog b JOIN messages m ON m.seq = b.seq "
     "WHERE b.subscription = ? AND b.seq > ? AND b.seq < ? ORDER BY b.seq LIMIT ?"
 )
+# From there, the rows come back to Python as one JSON array, not one row each: fetching a
+# row costs sqlite3 a tuple and its ints, ~0.36 µs, the larger part of a 10,000-row
+# refill's store time (measured: 3.6 ms for the rows, 1.5 for the array and its parsing).
+# A row with no failed attempt and no generation (a refill's common case) is its seq; any
+# other is [seq, failed attempts, generation], and the second column counts those.
+# json_group_array's order is SQLite's to choose: the rows are sorted once parsed.
 _BACKLOG_OWN = (
-    "SELECT seq, failed_attempts, generation FROM backlog "
-    "WHERE subscription = ? AND seq > ? ORDER BY seq LIMIT ?"
+    "SELECT json_group_array(CASE WHEN failed_attempts = 0 AND generation = 0 THEN seq "
+    "ELSE json_array(seq, failed_attempts, generation) END), "
+    "sum(failed_attempts != 0 OR generation != 0) "
+    "FROM (SELECT seq, failed_attempts, generation FROM backlog "
+    "WHERE subscription = ? AND seq > ? ORDER BY seq LIMIT ?)"
 )
 # Point reads name at most this many seqs a statement (SQLite allows 32,766 parameters;
 # a few hundred keep each statement's plan and parameter list small).
@@ -132,6 +142,17 @@ def _backlog_rows(rows: Iterable[tuple[Any, ...]]) -> list[BacklogRow]:
         BacklogRow(seq, _message(message_id, data, attributes, key, published, size), failed, gen)
         for seq, failed, gen, message_id, data, attributes, key, published, size in rows
     ]
+
+
+def _own_rows(array: str, others: int | None) -> list[tuple[int, int, int]]:
+    """The rows of ``_BACKLOG_OWN``'s array, in seq order: (seq, failed attempts,
+    generation); ``others``: how many are not a seq alone."""
+    items = json.loads(array)
+    if not others:
+        return [(seq, 0, 0) for seq in sorted(items)]
+    rows = [(i, 0, 0) if isinstance(i, int) else (i[0], i[1], i[2]) for i in items]
+    rows.sort()
+    return rows
 
 
 def _pack(pairs: array[int]) -> bytes:
@@ -274,8 +295,8 @@ class BacklogTables:
             if len(found) == limit or low > self.last_seq:
                 return found
             after_seq, limit = low - 1, limit - len(found)
-        rows = self._writes.read(_BACKLOG_OWN, (subscription, after_seq, limit)).fetchall()
-        found += self._with_messages(rows)
+        array, others = self._writes.read(_BACKLOG_OWN, (subscription, after_seq, limit)).fetchone()
+        found += self._with_messages(_own_rows(array, others))
         return found
 
     def rows(self, subscription: int, seqs: Sequence[int]) -> list[BacklogRow]:
