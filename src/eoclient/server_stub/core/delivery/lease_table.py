@@ -384,6 +384,8 @@ class LeaseTable(LeaseRun):
         other ids (stale, a lease in the overflow, none at all) are *misses*, left for
         the caller's one-by-one path. Ids come mostly in seq order: the slot after the
         last one found is tried before a bisect."""
+        # The slot search is ``settle_many``'s, written inline in both loops rather than as
+        # a method: a call an id in the hottest loop of an Acknowledge or a modack.
         run, live, deadlines = self._seqs, self._generations, self._deadlines
         n = len(run)
         finger = self._finger
