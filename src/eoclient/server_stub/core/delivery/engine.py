@@ -254,9 +254,8 @@ class SubscriptionDelivery:
         self.waiting.deliver_run(taken)
         generations = self.leases.lease_run(taken, deadline, stream)
         self.counters.redelivered += len(generations) - generations.count(1)
-        return run_deliveries(taken, generations, prefix, self.rules.count_attempts), sum(
-            sizes[:fit]
-        )
+        deliveries = run_deliveries(taken, generations, prefix, self.rules.count_attempts)
+        return deliveries, sum(sizes[:fit])
 
     def _refill(self, now: float, want: int) -> bool:
         """Load cold messages into the window; False if none came."""
