@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -133,27 +135,11 @@ async def test_exactly_once_answers_leave_only_once_their_commit_ended(tmp_path:
             "Publish", pb.PublishRequest(topic=TOPIC, messages=[pb.PubsubMessage(data=b"x")] * 3)
         )
         request = pb.PullRequest(subscription=SUB, max_messages=3)
-        store.go.clear()
-        store.entered.clear()
-        pull = asyncio.create_task(services.call("Pull", request))
-        await _entered(store)  # its commit took the leases and waits
-        await asyncio.sleep(0.05)
-        assert not pull.done()
-        store.go.set()
-        answer = await pull
+        answer = await _answered_after_commit(store, services.call("Pull", request))
         ack_ids = [received.ack_id for received in answer.received_messages]
         assert len(ack_ids) == 3
-
-        store.go.clear()
-        store.entered.clear()
-        ack = asyncio.create_task(
-            services.call("Acknowledge", pb.AcknowledgeRequest(subscription=SUB, ack_ids=ack_ids))
-        )
-        await _entered(store)
-        await asyncio.sleep(0.05)
-        assert not ack.done()
-        store.go.set()
-        await ack
+        acknowledge = pb.AcknowledgeRequest(subscription=SUB, ack_ids=ack_ids)
+        await _answered_after_commit(store, services.call("Acknowledge", acknowledge))
     finally:
         store.go.set()
         await group.aclose()
@@ -193,6 +179,19 @@ async def test_a_commit_that_fails_fails_its_waiters_and_the_next_one_commits(
         assert [s.record.config.name for s in reopened.load().subscriptions] == [SUB]
     finally:
         reopened.close()
+
+
+async def _answered_after_commit(store: HeldStore, call: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``call`` with the next commit's thread held: it must not answer until the
+    commit is let go."""
+    store.go.clear()
+    store.entered.clear()
+    answer = asyncio.create_task(call)
+    await _entered(store)  # its commit took its change and waits
+    await asyncio.sleep(0.05)
+    assert not answer.done()
+    store.go.set()
+    return await answer
 
 
 async def _entered(store: HeldStore) -> None:

@@ -69,6 +69,21 @@ async def _drain(scene: Scene, runner: Runner, batch: int, max_rows: int) -> lis
     return rows
 
 
+async def _first_read_ahead(
+    scene: Scene, messages: int
+) -> tuple[list[str], Runner, list[str], ReadAhead]:
+    """``messages`` published, batch 0 read (the probe's 2,000, one task of 2,000) and the
+    read-ahead its worker then holds: what was published, the runner, batch 0's rows and
+    the read-ahead."""
+    published = scene.publish(messages)
+    runner = await scene.runner(numPartitions="1")
+    assert await scene.latest(runner, 0, 4000) == 1
+    rows = await _read_batch(scene, runner, 0)
+    ahead = await _held(scene)
+    assert ahead is not None
+    return published, runner, rows, ahead
+
+
 def _exactly_once(scene: Scene, rows: list[str], published: list[str]) -> None:
     counts = Counter(rows)
     assert [m for m, n in counts.items() if n > 1] == []
@@ -81,12 +96,7 @@ def _exactly_once(scene: Scene, rows: list[str], published: list[str]) -> None:
 async def test_a_worker_reads_the_next_share_ahead_and_its_next_task_adopts_it(
     scene: Scene,
 ) -> None:
-    published = scene.publish(9000)
-    runner = await scene.runner(numPartitions="1")
-    assert await scene.latest(runner, 0, 4000) == 1  # the probe's 2,000, one task of 2,000
-    rows = await _read_batch(scene, runner, 0)
-    ahead = await _held(scene)
-    assert ahead is not None
+    published, runner, rows, ahead = await _first_read_ahead(scene, 9000)
     assert ahead.pulled.admission.delivered == 2000
     held = _ids(ahead)
     assert not set(held) & set(rows)
@@ -107,12 +117,7 @@ async def test_a_worker_reads_the_next_share_ahead_and_its_next_task_adopts_it(
 
 
 async def test_answers_past_the_adopting_task_s_quota_are_given_back(scene: Scene) -> None:
-    published = scene.publish(8000)
-    runner = await scene.runner(numPartitions="1")
-    assert await scene.latest(runner, 0, 4000) == 1
-    rows = await _read_batch(scene, runner, 0)
-    ahead = await _held(scene)
-    assert ahead is not None
+    published, runner, rows, ahead = await _first_read_ahead(scene, 8000)
     held = _ids(ahead)
 
     assert await scene.latest(runner, 1, 3500) == 2  # a probe of 2,000, a task of 1,500
@@ -126,12 +131,7 @@ async def test_answers_past_the_adopting_task_s_quota_are_given_back(scene: Scen
 
 
 async def test_a_task_that_pulls_nothing_gives_the_read_ahead_back(scene: Scene) -> None:
-    published = scene.publish(7000)
-    runner = await scene.runner(numPartitions="1")
-    assert await scene.latest(runner, 0, 4000) == 1
-    rows = await _read_batch(scene, runner, 0)
-    ahead = await _held(scene)
-    assert ahead is not None
+    published, runner, rows, ahead = await _first_read_ahead(scene, 7000)
     held = _ids(ahead)
 
     # A retry of the journaled task replays its part: it cannot adopt, so gives it back.
@@ -146,12 +146,7 @@ async def test_a_task_that_pulls_nothing_gives_the_read_ahead_back(scene: Scene)
 
 
 async def test_a_read_ahead_not_adopted_is_given_back_after_the_hold(scene: Scene) -> None:
-    scene.publish(5000)
-    runner = await scene.runner(numPartitions="1")
-    assert await scene.latest(runner, 0, 4000) == 1
-    await _read_batch(scene, runner, 0)
-    ahead = await _held(scene)
-    assert ahead is not None
+    *_, ahead = await _first_read_ahead(scene, 5000)
     held = _ids(ahead)
 
     deadline = time.monotonic() + HOLD_SECONDS + 5
@@ -187,12 +182,7 @@ async def test_no_read_ahead_while_tasks_come_further_apart_than_the_hold(
 
 
 async def test_a_task_whose_read_ahead_the_driver_took_pulls_anew(scene: Scene) -> None:
-    published = scene.publish(9000)
-    runner = await scene.runner(numPartitions="1")
-    assert await scene.latest(runner, 0, 4000) == 1
-    rows = await _read_batch(scene, runner, 0)
-    ahead = await _held(scene)
-    assert ahead is not None
+    published, runner, rows, ahead = await _first_read_ahead(scene, 9000)
     held = _ids(ahead)
     # The driver finds its log old (a worker stalled past the hold) and takes it.
     record, fresh = claim_stale(scene.journal, time.time() + HOLD_SECONDS + 10)
