@@ -21,7 +21,7 @@ from eoclient.server_stub.exports.files import (
 )
 from eoclient.server_stub.server import ReferenceServer, run_server
 
-from .support import avro_records, cs_config, objects
+from .support import avro_records, cs_config, eventually, objects
 
 UUID = r"[0-9a-f]{32}"
 
@@ -59,6 +59,11 @@ async def _advance(server: ReferenceServer, seconds: float) -> None:
     server.tick()
 
 
+async def _open_messages(server: ReferenceServer, name: str, count: int) -> bool:
+    assert server.exports is not None
+    return server.exports.status(name).open_messages == count
+
+
 async def test_text_files_by_count_then_by_duration(server: ReferenceServer, wire: Wire) -> None:
     await store(server).create_bucket("text-out")
     topic, name = await wire.subscription(
@@ -69,7 +74,10 @@ async def test_text_files_by_count_then_by_duration(server: ReferenceServer, wir
     )
     ids = await _publish(wire, topic, 2500)
     first = await objects(store(server), "text-out", 2)
-    # The last 500 wait for max_duration (5 minutes by default).
+    # The last 500 wait for max_duration (5 minutes by default), counted from when their
+    # batch opened: the clock moves only once the worker holds them (else a batch opened
+    # after the move would wait 5 more minutes).
+    await eventually(lambda: _open_messages(server, name, 500), "the third batch holds 500")
     await _advance(server, 301)
     found = await objects(store(server), "text-out", 3)
     assert first == found[:2] or {o.name for o in first} < {o.name for o in found}
