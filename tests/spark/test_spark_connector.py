@@ -85,6 +85,20 @@ def test_the_session_runs_streaming_queries_without_adaptive_execution(spark: An
     assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
 
 
+def test_spark_s_python_workers_keep_what_they_hold_out_of_the_daemon_s_collections(
+    spark: Any,
+) -> None:
+    # The read tasks' workers are reused, and their daemon collects after every task: the
+    # condition under which a worker freezes what it holds (``_worker.SurvivorFreeze``).
+    # A local function, pickled by value: the workers cannot import this test module.
+    def freezes(_: object) -> bool:
+        from eoclient.spark._worker import freeze_survivors
+
+        return freeze_survivors.enabled
+
+    assert spark.sparkContext.parallelize([0, 1], 2).map(freezes).collect() == [True, True]
+
+
 def _first_line_of_failure(call: Callable[[], None]) -> str:
     """The first line of the error ``call()`` raises, as the user sees it."""
     # An AnalysisException from load(), a StreamingQueryException from a query.

@@ -64,7 +64,7 @@ from eoclient.spark._schema import ROW_SCHEMA, WIRE_SCHEMA
 from eoclient.spark._settle import acknowledge, acknowledge_part, finish, unsettled_part
 from eoclient.spark._worker import Worker as _Worker
 from eoclient.spark._worker import close_workers as close_workers
-from eoclient.spark._worker import fault_hook, read_ahead_key
+from eoclient.spark._worker import fault_hook, freeze_survivors, read_ahead_key
 from eoclient.spark._worker import worker as _worker
 from eoclient.spark._worker import workers as _workers  # noqa: F401 (tests, benchmarks)
 from eoclient.subscriber import AckRetrySettings, SubscriberClient
@@ -120,6 +120,7 @@ def read_part(settings: SourceSettings, task: ReadTask) -> Iterator[pa.RecordBat
     first the probe's part's, if the task carries it (``ReadTask.with_probe``)."""
     journal = Journal(local_path(settings.journal_path))
     fault_point("read", settings.fault_points, settings.fault_dir)
+    freeze_survivors.task_started()
     worker = _worker(settings.endpoint)
     pulling = _pulling(settings, worker, journal, task)
     if pulling is None:  # nothing to pull: a read-ahead held is given back now
