@@ -44,7 +44,6 @@ from eoclient.server_stub.core.delivery.entries import (
     Returned,
     message_of,
     publish_time_of,
-    seq_of,
     size_of,
 )
 from eoclient.server_stub.core.model import StoredMessage
@@ -211,15 +210,14 @@ class Backlog:
             self._cursor = entry.seq
         self._compact_records()
 
-    def add_run(self, entries: list[Entry]) -> None:
+    def add_run(self, entries: list[Entry], seqs: list[int], messages: list[StoredMessage]) -> None:
         """``add`` of each of ``entries`` (ascending seqs, none in the window: rows loaded
-        past the cursor), in a few passes over their columns when their records come in
-        ascending order after the run's last (the common case: messages published in seq
-        order, loaded as the store keeps them); else one ``add`` at a time."""
+        past the cursor), whose ``seqs`` and ``messages`` the caller read, in a few passes
+        over their columns when their records come in ascending order after the run's last
+        (the common case: messages published in seq order, loaded as the store keeps
+        them); else one ``add`` at a time."""
         if not entries:
             return
-        seqs = list(map(seq_of, entries))
-        messages = list(map(message_of, entries))
         published = list(map(publish_time_of, messages))
         run = self._by_publish_run
         # (publish time, seq) ascends with the seqs exactly when the publish times do not
