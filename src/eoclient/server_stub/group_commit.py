@@ -47,6 +47,7 @@ class GroupCommit:
         self._waiters: list[asyncio.Future[None]] = []
         self._wanted = asyncio.Event()  # a commit is wanted: the loop makes one
         self._running = False
+        self._in_flight = False  # a commit runs in the executor's thread
         self._closing = False
         self._stopped = asyncio.Event()
         self._executor: ThreadPoolExecutor | None = None
@@ -117,12 +118,18 @@ class GroupCommit:
             self._fail(self._waiters, Unavailable("The reference server is shutting down."))
             self._waiters = []
 
+    @property
+    def in_flight(self) -> bool:
+        """Is a commit running in its thread (a read of the store would wait for it)?"""
+        return self._in_flight
+
     async def _commit_group(self) -> None:
         await asyncio.sleep(0)  # the other calls of this turn add their changes
         waiters, self._waiters = self._waiters, []
         error: BaseException | None = None
         try:
             if self._store.begin_commit():
+                self._in_flight = True
                 # Submitted here, not from a task scheduled later: until the commit ends,
                 # a read of the store blocks the loop waiting for it, so it must already
                 # be running. Its own thread (nothing queued ahead of it); not cancelled
@@ -139,6 +146,8 @@ class GroupCommit:
         except Exception as exc:  # sqlite3.Error, OSError (disk full, I/O error)
             logger.exception("the store could not commit")
             error = _commit_failed(exc)
+        finally:
+            self._in_flight = False
         self._fail(waiters, error) if error is not None else self._release(waiters)
         if self._waiters:
             self._wanted.set()

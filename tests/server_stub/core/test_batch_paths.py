@@ -126,7 +126,7 @@ class _Run:
             waiting = self.broker.delivery_state(SUB).waiting
             waiting.schedule.take_run = lambda now, count: []  # type: ignore[method-assign]
             window = waiting.window
-            window.load_fresh = lambda want, *, held_below: None  # type: ignore[method-assign]
+            window.load_fresh = lambda want, *, held_below, most=None: None  # type: ignore[method-assign]
 
     def state(self) -> Any:
         delivery = self.broker.delivery_state(SUB)

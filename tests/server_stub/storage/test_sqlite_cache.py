@@ -418,3 +418,23 @@ def test_a_subscriber_draining_its_backlog_leaves_the_cache_empty(tmp_path: Path
         assert sorted(cache.messages) == list(range(51, 101))
         assert store.backlog(name, 50, 100)[-1].seq == 100
         assert (cache.messages, cache.size) == ({}, 0)
+
+
+def test_a_refill_above_the_caches_low_that_misses_reads_those_messages(tmp_path: Path) -> None:
+    # The cache's oldest batch (held for q) lies below a batch s alone read past (released):
+    # a seek of s back onto that batch's messages asks for seqs above the cache's lowest
+    # that it no longer holds, with no failed attempt or generation: they are read back.
+    s, q = "projects/p/subscriptions/s", "projects/p/subscriptions/q"
+    pair = Pair(tmp_path, 1 << 20)
+    try:
+        pair.publish(TOPICS[1], 3, [q])  # seqs 1-3, unread by q: the cache's low stays 1
+        pair.publish(TOPICS[0], 4, [s])  # seqs 4-7
+        cached, _ = pair.stores
+        pair.check(s, 0, 100, [])  # s reads past 4-7: released
+        assert sorted(cached._messages.cache.messages) == [1, 2, 3]
+        for store in pair.stores:
+            store.reset_subscription(s, [(5, _message(5)), (6, _message(6))], [], "uid")
+        pair.check(s, 0, 100, [5, 6])
+        assert [row.seq for row in cached.backlog(s, 0, 100)] == [5, 6]
+    finally:
+        pair.close()

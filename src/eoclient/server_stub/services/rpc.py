@@ -11,6 +11,8 @@ from google.protobuf.message import Message
 Handler = Callable[[Any], Awaitable[Message]]
 # Whether a request's answer must wait for the commit of what its handler changed.
 CommitRule = Callable[[Any], bool]
+# Work for after a successful answer, given the request: run once the answer is on its way.
+AfterAnswer = Callable[[Any], None]
 
 
 def always(_request: Any) -> bool:
@@ -21,7 +23,9 @@ def always(_request: Any) -> bool:
 class RpcMethod:
     """One unary RPC: its service's full name, its handler and its message classes, and
     whether an answer waits for the commit of the handler's changes (``answer_after_commit``
-    of the request: every method's answer does, unless its service says otherwise)."""
+    of the request: every method's answer does, unless its service says otherwise), and
+    what the server does after a successful answer while the client reads it
+    (``after_answer``: ``Services.call``)."""
 
     service: str  # "google.pubsub.v1.Publisher", "google.iam.v1.IAMPolicy", ...
     name: str
@@ -29,6 +33,7 @@ class RpcMethod:
     request: type[Message]
     response: type[Message]
     answer_after_commit: CommitRule = always
+    after_answer: AfterAnswer | None = None
 
 
 def rpc_methods(service: str, table: dict[str, tuple[Handler, Any, Any]]) -> list[RpcMethod]:

@@ -27,6 +27,7 @@ from eoclient._proto import pubsub_pb2
 from eoclient.errors import RpcError
 from eoclient.server_stub.bigquery import BigQueryStandIn
 from eoclient.server_stub.core import Broker, Delivery, SubscriptionView
+from eoclient.server_stub.core.validation import MAX_PULL_MESSAGES
 from eoclient.server_stub.services import (
     ack_settling,
     bigquery_config,
@@ -91,12 +92,18 @@ class SubscriberService:
         # (docs/protocol.md#ack-ids-across-a-restart). With
         # exactly-once the lease (the ack id a client holds) and the ack's SUCCESS are
         # promises: those answers wait (group_commit.py).
-        return [
+        methods = [
             replace(rpc, answer_after_commit=self._exactly_once)
             if rpc.name in _SETTLED_BY_AT_LEAST_ONCE
             else rpc
             for rpc in self._methods()
         ]
+        if self.broker.store.window is not None:  # a window the store bounds: refills
+            methods = [
+                replace(rpc, after_answer=self._top_up) if rpc.name == "Pull" else rpc
+                for rpc in methods
+            ]
+        return methods
 
     def _exactly_once(self, request: _DeliveryRequest) -> bool:
         try:
@@ -268,6 +275,16 @@ class SubscriberService:
                     self._pull_waiters.pop(request.subscription, None)
             deliveries = self.broker.leasing.pull(request.subscription, request.max_messages)
         return await self.transforms.deliver(request.subscription, deliveries)
+
+    def _top_up(self, request: pubsub_pb2.PullRequest) -> None:
+        """After a Pull's answer, while its client reads it: load the window back up by
+        what one Pull takes at most (``SubscriptionDelivery.top_up``), so that the next
+        Pull or Acknowledge does not stop to refill it (10,000 rows at once, ~10 ms, the
+        request's client waiting). A unary puller then finds a full window every time:
+        measured, 1,000 rows take 0.8 ms, and the benchmark's client takes 1.4 ms
+        between a Pull's answer and its Acknowledge (benchmarks/server_pull_ack.py)."""
+        with contextlib.suppress(RpcError):  # deleted or detached meanwhile: nothing to do
+            self.broker.delivery_state(request.subscription).top_up(MAX_PULL_MESSAGES)
 
     async def acknowledge(self, request: pubsub_pb2.AcknowledgeRequest) -> empty_pb2.Empty:
         return _answer(ack_settling.acknowledge(self.broker, request.subscription, request.ack_ids))

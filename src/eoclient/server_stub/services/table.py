@@ -4,12 +4,13 @@ Each service module (``publisher``, ``subscriber``, ``iam_policy``, ``schemas``,
 ``broker_policies``) lists its own methods; ``Services`` puts them in one table keyed by
 method name, and both doors run every unary call through ``Services.call``: the caller's
 grant first, then injected faults, then the door-independent request checks, the
-handler, and the commit of what it changed. A handler holds every check of its RPC
-itself: nothing wraps one handler in another.
+handler, the commit of what it changed, and what the method does after its answer. A
+handler holds every check of its RPC itself: nothing wraps one handler in another.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,7 @@ from eoclient.server_stub.services.ingestion_settings import IngestionStates
 from eoclient.server_stub.services.open_streams import StreamRegistry
 from eoclient.server_stub.services.publisher import PublisherService
 from eoclient.server_stub.services.pulsar_skip import PulsarSkip
-from eoclient.server_stub.services.rpc import RpcMethod
+from eoclient.server_stub.services.rpc import AfterAnswer, RpcMethod
 from eoclient.server_stub.services.schemas import SchemaService
 from eoclient.server_stub.services.streaming_pull import StreamingPullService
 from eoclient.server_stub.services.subscriber import ExportStates, SubscriberService
@@ -139,7 +140,17 @@ class Services:
             raise
         if rpc.answer_after_commit(request):
             await self.group_commit.durable()
+        if rpc.after_answer is not None:
+            # Run once this task has handed the answer to the door and the loop turns:
+            # the client is reading it meanwhile.
+            asyncio.get_running_loop().call_soon(self._after_answer, rpc.after_answer, request)
         return result
+
+    def _after_answer(self, work: AfterAnswer, request: Message) -> None:
+        """``work`` for ``request``, unless a commit is running: the store's reads wait
+        for it, and the loop would wait with them (the work is an optimisation only)."""
+        if not self.group_commit.in_flight:
+            work(request)
 
 
 def _one_table(*services: Iterable[RpcMethod]) -> dict[str, RpcMethod]:

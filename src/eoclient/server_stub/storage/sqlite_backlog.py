@@ -21,7 +21,7 @@ import json
 import sys
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from eoclient.server_stub.core import policies
 from eoclient.server_stub.core.model import StoredMessage
@@ -296,6 +296,16 @@ class BacklogTables:
                 return found
             after_seq, limit = low - 1, limit - len(found)
         array, others = self._writes.read(_BACKLOG_OWN, (subscription, after_seq, limit)).fetchone()
+        if not others:  # every row a seq alone: failed attempts and generation 0
+            seqs = sorted(json.loads(array))
+            messages = list(map(self.cache.messages.get, seqs))
+            # The cache holds them all (a refill's common case): the rows built by one map,
+            # without a (seq, 0, 0) tuple each (0.88 against 1.14 ms for a 1,000-row
+            # refill with the window's side, measured). all(): a StoredMessage is always
+            # true (``None in`` would call its __eq__ on each).
+            if all(messages):
+                return found + list(map(BacklogRow, seqs, cast(list[StoredMessage], messages)))
+            return found + self._with_messages([(seq, 0, 0) for seq in seqs])
         found += self._with_messages(_own_rows(array, others))
         return found
 

@@ -154,7 +154,7 @@ def test_a_refill_in_bulk_leaves_what_the_general_path_leaves(
     steps: list[Any],
 ) -> None:
     bulk, general = (_build(rows, ordered, keyed, window, restarted) for _ in range(2))
-    general.window.load_fresh = lambda want, *, held_below: None  # type: ignore[method-assign]
+    general.window.load_fresh = lambda want, *, held_below, most=None: None  # type: ignore[method-assign]
     bulk.window.MIN_LOAD = general.window.MIN_LOAD = 2
     tables = [LeaseTable(), LeaseTable()]
     clocks = [[10.0], [10.0]]

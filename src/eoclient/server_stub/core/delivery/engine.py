@@ -220,8 +220,7 @@ class SubscriptionDelivery:
             total_bytes += message.size
             waiting.deliver(entry, now)
             generation = leases.lease(entry, deadline, stream)
-            if generation > 1:
-                redelivered += 1
+            redelivered += generation > 1  # delivered before (0 or 1)
             attempt = entry.failed_attempts + 1 if count_attempts else 0
             deliveries.append(Delivery(f"{prefix}{entry.seq}-{generation}", message, attempt))
         self.counters.delivered += len(deliveries)
@@ -256,6 +255,11 @@ class SubscriptionDelivery:
         self.counters.redelivered += len(generations) - generations.count(1)
         deliveries = run_deliveries(taken, generations, prefix, self.rules.count_attempts)
         return deliveries, sum(sizes[:fit])
+
+    def top_up(self, most: int) -> None:
+        """Between requests, by the latest ``now``: ``Retention.top_up`` (a refill of at
+        most ``most`` rows, off the path of the requests that would otherwise load them)."""
+        self._settle_departures(self._retention.top_up(self._now, most), self._now)
 
     def _refill(self, now: float, want: int) -> bool:
         """Load cold messages into the window; False if none came."""

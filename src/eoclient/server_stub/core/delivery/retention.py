@@ -90,6 +90,19 @@ class Retention:
             self._rules.ttl_cutoff(now),
         )
 
+    def top_up(self, now: float, most: int) -> Departures:
+        """Between requests: up to ``most`` cold messages into a window that holds fewer
+        than its size (``refill``: what a later delivery would have loaded then), and
+        what left at once. Loading early changes nothing a client sees: a refill always
+        loads the oldest cold rows, and what leaves by the retention or the TTL was due
+        already."""
+        most = min(most, self._waiting.window.shortfall())
+        if not most:
+            return []
+        cutoff, ttl_cutoff = self._rules.retention_cutoff(now), self._rules.ttl_cutoff(now)
+        table = self._leases.table
+        return self._waiting.refill(now, 0, table, cutoff, ttl_cutoff, most)[1]
+
     def take_oldest(
         self, now: float, *, keep_since: float = math.inf
     ) -> tuple[Left | None, Departures]:

@@ -44,7 +44,6 @@ from eoclient.server_stub.core.delivery.entries import (
     Returned,
     message_of,
     publish_time_of,
-    seq_of,
     size_of,
 )
 from eoclient.server_stub.core.model import StoredMessage
@@ -132,6 +131,13 @@ class Backlog:
         self._floor = oldest[0] if oldest is not None else math.inf
         return oldest
 
+    def shortfall(self) -> int:
+        """How many messages a bounded window holds fewer than its size, when some are
+        cold (a load would bring some); else 0."""
+        if self.limit is None or not (self._cold or self._returned):
+            return 0
+        return max(self.limit - len(self.entries), 0)
+
     def may_hold_older(self, cutoff: float) -> bool:
         """Might ``oldest`` be published at or before ``cutoff``? (False: it is not.)"""
         return self._floor <= cutoff
@@ -204,15 +210,14 @@ class Backlog:
             self._cursor = entry.seq
         self._compact_records()
 
-    def add_run(self, entries: list[Entry]) -> None:
+    def add_run(self, entries: list[Entry], seqs: list[int], messages: list[StoredMessage]) -> None:
         """``add`` of each of ``entries`` (ascending seqs, none in the window: rows loaded
-        past the cursor), in a few passes over their columns when their records come in
-        ascending order after the run's last (the common case: messages published in seq
-        order, loaded as the store keeps them); else one ``add`` at a time."""
+        past the cursor), whose ``seqs`` and ``messages`` the caller read, in a few passes
+        over their columns when their records come in ascending order after the run's last
+        (the common case: messages published in seq order, loaded as the store keeps
+        them); else one ``add`` at a time."""
         if not entries:
             return
-        seqs = list(map(seq_of, entries))
-        messages = list(map(message_of, entries))
         published = list(map(publish_time_of, messages))
         run = self._by_publish_run
         # (publish time, seq) ascends with the seqs exactly when the publish times do not
@@ -296,17 +301,22 @@ class Backlog:
         self._bytes -= rows[0].message.size
         return rows[0]
 
-    def load(self, want: int, held: Callable[[int], bool]) -> list[Loaded]:
+    def load(self, want: int, held: Callable[[int], bool], most: int | None = None) -> list[Loaded]:
         """The next cold messages in seq order, out of the cold side (the caller adds
         those it keeps to the window); [] when none, or when the window is full. The
         general case, each row looked at (``load_fresh``: the common one, in bulk).
 
         ``want``: how many deliveries the caller still asks for; ``held(seq)``: the
-        message is leased (its row stays in the store, passed over by the cursor).
+        message is leased (its row stays in the store, passed over by the cursor);
+        ``most``: at most this many rows (None: as many as the window has room for).
         """
-        room = self._room(want)
+        room = self._room(want, most)
         if not room:
-            return []
+            # Past the growth cap (``_room``) the window holds only messages waiting
+            # behind their keys' heads; a head back from a lease, its body in the store,
+            # is one of the returned, and they would wait for ever unless it loads. Few:
+            # at most one a lease that ended without an ack.
+            return self._load_returned(len(self._returned)) if most is None else []
         loaded = self._load_returned(room)
         # Past the cursor: rows of leased messages (restored at a restart) are passed
         # over, so a read may bring nothing new while more lies beyond it.
@@ -317,15 +327,17 @@ class Backlog:
                 break
         return loaded
 
-    def load_fresh(self, want: int, *, held_below: float) -> list[BacklogRow] | None:
+    def load_fresh(
+        self, want: int, *, held_below: float, most: int | None = None
+    ) -> list[BacklogRow] | None:
         """``load`` in the common case, where nothing is returned and every row past the
         cursor lies at or above ``held_below`` (past every lease): each row the store
         gives is loaded as it is (a message waiting since its publish, deliverable as
         soon as loaded), in one store read. None: not that case (``load`` looks at each
-        row). ``want``: as for ``load``."""
+        row). ``want``, ``most``: as for ``load``."""
         if self._returned or self._cursor + 1 < held_below:
             return None
-        room = self._room(want)
+        room = self._room(want, most)
         if not room:
             return []
         rows = self.storage.backlog(self._cursor, room)
@@ -339,13 +351,15 @@ class Backlog:
             self._cold = 0
         return rows
 
-    def _room(self, want: int) -> int:
-        """How many rows a load asks for (0: none to load, or the window is full)."""
+    def _room(self, want: int, most: int | None) -> int:
+        """How many rows a load asks for (0: none to load, or the window is full), at
+        most ``most`` (None: no cap)."""
         if not (self._cold or self._returned) or self.limit is None:
             return 0
         if len(self.entries) >= 2 * self.limit + want:
             return 0
-        return max(self.limit - len(self.entries), self.MIN_LOAD, want)
+        room = max(self.limit - len(self.entries), self.MIN_LOAD, want)
+        return room if most is None else min(room, most)
 
     def _load_returned(self, room: int) -> list[Loaded]:
         """Returned messages below the cursor, smallest seq first (those above it — a
