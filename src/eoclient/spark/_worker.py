@@ -65,11 +65,13 @@ class SurvivorFreeze:
     workers' samples, on two cores the pipeline keeps busy. So each read task starts with
     ``gc.freeze()``: what is alive is moved out of the collector's generations (still freed
     by its reference count when it dies), and the daemon's collection walks only what the
-    task made (~1 ms). The daemon collected just before, so no garbage is frozen; what is
-    frozen alive and later dies in a reference cycle is not collected while frozen, so every
-    ``FREEZE_RENEWAL_TASKS``-th task unfreezes instead, and the collection after it walks
-    everything once: such a cycle is freed at most that many tasks late. A read task's own
-    objects die by reference count: collections after its tasks found no garbage.
+    task made (it left the profile). The daemon collected just before (but for a worker's
+    first task), so no garbage is frozen; what is frozen alive and later dies in a reference
+    cycle is not collected while frozen, so every ``FREEZE_RENEWAL_TASKS``-th task unfreezes
+    instead, and the collection after it walks everything once: such a cycle is freed at
+    most that many tasks late (or when the process ends, in a worker that runs no further
+    read task). A read task's own objects die by reference count: of ten collections after
+    read tasks, nine found no garbage and one found 15 objects.
     """
 
     def __init__(self, *, enabled: bool, renewal: int = FREEZE_RENEWAL_TASKS) -> None:
