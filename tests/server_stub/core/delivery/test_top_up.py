@@ -216,10 +216,14 @@ def test_with_returned_messages_a_topped_up_window_delivers_the_same_messages(
             _close(runs)
 
 
-def _topped(store: SqliteStore, count: int) -> Broker:
-    broker = Broker(FakeClock(), store=store, rng=random.Random(7), record_history=False)
+def _topped(
+    store: SqliteStore, count: int, clock: FakeClock | None = None, **options: Any
+) -> Broker:
+    """A broker on ``store`` with ``count`` messages published to ``SUB`` (its other
+    ``options``)."""
+    broker = Broker(clock or FakeClock(), store=store, rng=random.Random(7), record_history=False)
     broker.topics.create(TopicConfig(TOPIC))
-    broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC, ack_deadline_seconds=10))
+    broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC, ack_deadline_seconds=10, **options))
     broker.publishing.publish(TOPIC, [NewMessage(b"x") for _ in range(count)])
     return broker
 
@@ -245,14 +249,7 @@ def test_rows_a_top_up_loaded_leave_by_the_retention(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path, window=10, gc_interval=0)
     try:
         clock = FakeClock()
-        broker = Broker(clock, store=store, rng=random.Random(7), record_history=False)
-        broker.topics.create(TopicConfig(TOPIC))
-        broker.subscriptions.create(
-            SubscriptionConfig(
-                SUB, TOPIC, ack_deadline_seconds=10, message_retention_duration=600.0
-            )
-        )
-        broker.publishing.publish(TOPIC, [NewMessage(b"x") for _ in range(30)])
+        broker = _topped(store, 30, clock, message_retention_duration=600.0)
         broker.leasing.pull(SUB, 8)
         delivery = broker.delivery_state(SUB)
         delivery.top_up(5)
