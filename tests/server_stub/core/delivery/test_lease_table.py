@@ -4,12 +4,15 @@ leases)."""
 
 from __future__ import annotations
 
+from array import array
+
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable
+from eoclient.server_stub.core.delivery.lease_deadlines import DeadlineRecords
+from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable, NewLeases
 
 
 def lease(seq: int, generation: int = 1, deadline: float = 10.0, size: int = 5) -> Lease:
@@ -182,3 +185,62 @@ def test_a_redelivery_of_an_old_message_is_found_and_merged_in_order() -> None:
     assert table.oldest() == lease(1, generation=2)
     assert len(table._overflow) <= max(table.OVERFLOW_MIN, len(table._seqs) // 8)
     assert all(table.get(n) is None for n in range(2, 4001, 2))
+
+
+def _pull(table: LeaseTable, first: int, count: int, deadline: float) -> list[int]:
+    """One Pull's leases: consecutive seqs under one deadline (``add_many``)."""
+    seqs = list(range(first, first + count))
+    ones = [1] * count
+    table.add_many(deadline, NewLeases(seqs, ones, ones, [0] * count, [float(s) for s in seqs]))
+    return seqs
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_rebuilds_after_acks_in_order_and_out_of_order_keep_every_live_lease(
+    in_order: bool,
+) -> None:
+    """Acks of whole Pulls: in the order they were given, the dead slots are the run's
+    head and a rebuild drops it; out of that order they are scattered and the rebuild
+    compresses. Both leave the same leases, found by seq and falling due at their
+    deadlines."""
+    table = LeaseTable()
+    table.SLACK = 10
+    pulls = [_pull(table, 1 + 100 * n, 100, deadline=100.0 + n % 3) for n in range(40)]
+    acked = pulls[:30] if in_order else pulls[::4] + pulls[1::4] + pulls[2::4][:10]
+    for seqs in acked:
+        settled = table.settle_many(seqs, [1] * len(seqs), 0.0, exact=True)
+        assert settled.seqs == seqs
+        assert not settled.misses
+    live = sorted(set(range(1, 4001)) - {seq for seqs in acked for seq in seqs})
+    assert len(table._seqs) < 4000  # rebuilt: dead slots dropped
+    assert table.records() <= 2 * len(live) + table.SLACK + 1
+    assert [lease.seq for lease in table] == live
+    assert all(table.current(seq) == (1, 100.0 + (seq - 1) // 100 % 3) for seq in live)
+    assert table.oldest() == table.get(live[0])
+    table._rebuild_records()  # once more on the state the acks left, whatever its counts
+    expired = list(table.expire(101.0))
+    assert sorted(lease.seq for lease in expired) == [
+        seq for seq in live if (seq - 1) // 100 % 3 < 2
+    ]
+    assert [lease.seq for lease in table] == [seq for seq in live if (seq - 1) // 100 % 3 == 2]
+
+
+def test_deadline_records_rebuilt_from_columns_group_each_deadline_once() -> None:
+    """Stretches of one deadline need not be adjacent: a deadline met again joins its
+    record, and the (seq, deadline) pairs given besides join theirs too."""
+    records = DeadlineRecords()
+    records.rebuild(
+        array("q", [1, 2, 3, 4, 5, 6]),
+        array("d", [5.0, 5.0, 7.0, 5.0, 9.0, 9.0]),
+        [(10, 7.0), (11, 3.0)],
+    )
+    assert records.slots == 8
+    assert len(records) == 4
+    due = []
+    while (record := records.pop_due(100.0)) is not None:
+        due.append((record[0], sorted(record[1])))
+    assert due == [(3.0, [11]), (5.0, [1, 2, 4]), (7.0, [3, 10]), (9.0, [5, 6])]
+    empty = DeadlineRecords()
+    empty.rebuild(array("q"), array("d"))
+    assert empty.slots == 0
+    assert empty.pop_due(100.0) is None

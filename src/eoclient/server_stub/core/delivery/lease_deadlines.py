@@ -13,7 +13,8 @@ seqs (plus its ``SLACK``), so stale seqs cost memory in proportion to the live l
 not to the ack rate times the deadline.
 
 Costs, with r records: O(1) to join the newest record, O(log r) to start one or to take
-a due one; a rebuild is O(n) for the n leases it is given.
+a due one; a rebuild is O(n) for the n leases it is given, in C but for a step a stretch
+of leases sharing a deadline.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import heapq
 import itertools
 from array import array
 from collections.abc import Iterable, Sequence
+from itertools import compress, islice
+from operator import ne
 
 
 class DeadlineRecords:
@@ -76,15 +79,37 @@ class DeadlineRecords:
             self._tail = None
         return deadline, seqs
 
-    def rebuild(self, due: Iterable[tuple[int, float]]) -> None:
-        """Records of just these (seq, deadline) pairs, one a deadline."""
+    def rebuild(
+        self,
+        seqs: array[int],
+        deadlines: array[float],
+        extra: Iterable[tuple[int, float]] = (),
+    ) -> None:
+        """Records of just these leases, one a deadline: the parallel columns ``seqs`` and
+        ``deadlines``, then the (seq, deadline) pairs of ``extra``.
+
+        Leases given together sit together in the columns (a Pull's leases take
+        consecutive slots of the lease table's run, under one deadline), so the columns
+        are taken a stretch of one deadline at a time: finding where the deadline
+        changes is one pass in C, and each stretch joins its record as one slice.
+        """
         by_deadline: dict[float, array[int]] = {}
-        slots = 0
-        for seq, deadline in due:
-            seqs = by_deadline.get(deadline)
-            if seqs is None:
-                by_deadline[deadline] = seqs = array("q")
-            seqs.append(seq)
+        count = len(seqs)
+        # A stretch starts at slot 0 and wherever a deadline differs from the one before.
+        starts = [0, *compress(range(1, count), map(ne, islice(deadlines, 1, None), deadlines))]
+        for start, end in zip(starts, [*starts[1:], count], strict=True):
+            if start < end:
+                record = by_deadline.get(deadlines[start])
+                if record is None:
+                    by_deadline[deadlines[start]] = seqs[start:end]
+                else:
+                    record.extend(seqs[start:end])
+        slots = count
+        for seq, deadline in extra:
+            record = by_deadline.get(deadline)
+            if record is None:
+                by_deadline[deadline] = record = array("q")
+            record.append(seq)
             slots += 1
         self._records = [(d, next(self._order), s) for d, s in by_deadline.items()]
         heapq.heapify(self._records)

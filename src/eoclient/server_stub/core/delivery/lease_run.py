@@ -61,8 +61,17 @@ class LeaseRun:
         i = self._find(seq)
         return i if i >= 0 and self._generations[i] != DEAD else -1
 
-    def _live_slots(self) -> list[bool]:
-        return [generation != DEAD for generation in self._generations]
+    def _columns(self) -> tuple[array[int] | array[float], ...]:
+        """The run's seven columns, slot by slot in step."""
+        return (
+            self._seqs,
+            self._generations,
+            self._deadlines,
+            self._sizes,
+            self._failed,
+            self._streams,
+            self._published,
+        )
 
     def _skip_dead_head(self) -> None:
         generations, head, end = self._generations, self._head, len(self._seqs)

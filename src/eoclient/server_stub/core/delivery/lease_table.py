@@ -33,7 +33,6 @@ the streams and the store, ``engine.py`` decides what a lease's end means.
 from __future__ import annotations
 
 import heapq
-import itertools
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
@@ -289,6 +288,8 @@ class LeaseTable(LeaseRun):
         sliced = self._settle_slice(seqs, generations, now, exact=exact)
         if sliced is not None:
             times, streamed, freed, finger = sliced
+            if finger + 1 - len(seqs) == self._head:  # from the head on: skip them at once
+                self._head = finger + 1
             return self._settled(Settled([], list(seqs), times, streamed), freed, finger)
         run, live, deadlines = self._seqs, self._generations, self._deadlines
         sizes, streams, published = self._sizes, self._streams, self._published
@@ -441,16 +442,31 @@ class LeaseTable(LeaseRun):
     # ---------------------------------------------------------------- upkeep
 
     def _rebuild_records(self) -> None:
-        """The deadline records again, of the live leases only: O(n)."""
-        live = self._live_slots()
-        pairs = zip(compress(self._seqs, live), compress(self._deadlines, live), strict=True)
-        extra = ((seq, row[1]) for seq, row in self._overflow.items())
-        self._due.rebuild(itertools.chain(pairs, extra))
+        """The deadline records again, of the live leases only: O(n), in C but for one
+        step a stretch of slots sharing a deadline (``DeadlineRecords.rebuild``)."""
+        head = self._head
+        if self._dead == head:  # the live slots are the run's tail
+            seqs, deadlines = self._seqs[head:], self._deadlines[head:]
+        else:
+            # A slot is live exactly when its generation is not DEAD (0): the generations
+            # column is its own selector, and compress walks it in C.
+            live = self._generations
+            seqs = array("q", compress(self._seqs, live))
+            deadlines = array("d", compress(self._deadlines, live))
+        self._due.rebuild(seqs, deadlines, ((seq, row[1]) for seq, row in self._overflow.items()))
 
     def _rebuild_run(self) -> None:
         """The run again, without dead slots and with the overflow merged in: O(n)."""
+        if not self._overflow and self._dead == self._head:
+            # Every dead slot lies before the head (leases settled in the order they were
+            # given, as a batch consumer acks): the live leases are the run's tail, and
+            # dropping the head of each column is a move in C.
+            for column in self._columns():
+                del column[: self._head]
+            self._head = self._finger = self._dead = 0
+            return
         if not self._overflow:  # column by column, without a Lease per slot
-            live = self._live_slots()
+            live = self._generations  # nonzero, i.e. not DEAD, exactly in a live slot
             self._seqs = array("q", compress(self._seqs, live))
             self._generations = array("q", compress(self._generations, live))
             self._deadlines = array("d", compress(self._deadlines, live))
