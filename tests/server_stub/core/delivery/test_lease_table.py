@@ -4,15 +4,22 @@ leases)."""
 
 from __future__ import annotations
 
+import copy
 from array import array
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from eoclient.server_stub.core.delivery.lease_deadlines import DeadlineRecords
-from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable, NewLeases
+from eoclient.server_stub.core.delivery.lease_table import (
+    Extended,
+    Lease,
+    LeaseTable,
+    NewLeases,
+    Settled,
+)
 
 
 def lease(seq: int, generation: int = 1, deadline: float = 10.0, size: int = 5) -> Lease:
@@ -244,3 +251,61 @@ def test_deadline_records_rebuilt_from_columns_group_each_deadline_once() -> Non
     empty.rebuild(array("q"), array("d"))
     assert empty.slots == 0
     assert empty.pop_due(100.0) is None
+
+
+@st.composite
+def _table_and_request(draw: st.DrawFn) -> tuple[LeaseTable, list[int], list[int], float]:
+    """A table of several Pulls' leases (some ended, some moved to a past deadline) and a
+    request naming stretches of them in any order, with wrong generations, repeats and
+    unknown seqs among them."""
+    table = LeaseTable()
+    pulls = draw(st.lists(st.integers(1, 6), min_size=1, max_size=6))
+    first = 1
+    for count in pulls:
+        _pull(table, first, count, deadline=draw(st.sampled_from([5.0, 10.0])))
+        first += count
+    top = first - 1
+    for seq in draw(st.lists(st.integers(1, top), max_size=4)):
+        table.remove(seq)
+    for seq in draw(st.lists(st.integers(1, top), max_size=2)):
+        table.set_deadline(seq, 1.0)  # past by the request's time
+    seqs: list[int] = []
+    for _ in range(draw(st.integers(1, 5))):
+        start = draw(st.integers(1, top + 2))
+        seqs += range(start, start + draw(st.integers(1, 6)))
+    generations = [draw(st.sampled_from([1, 1, 1, 2])) for _ in seqs]
+    return table, seqs, generations, 2.0
+
+
+@settings(max_examples=300)
+@given(case=_table_and_request(), exact=st.booleans())
+def test_settle_many_by_stretches_matches_id_by_id(
+    case: tuple[LeaseTable, list[int], list[int], float], exact: bool
+) -> None:
+    """Settling a request as slices where its stretches are slices of the run leaves the
+    table and answers as the id-by-id loop over the whole request does."""
+    table, seqs, generations, now = case
+    reference = copy.deepcopy(table)
+    settled = table.settle_many(seqs, generations, now, exact=exact)
+    expected = Settled([], [], [], [])
+    reference._settle_each(seqs, generations, 0, len(seqs), now, exact, expected)
+    assert settled == expected
+    assert sorted(lease.seq for lease in table) == sorted(
+        lease.seq for lease in reference if lease.seq not in set(expected.seqs)
+    )
+
+
+@settings(max_examples=300)
+@given(case=_table_and_request())
+def test_extend_many_by_stretches_matches_id_by_id(
+    case: tuple[LeaseTable, list[int], list[int], float],
+) -> None:
+    table, seqs, generations, now = case
+    reference = copy.deepcopy(table)
+    extended = table.extend_many(seqs, generations, now, 50.0)
+    expected = Extended([], [], [])
+    reference._extend_each(seqs, generations, 0, len(seqs), now, 50.0, expected)
+    assert extended == expected
+    assert [(lease.seq, lease.deadline) for lease in table] == [
+        (lease.seq, lease.deadline) for lease in reference
+    ]

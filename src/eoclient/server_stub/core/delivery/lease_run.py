@@ -15,8 +15,23 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections.abc import Sequence
+from itertools import compress, islice, pairwise
+from operator import ne, sub
+from typing import Any
 
 DEAD = 0  # the generation of a slot whose lease ended (generations start at 1)
+
+
+def consecutive_stretches(seqs: Sequence[int]) -> list[tuple[int, int]]:
+    """``(start, end)`` of each stretch of ``seqs`` that counts up by one: the ids of one
+    Pull's response, whose leases hold consecutive slots. A request mixing several Pulls'
+    ids (two readers' responses taken in turns) is several stretches. Found in C: one
+    pass of subtractions, one of comparisons."""
+    count = len(seqs)
+    steps = map(sub, islice(seqs, 1, None), seqs)
+    starts = [0, *compress(range(1, count), map((1).__ne__, steps))]
+    return list(zip(starts, [*starts[1:], count], strict=True)) if count else []
+
 
 # What ``LeaseRun._settle_slice`` settled: the publish times, (stream id, size) of those a
 # stream counts, the bytes freed, and the last slot.
@@ -61,7 +76,7 @@ class LeaseRun:
         i = self._find(seq)
         return i if i >= 0 and self._generations[i] != DEAD else -1
 
-    def _columns(self) -> tuple[array[int] | array[float], ...]:
+    def _columns(self) -> tuple[array[Any], ...]:
         """The run's seven columns, slot by slot in step."""
         return (
             self._seqs,
@@ -72,6 +87,39 @@ class LeaseRun:
             self._streams,
             self._published,
         )
+
+    def _drop_dead(self) -> None:
+        """The run without its dead slots, column by column; the overflow is the caller's."""
+        head = self._head
+        if self._dead == head:
+            # Every dead slot lies before the head (leases settled in the order they were
+            # given, as a batch consumer acks): the live leases are the run's tail, and
+            # dropping the head of each column is a move in C.
+            for column in self._columns():
+                del column[:head]
+        else:
+            # Leases given together end together, so the live slots come in stretches: each
+            # is copied as one slice of each column. Where liveness changes is found in C
+            # (a generation is nonzero exactly in a live slot).
+            live = list(map(bool, self._generations))
+            edges = [*compress(range(1, len(live)), map(ne, islice(live, 1, None), live))]
+            bounds = [0, *edges, len(live)]
+            stretches = list(pairwise(bounds))[0 if live and live[0] else 1 :: 2]
+            columns = self._columns()
+            kept = tuple(array(column.typecode) for column in columns)
+            for start, end in stretches:
+                for column, into in zip(columns, kept, strict=True):
+                    into.extend(column[start:end])
+            (
+                self._seqs,
+                self._generations,
+                self._deadlines,
+                self._sizes,
+                self._failed,
+                self._streams,
+                self._published,
+            ) = kept  # type: ignore[assignment]
+        self._head = self._finger = self._dead = 0
 
     def _skip_dead_head(self) -> None:
         generations, head, end = self._generations, self._head, len(self._seqs)
@@ -104,3 +152,120 @@ class LeaseRun:
             [pair for pair in zip(streams, sizes, strict=True) if pair[0]] if any(streams) else []
         )
         return self._published[first:end].tolist(), streamed, sum(sizes), end - 1
+
+    def _extend_slice(
+        self, seqs: Sequence[int], generations: Sequence[int], now: float, deadline: float
+    ) -> bool:
+        """Move the leases of ``seqs`` under ``generations`` to ``deadline`` at once if they
+        fill consecutive live slots, each under its lease's own generation and before its
+        deadline (after ``now``) — what ``LeaseTable.extend_many``'s loop would do for each;
+        False (nothing changed) otherwise. The caller records the new deadline."""
+        if not seqs:
+            return False
+        first = bisect_left(self._seqs, seqs[0])
+        end = first + len(seqs)
+        current = self._generations[first:end].tolist()
+        if (
+            current != list(generations)
+            or DEAD in current
+            or self._seqs[first:end].tolist() != list(seqs)
+            or min(self._deadlines[first:end]) <= now
+        ):
+            return False
+        self._deadlines[first:end] = array("d", (deadline,)) * len(seqs)
+        self._finger = end - 1
+        return True
+
+    # The loops below are the id-by-id way of ``_settle_slice`` and ``_extend_slice``, for
+    # ids that are not one slice of the run: over ``seqs[start:end]``, adding to the lists
+    # given (positions of misses are the request's). The slot search is written inline in
+    # both rather than as a method: a call an id in the hottest loop of an Acknowledge or a
+    # modack. Ids come mostly in seq order: the slot after the last one found is tried
+    # before a bisect.
+
+    def _settle_each(
+        self,
+        seqs: Sequence[int],
+        generations: Sequence[int],
+        start: int,
+        end: int,
+        now: float,
+        exact: bool,
+        into: tuple[list[int], list[int], list[float], list[tuple[int, int]]],
+    ) -> int:
+        """Settle the live slots ``seqs[start:end]`` name (see ``LeaseTable.settle_many``
+        for ``exact``): their misses, seqs, publish times and (stream id, size) go to
+        ``into``; the bytes freed."""
+        run, live, deadlines = self._seqs, self._generations, self._deadlines
+        sizes, streams, published = self._sizes, self._streams, self._published
+        n = len(run)
+        finger = self._finger
+        misses, done, times, streamed = into
+        freed = 0
+        for i, seq, asked in zip(
+            range(start, end),
+            islice(seqs, start, end),
+            islice(generations, start, end),
+            strict=True,
+        ):
+            j = finger + 1
+            if j >= n or run[j] != seq:
+                j = bisect_left(run, seq)
+                if j >= n or run[j] != seq:
+                    misses.append(i)
+                    continue
+            generation = live[j]
+            if generation == DEAD or (
+                (asked != generation or deadlines[j] <= now)
+                if exact
+                else not 0 < asked <= generation
+            ):
+                misses.append(i)
+                continue
+            finger = j
+            live[j] = DEAD
+            size = sizes[j]
+            freed += size
+            if streams[j]:
+                streamed.append((streams[j], size))
+            done.append(seq)
+            times.append(published[j])
+        self._finger = finger
+        return freed
+
+    def _extend_each(
+        self,
+        seqs: Sequence[int],
+        generations: Sequence[int],
+        start: int,
+        end: int,
+        now: float,
+        deadline: float,
+        into: tuple[list[int], list[int], list[int]],
+    ) -> None:
+        """Move to ``deadline`` the live slots ``seqs[start:end]`` name under their
+        generations before their deadlines: misses, seqs and generations go to ``into``."""
+        run, live, deadlines = self._seqs, self._generations, self._deadlines
+        n = len(run)
+        finger = self._finger
+        misses, moved, moved_generations = into
+        for i, seq, asked in zip(
+            range(start, end),
+            islice(seqs, start, end),
+            islice(generations, start, end),
+            strict=True,
+        ):
+            j = finger + 1
+            if j >= n or run[j] != seq:
+                j = bisect_left(run, seq)
+                if j >= n or run[j] != seq:
+                    misses.append(i)
+                    continue
+            if live[j] != asked or asked == DEAD or deadlines[j] <= now:
+                misses.append(i)
+                continue
+            finger = j
+            deadlines[j] = deadline
+            moved.append(seq)
+            moved_generations.append(asked)
+        self._finger = finger

@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import heapq
 from array import array
-from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from itertools import compress
 from typing import NamedTuple
 
 from eoclient.server_stub.core.delivery.lease_deadlines import DeadlineRecords
 from eoclient.server_stub.core.delivery.lease_run import DEAD as _DEAD
-from eoclient.server_stub.core.delivery.lease_run import LeaseRun
+from eoclient.server_stub.core.delivery.lease_run import LeaseRun, consecutive_stretches
 
 
 class Settled(NamedTuple):
@@ -277,61 +276,56 @@ class LeaseTable(LeaseRun):
     def settle_many(
         self, seqs: Sequence[int], generations: Sequence[int], now: float, *, exact: bool
     ) -> Settled:
-        """``settle`` of the leases a request's ack ids name, ``(seqs[i], generations[i])``,
-        in one loop: with ``exact`` (exactly-once's ``AckIds.resolve``) an id names its
-        message's lease under that lease's generation before its deadline (after ``now``);
-        otherwise (``AckIds.lookup``) under any generation issued so far, 1 to the
-        lease's. The run's slots only: an id naming no live slot so (a stale or repeated
-        id, a lease in the overflow, none at all) is a *miss*, left alone, for the
-        caller's one-by-one path. Ids come mostly in seq order: the slot after the last
-        one settled is tried before a bisect."""
-        sliced = self._settle_slice(seqs, generations, now, exact=exact)
-        if sliced is not None:
-            times, streamed, freed, finger = sliced
-            if finger + 1 - len(seqs) == self._head:  # from the head on: skip them at once
-                self._head = finger + 1
-            return self._settled(Settled([], list(seqs), times, streamed), freed, finger)
-        run, live, deadlines = self._seqs, self._generations, self._deadlines
-        sizes, streams, published = self._sizes, self._streams, self._published
-        n = len(run)
-        finger = self._finger
+        """``settle`` of the leases a request's ack ids name, ``(seqs[i], generations[i])``:
+        with ``exact`` (exactly-once's ``AckIds.resolve``) an id names its message's lease
+        under that lease's generation before its deadline (after ``now``); otherwise
+        (``AckIds.lookup``) under any generation issued so far, 1 to the lease's. The
+        run's slots only: an id naming no live slot so (a stale or repeated id, a lease in
+        the overflow, none at all) is a *miss*, left alone, for the caller's one-by-one
+        path. The request, then each of its stretches of consecutive seqs (one Pull's
+        ids), is settled as a slice of the run where it is one; the rest id by id."""
         settled = Settled([], [], [], [])
-        misses, done, times, streamed = settled
-        freed = 0
-        for i, (seq, asked) in enumerate(zip(seqs, generations, strict=True)):
-            j = finger + 1
-            if j >= n or run[j] != seq:
-                j = bisect_left(run, seq)
-                if j >= n or run[j] != seq:
-                    misses.append(i)
-                    continue
-            generation = live[j]
-            if generation == _DEAD or (
-                (asked != generation or deadlines[j] <= now)
-                if exact
-                else not 0 < asked <= generation
-            ):
-                misses.append(i)
-                continue
-            finger = j
-            live[j] = _DEAD
-            size = sizes[j]
-            freed += size
-            if streams[j]:
-                streamed.append((streams[j], size))
-            done.append(seq)
-            times.append(published[j])
-        return self._settled(settled, freed, finger)
-
-    def _settled(self, settled: Settled, freed: int, finger: int) -> Settled:
-        """``settle_many``'s counts: ``settled.seqs`` ended, ``freed`` bytes."""
-        self._finger = finger
+        freed = self._settle_sliced(seqs, generations, now, exact, settled)
+        if freed is None:
+            freed = 0
+            stretches = consecutive_stretches(seqs)
+            for start, end in stretches:
+                got = None
+                if len(stretches) > 1:
+                    got = self._settle_sliced(
+                        seqs[start:end], generations[start:end], now, exact, settled
+                    )
+                if got is None:
+                    got = self._settle_each(seqs, generations, start, end, now, exact, settled)
+                freed += got
         self._dead += len(settled.seqs)
         self._live -= len(settled.seqs)
         self._bytes -= freed
         self._skip_dead_head()
         self._upkeep()
         return settled
+
+    def _settle_sliced(
+        self,
+        seqs: Sequence[int],
+        generations: Sequence[int],
+        now: float,
+        exact: bool,
+        into: Settled,
+    ) -> int | None:
+        """``seqs`` settled as one slice of the run (``LeaseRun._settle_slice``) and added
+        to ``into``: the bytes freed; None (nothing changed) if they are not one."""
+        sliced = self._settle_slice(seqs, generations, now, exact=exact)
+        if sliced is None:
+            return None
+        times, streamed, freed, last = sliced
+        if last + 1 - len(seqs) == self._head:  # from the head on: skip them at once
+            self._head = last + 1
+        self._finger = last
+        into.seqs.extend(seqs)
+        into.publish_times.extend(times)
+        into.streamed.extend(streamed)
+        return freed
 
     def _end(self, seq: int) -> Lease | None:
         i = self._slot(seq)
@@ -378,35 +372,27 @@ class LeaseTable(LeaseRun):
         self, seqs: Sequence[int], generations: Sequence[int], now: float, deadline: float
     ) -> Extended:
         """``set_deadline`` to ``deadline`` of the leases a request's modack ids name,
-        ``(seqs[i], generations[i])``, in one loop and one record: an id names its
-        message's lease under that lease's generation before its deadline (after ``now``),
-        the check ``AckIds.resolve`` makes of a modack with or without exactly-once (an
-        id given twice moves its lease twice, as one by one). The run's slots only: the
-        other ids (stale, a lease in the overflow, none at all) are *misses*, left for
-        the caller's one-by-one path. Ids come mostly in seq order: the slot after the
-        last one found is tried before a bisect."""
-        # The slot search is ``settle_many``'s, written inline in both loops rather than as
-        # a method: a call an id in the hottest loop of an Acknowledge or a modack.
-        run, live, deadlines = self._seqs, self._generations, self._deadlines
-        n = len(run)
-        finger = self._finger
+        ``(seqs[i], generations[i])``, under one record: an id names its message's lease
+        under that lease's generation before its deadline (after ``now``), the check
+        ``AckIds.resolve`` makes of a modack with or without exactly-once (an id given
+        twice moves its lease twice, as one by one). The run's slots only: the other ids
+        (stale, a lease in the overflow, none at all) are *misses*, left for the caller's
+        one-by-one path. The request, then each of its stretches of consecutive seqs, is
+        moved as a slice of the run where it is one; the rest id by id."""
         extended = Extended([], [], [])
-        misses, moved, moved_generations = extended
-        for i, (seq, asked) in enumerate(zip(seqs, generations, strict=True)):
-            j = finger + 1
-            if j >= n or run[j] != seq:
-                j = bisect_left(run, seq)
-                if j >= n or run[j] != seq:
-                    misses.append(i)
-                    continue
-            if live[j] != asked or asked == _DEAD or deadlines[j] <= now:
-                misses.append(i)
-                continue
-            finger = j
-            deadlines[j] = deadline
-            moved.append(seq)
-            moved_generations.append(asked)
-        self._finger = finger
+        if self._extend_slice(seqs, generations, now, deadline):
+            extended.seqs.extend(seqs)
+            extended.generations.extend(generations)
+        else:
+            stretches = consecutive_stretches(seqs)
+            for start, end in stretches:
+                part, asked = seqs[start:end], generations[start:end]
+                if len(stretches) > 1 and self._extend_slice(part, asked, now, deadline):
+                    extended.seqs.extend(part)
+                    extended.generations.extend(asked)
+                else:
+                    self._extend_each(seqs, generations, start, end, now, deadline, extended)
+        moved = extended.seqs
         if moved and self._due.add_many(moved, deadline) > 2 * self._live + self.SLACK:
             self._rebuild_records()
         return extended
@@ -457,24 +443,8 @@ class LeaseTable(LeaseRun):
 
     def _rebuild_run(self) -> None:
         """The run again, without dead slots and with the overflow merged in: O(n)."""
-        if not self._overflow and self._dead == self._head:
-            # Every dead slot lies before the head (leases settled in the order they were
-            # given, as a batch consumer acks): the live leases are the run's tail, and
-            # dropping the head of each column is a move in C.
-            for column in self._columns():
-                del column[: self._head]
-            self._head = self._finger = self._dead = 0
-            return
-        if not self._overflow:  # column by column, without a Lease per slot
-            live = self._generations  # nonzero, i.e. not DEAD, exactly in a live slot
-            self._seqs = array("q", compress(self._seqs, live))
-            self._generations = array("q", compress(self._generations, live))
-            self._deadlines = array("d", compress(self._deadlines, live))
-            self._sizes = array("q", compress(self._sizes, live))
-            self._failed = array("q", compress(self._failed, live))
-            self._streams = array("q", compress(self._streams, live))
-            self._published = array("d", compress(self._published, live))
-            self._head = self._finger = self._dead = 0
+        if not self._overflow:
+            self._drop_dead()
             return
         leases = list(self)
         self._seqs = array("q", (lease.seq for lease in leases))
