@@ -26,9 +26,11 @@ of the last batch: the first batch pays for cold Python workers and the JIT), th
 the file source of the same session and batch size, and CPU per message sampled from /proc
 over the same window and messages: the *driver's* (the source-runner process, where the
 source's driver side runs: probe, plan, bookkeeping), the *read tasks'* (the Python workers
-that run ``read``: settle, pull, decode, journal, emit) and the server's (``eoclient
-serve``). Only processes descending from this session's JVM count (other Spark
-applications on the machine are not ours). Also: the largest batch's journal on disk (MB,
+that run ``read``: settle, pull, decode, journal, emit), the server's (``eoclient
+serve``) and, for both queries, the driver JVM's (on ``local[n]`` the whole of Spark's side:
+the executors' task threads, the JIT compilers, the stream's planning). Only processes
+descending from this session's JVM count (other Spark applications on the machine are not
+ours). Also: the largest batch's journal on disk (MB,
 and bytes a message), the source runner's peak RSS, and the driver JVM's peak heap use
 against its maximum (the default ``spark.driver.memory``, 1 GB, unless set). The
 exactly-once check counts the sink's rows through its metadata log: every published id
@@ -78,6 +80,7 @@ class Result:
     driver_us_per_msg: float | None = None
     read_us_per_msg: float | None = None
     server_us_per_msg: float | None = None
+    jvm_us_per_msg: float | None = None
     journal_mb: float | None = None
     runner_rss_mb: float | None = None
     heap_mb: float | None = None
@@ -341,6 +344,7 @@ def run_eoclient(
         ProcessCpu(command=SOURCE_RUNNER, ancestor=jvm) as cpu,
         ProcessCpu(command=READ_WORKER, ancestor=jvm) as read_cpu,
         ProcessCpu(pid=process.pid) as server_cpu,
+        ProcessCpu(pid=jvm) as jvm_cpu,
         JournalSize(work / "journal") as journal,
         HeapUse(spark) as heap,
     ):
@@ -361,6 +365,7 @@ def run_eoclient(
         driver_us_per_msg=cpu.between(start, end) / rows * 1e6,
         read_us_per_msg=read_cpu.between(start, end) / rows * 1e6,
         server_us_per_msg=server_cpu.between(start, end) / rows * 1e6,
+        jvm_us_per_msg=jvm_cpu.between(start, end) / rows * 1e6,
         journal_mb=journal.largest / 1e6,
         runner_rss_mb=cpu.peak_rss_kb / 1024,
         heap_mb=heap.peak / 2**20,
@@ -384,11 +389,17 @@ def run_file_source(spark: Any, work: Path, master: str, count: int, batch: int)
     frame.repartition(max(1, count // batch)).write.parquet(str(landing))
     reader = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", "1").format("parquet")
     reader = reader.option("path", str(landing))
-    with HeapUse(spark) as heap:
+    with HeapUse(spark) as heap, ProcessCpu(pid=jvm_pid(spark)) as jvm_cpu:
         summary = _summary(_run_query(reader, work))
-    summary.pop("window")
+    start, end, rows = summary.pop("window")
     return Result(
-        "Spark file source (peer)", master, None, batch, heap_mb=heap.peak / 2**20, **summary
+        "Spark file source (peer)",
+        master,
+        None,
+        batch,
+        heap_mb=heap.peak / 2**20,
+        jvm_us_per_msg=jvm_cpu.between(start, end) / rows * 1e6,
+        **summary,
     )
 
 
@@ -505,11 +516,11 @@ def main() -> int:
         "sustained after batch 1 | ratio to file source | driver CPU µs/msg | read tasks "
         "CPU µs/msg | server CPU µs/msg | journal MB/batch (B/msg) | source runner peak "
         "RSS MB | driver heap peak MB | first batch s | latestOffset ms/batch | addBatch "
-        "ms/batch |"
+        "ms/batch | driver JVM CPU µs/msg |"
     )
     lines = [
         header,
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         journal = (
@@ -523,7 +534,8 @@ def main() -> int:
             f"{shown(r.ratio, 2)} | {shown(r.driver_us_per_msg, 2)} | "
             f"{shown(r.read_us_per_msg)} | {shown(r.server_us_per_msg)} | {journal} | "
             f"{shown(r.runner_rss_mb, 0)} | {shown(r.heap_mb, 0)} | "
-            f"{r.first_batch_s:.1f} | {r.latest_offset_ms:.0f} | {r.add_batch_ms:.0f} |"
+            f"{r.first_batch_s:.1f} | {r.latest_offset_ms:.0f} | {r.add_batch_ms:.0f} | "
+            f"{shown(r.jvm_us_per_msg)} |"
         )
     load_after = os.getloadavg()[0]
     lines += [f"\nFailed: {failure[:300]}" for failure in failures]
