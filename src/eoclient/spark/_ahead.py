@@ -51,14 +51,19 @@ from eoclient.spark._wire import Received
 from eoclient.subscriber import AckRetrySettings, SubscriberClient
 
 # How long a worker holds a read-ahead after its pull ended, unadopted (seconds). At least
-# the idle window it fills (the JVM's tail, Spark's commit, the next planning and task
-# launch: ~0.45 s on a quiet machine, measured by benchmarks/spark_timeline.py), with room
-# for a busy machine (x4). Well below the lease: the deliveries are not extended while held
-# (their deadline runs from the server's answer, at least 10 s), and an adopting task may
-# journal without re-checking its leases only while first send + deadline is more than the
-# renewal margin (>= 5 s) away (``_decisions.may_claim_unverified``): 2 s of hold leaves
-# >= 3 s of a 10 s deadline for the task's own pull; later, it extends them first.
-HOLD_SECONDS = 2.0
+# the idle window it fills, the first one included: between two batches the JVM's tail,
+# Spark's commit, the next planning and task launch take ~0.45 s on a quiet machine
+# (benchmarks/spark_timeline.py), but after a query's first batch its cold start (the JIT,
+# the first Parquet files) put 3.6-6 s between the two batches' tasks on local[2]
+# (benchmarks/spark_pipeline.py, 100,000-message batches). A 2 s hold gave that first
+# read-ahead back in one run of three: each worker's whole share nacked (the server's
+# one-by-one way, ~14 µs a message) and pulled again by the next batch, which doubled the
+# server's and the read tasks' CPU a message in the batches measured. The deliveries are
+# not extended while held (their deadline runs from the server's answer, at least 10 s): an
+# adopting task journals without re-checking its leases only while first send + deadline
+# is more than the renewal margin (>= 5 s) away (``_decisions.may_claim_unverified``); past
+# that, as after a long hold on a 10 s deadline, it extends them first.
+HOLD_SECONDS = 6.0
 # Read-aheads given back at the hold bound in a row after which a worker stops reading ahead
 # (until two of its tasks come within HOLD_SECONDS of each other).
 EXPIRED_IN_A_ROW = 2
