@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import sys
 import threading
 from collections.abc import Coroutine
 from pathlib import Path
@@ -18,7 +19,7 @@ from eoclient._clock import SystemClock
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient.errors import Unavailable
 from eoclient.server_stub.core import Broker, NewMessage, SubscriptionConfig, TopicConfig
-from eoclient.server_stub.group_commit import GroupCommit
+from eoclient.server_stub.group_commit import COMMIT_SWITCH_INTERVAL, GroupCommit
 from eoclient.server_stub.services.table import Services
 from eoclient.server_stub.storage.sqlite import SqliteStore
 
@@ -196,3 +197,116 @@ async def _answered_after_commit(store: HeldStore, call: Coroutine[Any, Any, Any
 
 async def _entered(store: HeldStore) -> None:
     assert await asyncio.to_thread(store.entered.wait, 10)
+
+
+@pytest.mark.timeout(30)
+async def test_a_commit_its_caller_began_is_waited_for_once_and_later_changes_go_next(
+    tmp_path: Path,
+) -> None:
+    # ``start``: the commit begins on the caller's stack and runs while the caller works;
+    # the caller's ``durable()`` then waits for that commit (its change is in it), not for
+    # another one; a change made meanwhile waits for the next commit.
+    store = HeldStore(tmp_path)
+    broker = Broker(SystemClock(), store=store, record_history=False)
+    group = GroupCommit(store)
+    runner = asyncio.create_task(group.run())
+    await asyncio.sleep(0)  # the commit loop runs: commits go to its thread
+    try:
+        store.go.clear()
+        broker.topics.create(TopicConfig(TOPIC))
+        group.start()
+        assert group.in_flight  # begun at once, before the loop turned
+        assert not store.dirty  # the flight took the change
+        group.start()  # one in flight already: nothing more
+        await _entered(store)
+        first = asyncio.create_task(group.durable())
+        await asyncio.sleep(0.05)
+        assert not first.done()  # its change is in the commit held in its thread
+        broker.subscriptions.create(SubscriptionConfig(SUB, TOPIC))
+        second = asyncio.create_task(group.durable())
+        store.go.set()
+        await first
+        await second
+        assert group.commits == 2  # the held one, then the one with the subscription
+        assert not store.dirty
+    finally:
+        store.go.set()
+        await group.aclose()
+        await runner
+        store.close()
+    reopened = SqliteStore(tmp_path)
+    try:
+        assert [s.record.config.name for s in reopened.load().subscriptions] == [SUB]
+    finally:
+        reopened.close()
+
+
+async def test_start_without_its_loop_leaves_the_commit_to_durable(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path)
+    broker = Broker(SystemClock(), store=store, record_history=False)
+    group = GroupCommit(store)
+    broker.topics.create(TopicConfig(TOPIC))
+    group.start()
+    assert not group.in_flight
+    assert store.dirty
+    await group.durable()
+    assert not store.dirty
+    store.close()
+
+
+async def test_the_switch_interval_is_short_while_commit_loops_run(tmp_path: Path) -> None:
+    # Two servers' loops in one process, ending in the other order than they started:
+    # the interval the process had comes back once the last one ends.
+    before = sys.getswitchinterval()
+    first, second = SqliteStore(tmp_path / "a"), SqliteStore(tmp_path / "b")
+    groups = GroupCommit(first), GroupCommit(second)
+    try:
+        runners = [asyncio.create_task(group.run()) for group in groups]
+        await asyncio.sleep(0)
+        assert sys.getswitchinterval() == pytest.approx(min(before, COMMIT_SWITCH_INTERVAL))
+        await groups[0].aclose()
+        await runners[0]
+        assert sys.getswitchinterval() == pytest.approx(min(before, COMMIT_SWITCH_INTERVAL))
+        await groups[1].aclose()
+        await runners[1]
+        assert sys.getswitchinterval() == pytest.approx(before)
+    finally:
+        sys.setswitchinterval(before)
+        first.close()
+        second.close()
+
+
+@pytest.mark.timeout(30)
+async def test_an_exactly_once_pull_begins_its_commit_before_its_answer_is_encoded(
+    tmp_path: Path,
+) -> None:
+    # The deliveries leave the subscriber service with their leases' commit already in
+    # flight (the door encodes them meanwhile); without exactly-once nothing waits for
+    # that commit, and none is begun.
+    store = HeldStore(tmp_path)
+    services = Services(Broker(SystemClock(), store=store, record_history=False))
+    group = services.group_commit
+    runner = asyncio.create_task(group.run())
+    await asyncio.sleep(0)
+    try:
+        await services.call("CreateTopic", pb.Topic(name=TOPIC))
+        for name, exactly_once in ((SUB, True), (SUB + "-plain", False)):
+            subscription = pb.Subscription(
+                name=name, topic=TOPIC, enable_exactly_once_delivery=exactly_once
+            )
+            await services.call("CreateSubscription", subscription)
+        await services.call(
+            "Publish", pb.PublishRequest(topic=TOPIC, messages=[pb.PubsubMessage(data=b"x")] * 3)
+        )
+        plain = pb.PullRequest(subscription=SUB + "-plain", max_messages=3)
+        assert len(await services.subscriber.pull_deliveries(plain)) == 3
+        assert not group.in_flight
+        request = pb.PullRequest(subscription=SUB, max_messages=3)
+        assert len(await services.subscriber.pull_deliveries(request)) == 3
+        assert group.in_flight
+        assert not store.dirty  # both Pulls' leases are in it
+        await group.durable()
+    finally:
+        await group.aclose()
+        await runner
+        store.close()

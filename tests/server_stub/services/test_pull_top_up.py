@@ -1,7 +1,8 @@
 """After a unary Pull's answer the server tops its window up (services/subscriber.py,
-``after_answer``; ``Services.call`` runs it once the answer is handed on): only on a store
-that bounds the window, never while a commit runs (the store's reads would wait for it),
-and never before the answer."""
+``after_answer``; ``Services.call`` runs it once the answer is handed on), and a
+StreamingPull tops it up once its answers are written and it idles
+(services/streaming_pull.py): only on a store that bounds the window, never while a commit
+runs (the store's reads would wait for it), and never before the answer."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from eoclient._clock import SystemClock
 from eoclient._proto import pubsub_pb2 as pb
 from eoclient.server_stub.core import Broker
+from eoclient.server_stub.services.streaming_pull import DeliveryBatch, Step, StreamingPullSession
 from eoclient.server_stub.services.table import Services
 from eoclient.server_stub.storage.sqlite import SqliteStore
 
@@ -113,3 +115,74 @@ async def test_no_top_up_while_a_commit_runs(tmp_path: Path) -> None:
 async def test_a_memory_store_has_no_top_up() -> None:
     services = Services(Broker(SystemClock(), record_history=False))
     assert services.methods["Pull"].after_answer is None
+
+
+def _open_stream(services: Services, outstanding: int) -> StreamingPullSession:
+    first = pb.StreamingPullRequest(
+        subscription=SUB, stream_ack_deadline_seconds=30, max_outstanding_messages=outstanding
+    )
+    return services.streaming_pull.open(first, None, "ipv4:127.0.0.1:1")
+
+
+async def _idles(session: StreamingPullSession) -> asyncio.Future[Step]:
+    """``next_step`` with nothing to send (flow control holds the next lease back)."""
+    task = asyncio.ensure_future(session.next_step())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not task.done()
+    return task
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("exactly_once", [False, True])
+async def test_an_idle_stream_tops_the_window_up_after_its_answer(
+    tmp_path: Path, exactly_once: bool
+) -> None:
+    store = HeldStore(tmp_path)
+    services = Services(Broker(SystemClock(), store=store, record_history=False))
+    runner = asyncio.create_task(services.group_commit.run())
+    await asyncio.sleep(0)
+    try:
+        await _setup(services, exactly_once)
+        assert _window(services) == (10, 20)
+        session = _open_stream(services, 8)
+        step = await asyncio.wait_for(session.next_step(), 5)
+        assert sum(len(r.deliveries) for r in step.responses if isinstance(r, DeliveryBatch)) == 8
+        assert _window(services) == (2, 20)  # answered first
+        idle = await _idles(session)  # the answer written, the stream idles: topped up
+        assert _window(services) == (10, 12)
+        idle.cancel()
+        session.close()
+    finally:
+        await services.group_commit.aclose()
+        await runner
+        store.close()
+
+
+@pytest.mark.timeout(30)
+async def test_a_stream_does_not_top_up_while_a_commit_runs(tmp_path: Path) -> None:
+    store = HeldStore(tmp_path)
+    services = Services(Broker(SystemClock(), store=store, record_history=False))
+    group = services.group_commit
+    runner = asyncio.create_task(group.run())
+    await asyncio.sleep(0)
+    try:
+        await _setup(services, False)
+        session = _open_stream(services, 8)
+        await asyncio.wait_for(session.next_step(), 5)
+        store.go.clear()
+        store.entered.clear()
+        create = asyncio.create_task(services.call("CreateTopic", pb.Topic(name=TOPIC + "-2")))
+        assert await asyncio.to_thread(store.entered.wait, 10)
+        idle = await _idles(session)
+        assert _window(services) == (2, 20)  # skipped: nothing waits for the held commit
+        assert not create.done()
+        store.go.set()
+        await create
+        idle.cancel()
+        session.close()
+    finally:
+        store.go.set()
+        await group.aclose()
+        await runner
+        store.close()

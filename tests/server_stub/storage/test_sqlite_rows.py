@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 
@@ -198,3 +199,30 @@ def test_leases_in_bulk_write_the_rows_of_leases_one_by_one(
                 ).fetchall()
             )
     assert tables[0] == tables[1]
+
+
+def test_a_commit_whose_statement_fails_leaves_what_ran_before_it_to_the_next() -> None:
+    # What ran in the open transaction belongs to the commit that takes it (the store is
+    # clean meanwhile); if that commit fails with the transaction still open, the store
+    # is dirty again and the next commit commits it.
+    with tempfile.TemporaryDirectory() as directory:
+        store = SqliteStore(directory)
+        try:
+            writes = store._writes
+            writes.write("INSERT INTO meta (key, value) VALUES ('a', '1')", ())
+            writes.flush()  # run in the open transaction, not committed
+            writes.write("INSERT INTO meta (key, value) VALUES ('a', '2')", ())  # duplicate
+            store.begin_commit()
+            assert not store.dirty
+            with pytest.raises(sqlite3.IntegrityError):
+                store.finish_commit()
+            assert store.dirty
+            store.commit()
+        finally:
+            store.close()
+        reopened = SqliteStore(directory)
+        try:
+            rows = reopened._writes.read("SELECT value FROM meta WHERE key = 'a'").fetchall()
+            assert rows == [("1",)]
+        finally:
+            reopened.close()

@@ -29,6 +29,7 @@ commits and transforms its responses need.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -313,7 +314,23 @@ class StreamingPullSession:
             if responses:
                 return Step(responses)
             if not leased:
+                self._top_up()
                 await self.handle.wake.wait()
+
+    def _top_up(self) -> None:
+        """The stream idles, what it was given written (flow control, or an empty window,
+        holds the next lease back): load the window back up by one response's worth
+        (``SubscriptionDelivery.top_up``) while the client reads it, so that the lease its
+        acks let through does not stop to refill the window (10,000 rows at once), as a
+        unary Pull's answer does (``SubscriberService._top_up``). Only on a store that
+        bounds the window; not before the responses waiting for a commit are written (an
+        exactly-once answer would wait for the top-up), nor while a commit runs: the
+        store's reads would wait for its thread, and the loop with them (the top-up is an
+        optimisation only)."""
+        if self._waiting or self._broker.store.window is None or self._group_commit.in_flight:
+            return
+        with contextlib.suppress(RpcError):  # deleted or detached meanwhile: nothing to do
+            self._broker.delivery_state(self.handle.subscription).top_up(MAX_MESSAGES_PER_RESPONSE)
 
     def _wake_up(self, _: object = None) -> None:
         self.handle.wake.set()

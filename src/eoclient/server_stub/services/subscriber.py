@@ -28,6 +28,7 @@ from eoclient.errors import RpcError
 from eoclient.server_stub.bigquery import BigQueryStandIn
 from eoclient.server_stub.core import Broker, Delivery, SubscriptionView
 from eoclient.server_stub.core.validation import MAX_PULL_MESSAGES
+from eoclient.server_stub.group_commit import GroupCommit
 from eoclient.server_stub.services import (
     ack_settling,
     bigquery_config,
@@ -70,8 +71,11 @@ class SubscriberService:
         transforms: MessageTransforms | None = None,
         export_states: ExportStates | None = None,
         bigquery: BigQueryStandIn | None = None,
+        group_commit: GroupCommit | None = None,
     ) -> None:
         self.broker = broker
+        # An exactly-once Pull begins its leases' commit before its answer is encoded.
+        self._group_commit = group_commit
         # Where BigQuery subscriptions write (``bigquery_config`` checks them against it).
         self.bigquery = bigquery
         # A subscription's transforms run on what leaves it (``transforms/``).
@@ -274,7 +278,12 @@ class SubscriberService:
                 if not waiters:
                     self._pull_waiters.pop(request.subscription, None)
             deliveries = self.broker.leasing.pull(request.subscription, request.max_messages)
-        return await self.transforms.deliver(request.subscription, deliveries)
+        delivered = await self.transforms.deliver(request.subscription, deliveries)
+        if deliveries and self._group_commit is not None and self._exactly_once(request):
+            # The answer waits for the commit of these leases: begun now, so that its
+            # fsync runs in the commit's thread while the door encodes the answer.
+            self._group_commit.start()
+        return delivered
 
     def _top_up(self, request: pubsub_pb2.PullRequest) -> None:
         """After a Pull's answer, while its client reads it: load the window back up by

@@ -72,7 +72,9 @@ class Services:
         # Message transforms: the Publish handler, every Pull and StreamingPull, the push
         # sender and the exports run a resource's UDFs through this one stage.
         self.transforms = MessageTransforms(broker, transform_limits)
-        self.subscriber = SubscriberService(broker, self.transforms, edge.exports, edge.bigquery)
+        self.subscriber = SubscriberService(
+            broker, self.transforms, edge.exports, edge.bigquery, self.group_commit
+        )
         # StreamingPull: a session per call (the gRPC door drives it), woken through the
         # open streams (``streams``: the server notifies and drops them).
         self.streaming_pull = StreamingPullService(

@@ -103,6 +103,10 @@ class Writes:
         ``finish_commit`` must follow."""
         self._idle.wait()
         self._committing, self._ops = self._ops, []
+        # What ran in the open transaction is this commit's now: until it ends, ``dirty``
+        # says only whether something came after it (a caller with nothing new waits
+        # for the commit in flight, not for the next one: ``GroupCommit.pending``).
+        self._executed = False
         self._idle.clear()
 
     def finish_commit(self) -> None:
@@ -113,15 +117,15 @@ class Writes:
             ops, self._committing = self._committing, []
             self._run(ops)
             self.db.execute("COMMIT")
-            self._executed = False
             if self._checkpoints is not None:
                 self._checkpoints.committed(self.db)
             self.db.execute("BEGIN")
         except sqlite3.Error:
             if not self.db.in_transaction:  # rolled back by SQLite: start afresh
                 logger.critical("the store's transaction was rolled back; changes are lost")
-                self._executed = False
                 self.db.execute("BEGIN")
+            else:  # still open, with what ran in it: the next commit commits it
+                self._executed = True
             raise
         finally:
             self._idle.set()
