@@ -127,13 +127,12 @@ class LeaseRun:
             head += 1
         self._head = head
 
-    def _settle_slice(
-        self, seqs: Sequence[int], generations: Sequence[int], now: float, *, exact: bool
-    ) -> SliceSettled | None:
-        """Settle the leases of ``seqs`` under ``generations`` at once if they fill
-        consecutive live slots, each under its lease's own generation (and with ``exact``
-        before its deadline: after ``now``) — what ``LeaseTable.settle_many``'s loop
-        would do for each; None (nothing changed) otherwise. The caller counts them."""
+    def _live_slice(
+        self, seqs: Sequence[int], generations: Sequence[int], now: float | None
+    ) -> int | None:
+        """The slot where ``seqs`` start if they fill consecutive live slots, each under
+        its lease's own generation (and, with ``now``, before its deadline: after ``now``);
+        else None."""
         if not seqs:
             return None
         first = bisect_left(self._seqs, seqs[0])
@@ -143,9 +142,22 @@ class LeaseRun:
             current != list(generations)
             or DEAD in current
             or self._seqs[first:end].tolist() != list(seqs)
-            or (exact and min(self._deadlines[first:end]) <= now)
+            or (now is not None and min(self._deadlines[first:end]) <= now)
         ):
             return None
+        return first
+
+    def _settle_slice(
+        self, seqs: Sequence[int], generations: Sequence[int], now: float, *, exact: bool
+    ) -> SliceSettled | None:
+        """Settle the leases of ``seqs`` under ``generations`` at once if they are a live
+        slice of the run (``_live_slice``; with ``exact``, before their deadlines) — what
+        ``LeaseTable.settle_many``'s loop would do for each; None (nothing changed)
+        otherwise. The caller counts them."""
+        first = self._live_slice(seqs, generations, now if exact else None)
+        if first is None:
+            return None
+        end = first + len(seqs)
         self._generations[first:end] = array("q", bytes(8 * len(seqs)))  # all DEAD
         sizes, streams = self._sizes[first:end], self._streams[first:end]
         streamed = (
@@ -157,21 +169,13 @@ class LeaseRun:
         self, seqs: Sequence[int], generations: Sequence[int], now: float, deadline: float
     ) -> bool:
         """Move the leases of ``seqs`` under ``generations`` to ``deadline`` at once if they
-        fill consecutive live slots, each under its lease's own generation and before its
-        deadline (after ``now``) — what ``LeaseTable.extend_many``'s loop would do for each;
-        False (nothing changed) otherwise. The caller records the new deadline."""
-        if not seqs:
+        are a live slice of the run before their deadlines (``_live_slice``) — what
+        ``LeaseTable.extend_many``'s loop would do for each; False (nothing changed)
+        otherwise. The caller records the new deadline."""
+        first = self._live_slice(seqs, generations, now)
+        if first is None:
             return False
-        first = bisect_left(self._seqs, seqs[0])
         end = first + len(seqs)
-        current = self._generations[first:end].tolist()
-        if (
-            current != list(generations)
-            or DEAD in current
-            or self._seqs[first:end].tolist() != list(seqs)
-            or min(self._deadlines[first:end]) <= now
-        ):
-            return False
         self._deadlines[first:end] = array("d", (deadline,)) * len(seqs)
         self._finger = end - 1
         return True
