@@ -7,7 +7,9 @@ runs (the store's reads would wait for it), and never before the answer."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -51,16 +53,39 @@ def _window(services: Services) -> tuple[int, int]:
     return len(window.entries), window.cold()
 
 
+@contextlib.asynccontextmanager
+async def _serving(directory: Path) -> AsyncIterator[tuple[Services, HeldStore]]:
+    """Services on a ``HeldStore`` in ``directory``, with their commit loop running."""
+    store = HeldStore(directory)
+    services = Services(Broker(SystemClock(), store=store, record_history=False))
+    runner = asyncio.create_task(services.group_commit.run())
+    await asyncio.sleep(0)
+    try:
+        yield services, store
+    finally:
+        store.go.set()
+        await services.group_commit.aclose()
+        await runner
+        store.close()
+
+
+async def _hold_a_commit(services: Services, store: HeldStore) -> asyncio.Task[object]:
+    """A change somebody waits for, its commit's thread held until ``store.go`` is set:
+    the waiting call."""
+    store.go.clear()
+    store.entered.clear()
+    create = asyncio.create_task(services.call("CreateTopic", pb.Topic(name=TOPIC + "-2")))
+    assert await asyncio.to_thread(store.entered.wait, 10)
+    assert services.group_commit.in_flight
+    return create
+
+
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("exactly_once", [False, True])
 async def test_a_pull_tops_the_window_up_after_its_answer(
     tmp_path: Path, exactly_once: bool
 ) -> None:
-    store = HeldStore(tmp_path)
-    services = Services(Broker(SystemClock(), store=store, record_history=False))
-    runner = asyncio.create_task(services.group_commit.run())
-    await asyncio.sleep(0)
-    try:
+    async with _serving(tmp_path) as (services, _):
         await _setup(services, exactly_once)
         assert _window(services) == (10, 20)
         answer = await services.call("Pull", pb.PullRequest(subscription=SUB, max_messages=8))
@@ -68,27 +93,13 @@ async def test_a_pull_tops_the_window_up_after_its_answer(
         assert _window(services) == (2, 20)  # answered first
         await asyncio.sleep(0)
         assert _window(services) == (10, 12)
-    finally:
-        await services.group_commit.aclose()
-        await runner
-        store.close()
 
 
 @pytest.mark.timeout(30)
 async def test_no_top_up_while_a_commit_runs(tmp_path: Path) -> None:
-    store = HeldStore(tmp_path)
-    services = Services(Broker(SystemClock(), store=store, record_history=False))
-    group = services.group_commit
-    runner = asyncio.create_task(group.run())
-    await asyncio.sleep(0)
-    try:
+    async with _serving(tmp_path) as (services, store):
         await _setup(services, False)
-        # A change somebody waits for: its commit's thread is held.
-        store.go.clear()
-        store.entered.clear()
-        create = asyncio.create_task(services.call("CreateTopic", pb.Topic(name=TOPIC + "-2")))
-        assert await asyncio.to_thread(store.entered.wait, 10)
-        assert group.in_flight
+        create = await _hold_a_commit(services, store)
         # A plain Pull answers without waiting for that commit; its top-up is skipped,
         # and nothing waits for the held commit on the loop.
         answer = await services.call("Pull", pb.PullRequest(subscription=SUB, max_messages=8))
@@ -98,18 +109,13 @@ async def test_no_top_up_while_a_commit_runs(tmp_path: Path) -> None:
         assert not create.done()
         store.go.set()
         await create
-        assert not group.in_flight
+        assert not services.group_commit.in_flight
         assert _window(services) == (2, 20)
         # The next Pull refills inside it, as without top-ups (at least ``MIN_LOAD``
         # rows: all 20), and leaves nothing cold to top up.
         await services.call("Pull", pb.PullRequest(subscription=SUB, max_messages=8))
         await asyncio.sleep(0)
         assert _window(services) == (14, 0)
-    finally:
-        store.go.set()
-        await group.aclose()
-        await runner
-        store.close()
 
 
 async def test_a_memory_store_has_no_top_up() -> None:
@@ -138,11 +144,7 @@ async def _idles(session: StreamingPullSession) -> asyncio.Future[Step]:
 async def test_an_idle_stream_tops_the_window_up_after_its_answer(
     tmp_path: Path, exactly_once: bool
 ) -> None:
-    store = HeldStore(tmp_path)
-    services = Services(Broker(SystemClock(), store=store, record_history=False))
-    runner = asyncio.create_task(services.group_commit.run())
-    await asyncio.sleep(0)
-    try:
+    async with _serving(tmp_path) as (services, _):
         await _setup(services, exactly_once)
         assert _window(services) == (10, 20)
         session = _open_stream(services, 8)
@@ -153,27 +155,15 @@ async def test_an_idle_stream_tops_the_window_up_after_its_answer(
         assert _window(services) == (10, 12)
         idle.cancel()
         session.close()
-    finally:
-        await services.group_commit.aclose()
-        await runner
-        store.close()
 
 
 @pytest.mark.timeout(30)
 async def test_a_stream_does_not_top_up_while_a_commit_runs(tmp_path: Path) -> None:
-    store = HeldStore(tmp_path)
-    services = Services(Broker(SystemClock(), store=store, record_history=False))
-    group = services.group_commit
-    runner = asyncio.create_task(group.run())
-    await asyncio.sleep(0)
-    try:
+    async with _serving(tmp_path) as (services, store):
         await _setup(services, False)
         session = _open_stream(services, 8)
         await asyncio.wait_for(session.next_step(), 5)
-        store.go.clear()
-        store.entered.clear()
-        create = asyncio.create_task(services.call("CreateTopic", pb.Topic(name=TOPIC + "-2")))
-        assert await asyncio.to_thread(store.entered.wait, 10)
+        create = await _hold_a_commit(services, store)
         idle = await _idles(session)
         assert _window(services) == (2, 20)  # skipped: nothing waits for the held commit
         assert not create.done()
@@ -181,8 +171,3 @@ async def test_a_stream_does_not_top_up_while_a_commit_runs(tmp_path: Path) -> N
         await create
         idle.cancel()
         session.close()
-    finally:
-        store.go.set()
-        await group.aclose()
-        await runner
-        store.close()
