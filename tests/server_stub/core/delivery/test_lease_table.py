@@ -4,8 +4,8 @@ leases)."""
 
 from __future__ import annotations
 
-import copy
 from array import array
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -254,38 +254,47 @@ def test_deadline_records_rebuilt_from_columns_group_each_deadline_once() -> Non
 
 
 @st.composite
-def _table_and_request(draw: st.DrawFn) -> tuple[LeaseTable, list[int], list[int], float]:
-    """A table of several Pulls' leases (some ended, some moved to a past deadline) and a
-    request naming stretches of them in any order, with wrong generations, repeats and
-    unknown seqs among them."""
-    table = LeaseTable()
+def _table_and_request(
+    draw: st.DrawFn,
+) -> tuple[Callable[[], LeaseTable], list[int], list[int], float]:
+    """A table of several Pulls' leases (some ended, some moved to a past deadline), as a
+    function building it afresh each call, and a request naming stretches of them in any
+    order, with wrong generations, repeats and unknown seqs among them."""
     pulls = draw(st.lists(st.integers(1, 6), min_size=1, max_size=6))
-    first = 1
-    for count in pulls:
-        _pull(table, first, count, deadline=draw(st.sampled_from([5.0, 10.0])))
-        first += count
-    top = first - 1
-    for seq in draw(st.lists(st.integers(1, top), max_size=4)):
-        table.remove(seq)
-    for seq in draw(st.lists(st.integers(1, top), max_size=2)):
-        table.set_deadline(seq, 1.0)  # past by the request's time
+    deadlines = [draw(st.sampled_from([5.0, 10.0])) for _ in pulls]
+    top = sum(pulls)
+    removed = draw(st.lists(st.integers(1, top), max_size=4))
+    moved = draw(st.lists(st.integers(1, top), max_size=2))
+
+    def build() -> LeaseTable:
+        table = LeaseTable()
+        first = 1
+        for count, deadline in zip(pulls, deadlines, strict=True):
+            _pull(table, first, count, deadline=deadline)
+            first += count
+        for seq in removed:
+            table.remove(seq)
+        for seq in moved:
+            table.set_deadline(seq, 1.0)  # past by the request's time
+        return table
+
     seqs: list[int] = []
     for _ in range(draw(st.integers(1, 5))):
         start = draw(st.integers(1, top + 2))
         seqs += range(start, start + draw(st.integers(1, 6)))
     generations = [draw(st.sampled_from([1, 1, 1, 2])) for _ in seqs]
-    return table, seqs, generations, 2.0
+    return build, seqs, generations, 2.0
 
 
 @settings(max_examples=300)
 @given(case=_table_and_request(), exact=st.booleans())
 def test_settle_many_by_stretches_matches_id_by_id(
-    case: tuple[LeaseTable, list[int], list[int], float], exact: bool
+    case: tuple[Callable[[], LeaseTable], list[int], list[int], float], exact: bool
 ) -> None:
     """Settling a request as slices where its stretches are slices of the run leaves the
     table and answers as the id-by-id loop over the whole request does."""
-    table, seqs, generations, now = case
-    reference = copy.deepcopy(table)
+    build, seqs, generations, now = case
+    table, reference = build(), build()
     settled = table.settle_many(seqs, generations, now, exact=exact)
     expected = Settled([], [], [], [])
     reference._settle_each(seqs, generations, 0, len(seqs), now, exact, expected)
@@ -298,10 +307,10 @@ def test_settle_many_by_stretches_matches_id_by_id(
 @settings(max_examples=300)
 @given(case=_table_and_request())
 def test_extend_many_by_stretches_matches_id_by_id(
-    case: tuple[LeaseTable, list[int], list[int], float],
+    case: tuple[Callable[[], LeaseTable], list[int], list[int], float],
 ) -> None:
-    table, seqs, generations, now = case
-    reference = copy.deepcopy(table)
+    build, seqs, generations, now = case
+    table, reference = build(), build()
     extended = table.extend_many(seqs, generations, now, 50.0)
     expected = Extended([], [], [])
     reference._extend_each(seqs, generations, 0, len(seqs), now, 50.0, expected)
