@@ -56,13 +56,14 @@ from eoclient.subscriber import AckRetrySettings, SubscriberClient
 # (benchmarks/spark_timeline.py), but after a query's first batch its cold start (the JIT,
 # the first Parquet files) put 3.6-6 s between the two batches' tasks on local[2]
 # (benchmarks/spark_pipeline.py, 100,000-message batches). A 2 s hold gave that first
-# read-ahead back in one run of three: each worker's whole share nacked (the server's
-# one-by-one way, ~14 µs a message) and pulled again by the next batch, which doubled the
-# server's and the read tasks' CPU a message in the batches measured. The deliveries are
-# not extended while held (their deadline runs from the server's answer, at least 10 s): an
-# adopting task journals without re-checking its leases only while first send + deadline
-# is more than the renewal margin (>= 5 s) away (``_decisions.may_claim_unverified``); past
-# that, as after a long hold on a 10 s deadline, it extends them first.
+# read-ahead back in four runs of five (the server's counters): each worker's whole share
+# nacked (the server's one-by-one way, ~14 µs a message) and pulled again by the next
+# batch, which doubled the server's and the read tasks' CPU a message in the batches
+# measured. The deliveries are not extended while held (their deadline runs from the
+# server's answer, at least 10 s): an adopting task journals without re-checking its leases
+# only while first send + deadline is more than the renewal margin (>= 5 s) away
+# (``_decisions.may_claim_unverified``); past that, as after a long hold on a 10 s
+# deadline, it extends them first.
 HOLD_SECONDS = 6.0
 # Read-aheads given back at the hold bound in a row after which a worker stops reading ahead
 # (until two of its tasks come within HOLD_SECONDS of each other).
