@@ -6,10 +6,11 @@ deadlocking."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import sys
 import threading
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,21 @@ class HeldStore(SqliteStore):
             raise sqlite3.OperationalError("disk I/O error")
 
 
+@contextlib.asynccontextmanager
+async def _commit_loop(group: GroupCommit, store: HeldStore) -> AsyncIterator[None]:
+    """``group``'s commit loop running, as the server runs it (commits go to its thread),
+    until the block ends: then the held thread let go, the loop stopped, the store closed."""
+    runner = asyncio.create_task(group.run())
+    await asyncio.sleep(0)
+    try:
+        yield
+    finally:
+        store.go.set()
+        await group.aclose()
+        await runner
+        store.close()
+
+
 @pytest.mark.timeout(30)
 async def test_exactly_once_answers_leave_only_once_their_commit_ended(tmp_path: Path) -> None:
     # A delivery (its lease) and an acknowledgement's SUCCESS of an exactly-once
@@ -124,9 +140,7 @@ async def test_exactly_once_answers_leave_only_once_their_commit_ended(tmp_path:
     store = HeldStore(tmp_path)
     services = Services(Broker(SystemClock(), store=store, record_history=False))
     group = services.group_commit
-    runner = asyncio.create_task(group.run())
-    await asyncio.sleep(0)  # the commit loop runs: commits go to its thread
-    try:
+    async with _commit_loop(group, store):
         await services.call("CreateTopic", pb.Topic(name=TOPIC))
         await services.call(
             "CreateSubscription",
@@ -141,11 +155,6 @@ async def test_exactly_once_answers_leave_only_once_their_commit_ended(tmp_path:
         assert len(ack_ids) == 3
         acknowledge = pb.AcknowledgeRequest(subscription=SUB, ack_ids=ack_ids)
         await _answered_after_commit(store, services.call("Acknowledge", acknowledge))
-    finally:
-        store.go.set()
-        await group.aclose()
-        await runner
-        store.close()
     reopened = SqliteStore(tmp_path)
     try:
         assert reopened.load().subscriptions[0].backlog == 0  # the acks were committed
@@ -160,9 +169,7 @@ async def test_a_commit_that_fails_fails_its_waiters_and_the_next_one_commits(
     store = HeldStore(tmp_path)
     broker = Broker(SystemClock(), store=store, record_history=False)
     group = GroupCommit(store)
-    runner = asyncio.create_task(group.run())
-    await asyncio.sleep(0)  # the commit loop runs: commits go to its thread
-    try:
+    async with _commit_loop(group, store):
         broker.topics.create(TopicConfig(TOPIC))
         store.fail_next = True
         with pytest.raises(Unavailable, match="could not store the change: disk I/O error"):
@@ -171,10 +178,6 @@ async def test_a_commit_that_fails_fails_its_waiters_and_the_next_one_commits(
         await group.durable()
         assert not store.dirty
         assert group.commits == 1  # the one that did not fail
-    finally:
-        await group.aclose()
-        await runner
-        store.close()
     reopened = SqliteStore(tmp_path)
     try:
         assert [s.record.config.name for s in reopened.load().subscriptions] == [SUB]
@@ -209,9 +212,7 @@ async def test_a_commit_its_caller_began_is_waited_for_once_and_later_changes_go
     store = HeldStore(tmp_path)
     broker = Broker(SystemClock(), store=store, record_history=False)
     group = GroupCommit(store)
-    runner = asyncio.create_task(group.run())
-    await asyncio.sleep(0)  # the commit loop runs: commits go to its thread
-    try:
+    async with _commit_loop(group, store):
         store.go.clear()
         broker.topics.create(TopicConfig(TOPIC))
         group.start()
@@ -229,11 +230,6 @@ async def test_a_commit_its_caller_began_is_waited_for_once_and_later_changes_go
         await second
         assert group.commits == 2  # the held one, then the one with the subscription
         assert not store.dirty
-    finally:
-        store.go.set()
-        await group.aclose()
-        await runner
-        store.close()
     reopened = SqliteStore(tmp_path)
     try:
         assert [s.record.config.name for s in reopened.load().subscriptions] == [SUB]
@@ -286,9 +282,7 @@ async def test_an_exactly_once_pull_begins_its_commit_before_its_answer_is_encod
     store = HeldStore(tmp_path)
     services = Services(Broker(SystemClock(), store=store, record_history=False))
     group = services.group_commit
-    runner = asyncio.create_task(group.run())
-    await asyncio.sleep(0)
-    try:
+    async with _commit_loop(group, store):
         await services.call("CreateTopic", pb.Topic(name=TOPIC))
         for name, exactly_once in ((SUB, True), (SUB + "-plain", False)):
             subscription = pb.Subscription(
@@ -306,7 +300,3 @@ async def test_an_exactly_once_pull_begins_its_commit_before_its_answer_is_encod
         assert group.in_flight
         assert not store.dirty  # both Pulls' leases are in it
         await group.durable()
-    finally:
-        await group.aclose()
-        await runner
-        store.close()
