@@ -31,7 +31,8 @@ from eoclient.server_stub.core.delivery.entries import (
     seq_of,
     size_of,
 )
-from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable, NewLeases, Settled
+from eoclient.server_stub.core.delivery.lease_run import EndedRun, Settled
+from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable, NewLeases
 from eoclient.server_stub.core.delivery.stream_flow import OpenStreams, StreamFlow
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import SeqMessage, StoredLease, SubscriptionStorage
@@ -175,6 +176,28 @@ class Leases:
         if lease is None:
             return None
         return lease, self._released(lease, lease.failed_attempts + failed)
+
+    def end_many(
+        self, seqs: Sequence[int], generations: Sequence[int], now: float
+    ) -> tuple[EndedRun, list[StoredMessage] | None]:
+        """``end(..., failed=True)`` of every lease a request's nack ids name that is live
+        at ``now`` (``LeaseTable.end_many``: what it ended, and the ids it left alone),
+        with the bodies the core kept of those ended (None: the store keeps them). The
+        store is handed each end as ``end`` hands it, in the ids' order."""
+        ended = self.table.end_many(seqs, generations, now)
+        if any(ended.streams):
+            release = self.streams.release
+            for stream_id, size in zip(ended.streams, ended.sizes, strict=True):
+                release(stream_id, size)
+        if not self._durable:
+            take = self._bodies.pop
+            return ended, [take(seq) for seq in ended.seqs]
+        end_lease = self._storage.end_lease
+        for seq, generation, deadline, failed in zip(
+            ended.seqs, ended.generations, ended.deadlines, ended.failed_attempts, strict=True
+        ):
+            end_lease(seq, generation, deadline, failed + 1)
+        return ended, None
 
     def expire(self, now: float) -> Iterator[Ended]:
         """End, one at a time, every lease whose deadline is at or before ``now`` (a
