@@ -183,7 +183,7 @@ class Leases:
         """``end(..., failed=True)`` of every lease a request's nack ids name that is live
         at ``now`` (``LeaseTable.end_many``: what it ended, and the ids it left alone),
         with the bodies the core kept of those ended (None: the store keeps them). The
-        store is handed each end as ``end`` hands it, in the ids' order."""
+        store is handed each end as ``end`` hands it, in the ids' order, in one call."""
         ended = self.table.end_many(seqs, generations, now)
         if any(ended.streams):
             release = self.streams.release
@@ -192,11 +192,8 @@ class Leases:
         if not self._durable:
             take = self._bodies.pop
             return ended, [take(seq) for seq in ended.seqs]
-        end_lease = self._storage.end_lease
-        for seq, generation, deadline, failed in zip(
-            ended.seqs, ended.generations, ended.deadlines, ended.failed_attempts, strict=True
-        ):
-            end_lease(seq, generation, deadline, failed + 1)
+        failed = [attempts + 1 for attempts in ended.failed_attempts]
+        self._storage.end_leases(ended.seqs, ended.generations, ended.deadlines, failed)
         return ended, None
 
     def expire(self, now: float) -> Iterator[Ended]:
