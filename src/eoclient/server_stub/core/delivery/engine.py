@@ -329,9 +329,9 @@ class SubscriptionDelivery:
         later messages) every id is one."""
         if self.waiting.ordered:
             return range(len(seqs))
-        ended, bodies = self.leases.end_many(seqs, generations, self._now)
+        ended, held = self.leases.end_many(seqs, generations, self._now)
         if ended.seqs:
-            self._ends.nacked_many(ended, bodies, self._now)
+            self._ends.nacked_many(ended, held, self._now)
         return ended.misses
 
     # ------------------------------------------------------------ settled
@@ -350,10 +350,10 @@ class SubscriptionDelivery:
         (``Leases.settle_many``). The positions of the other ids, in order: the caller
         answers those one by one (``Acks``)."""
         now = self._now
-        settled, bodies = self.leases.settle_many(seqs, generations, now, exact=exact)
+        settled, held = self.leases.settle_many(seqs, generations, now, exact=exact)
         self.waiting.leases_left(settled.seqs)
         self.counters.acked += len(settled.seqs)
-        self._settlement.settled_many(settled.seqs, settled.publish_times, bodies, now)
+        self._settlement.settled_many(settled.seqs, settled.publish_times, held, now)
         return settled.misses
 
     def _settle(self, seq: int, acked: bool, now: float) -> bool:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from eoclient.server_stub.core.delivery.entries import Counters
+from eoclient.server_stub.core.delivery.entries import Counters, Entry
 from eoclient.server_stub.core.delivery.lease_run import EndedRun
 from eoclient.server_stub.core.delivery.lease_table import Lease
 from eoclient.server_stub.core.delivery.leases import Ended, Leases
@@ -72,9 +72,10 @@ class LeaseEnds:
         if self._rules.past_retention(lease.publish_time, now):
             self.drop(seq, now)
 
-    def nacked_many(self, ended: EndedRun, bodies: list[StoredMessage] | None, now: float) -> None:
+    def nacked_many(self, ended: EndedRun, held: list[Entry] | None, now: float) -> None:
         """``lease_ended(lease, body, now, now)`` of each lease ``ended`` (nacked at
-        ``now``, without ordering keys: no rewinds) at once: the messages given back
+        ``now``, without ordering keys: no rewinds; ``held``: their entries, or None) at
+        once: the messages given back
         together, then, in the ids' order, those that used up their attempts forwarded
         and those past the retention dropped."""
         rules = self._rules
@@ -85,7 +86,7 @@ class LeaseEnds:
             backoff = rules.backoff
             ready_at = [now + backoff(attempts) for attempts in failed]
         self._counters.nacked += len(failed)
-        self._waiting.give_back_many(ended, bodies, ready_at, failed, now)
+        self._waiting.give_back_many(ended, held, ready_at, failed, now)
         limit = rules.max_delivery_attempts
         cutoff = rules.retention_cutoff(now)
         if (limit is None or max(failed) < limit) and min(ended.publish_times) > cutoff:

@@ -180,18 +180,20 @@ class Waiting:
     def give_back_many(
         self,
         ended: EndedRun,
-        bodies: list[StoredMessage] | None,
+        held: list[Entry] | None,
         ready_at: list[float],
         failed_attempts: list[int],
         now: float,
     ) -> None:
         """``give_back`` of each lease of ``ended`` (one request's nacks, ``Leases.end_many``)
         with its ``ready_at`` and ``failed_attempts``, at once; without ordering keys
-        only (a key's messages would each take their place in its order)."""
+        only (a key's messages would each take their place in its order). ``held``: the
+        entries the leases kept, which wait again as they are (None: the store keeps the
+        bodies)."""
         if self._ordered:
             raise ValueError("give_back_many is for subscriptions without ordering keys")
         seqs = ended.seqs
-        if bodies is None:
+        if held is None:
             returned = map(
                 Returned,
                 ready_at,
@@ -202,11 +204,18 @@ class Waiting:
             )
             self.window.give_back_many(seqs, list(returned))
             return
+        messages = list(map(message_of, held))
         # A delivery time (0.0: none) is one ``_admit`` would raise ``ready_at`` to.
-        if any(map(deliver_at_of, bodies)):
-            ready_at = list(map(max, ready_at, map(deliver_at_of, bodies)))
-        entries = list(map(Entry, seqs, bodies, failed_attempts, ended.generations, ready_at))
-        self.window.add_back(entries, seqs, bodies)
+        if any(map(deliver_at_of, messages)):
+            ready_at = list(map(max, ready_at, map(deliver_at_of, messages)))
+        # What ``give_back`` would build each with (``key_position`` stays -1: no keys).
+        for entry, attempts, generation, at in zip(
+            held, failed_attempts, ended.generations, ready_at, strict=True
+        ):
+            entry.failed_attempts = attempts
+            entry.generation = generation
+            entry.ready_at = at
+        self.window.add_back(held, seqs, messages)
         self.schedule.push_many(seqs, ready_at, now)
 
     # ------------------------------------------------------------ out
