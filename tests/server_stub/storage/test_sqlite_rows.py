@@ -204,15 +204,23 @@ def test_leases_in_bulk_write_the_rows_of_leases_one_by_one(
 _end_calls = st.lists(
     st.tuples(
         st.sampled_from([SUB, "projects/p/subscriptions/other"]),
-        # (seq, generation, deadline, failed attempts) of each lease ended by one call.
-        st.lists(
-            st.tuples(
-                st.integers(1, 12),
-                st.integers(1, 4),
-                st.sampled_from([100.0, 200.0]),
-                st.integers(0, 5),
+        # (seq, generation, deadline, failed attempts) of each lease ended by one call:
+        # any, or a stretch of seqs (one Pull's leases) ending alike but for one.
+        st.one_of(
+            st.lists(
+                st.tuples(
+                    st.integers(1, 12),
+                    st.integers(1, 4),
+                    st.sampled_from([100.0, 200.0]),
+                    st.integers(0, 5),
+                ),
+                max_size=5,
             ),
-            max_size=5,
+            st.tuples(st.integers(1, 12), st.integers(1, 12), st.integers(0, 12)).map(
+                lambda case: [
+                    (seq, 2, 100.0, 1 + (seq == case[2])) for seq in range(case[0], case[1] + 1)
+                ]
+            ),
         ),
     ),
     max_size=8,

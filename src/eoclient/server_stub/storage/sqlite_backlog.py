@@ -60,8 +60,11 @@ _INSERT_BACKLOG = "INSERT INTO backlog (subscription, seq, size) VALUES (?, ?, ?
 # Over a range of seqs, each of them settled (``Writes.write_ranges``): one statement for
 # a run of acks in seq order.
 _SETTLE = "DELETE FROM backlog WHERE subscription = ? AND seq BETWEEN ? AND ?"
-_END_LEASE = (
-    "UPDATE backlog SET generation = ?, failed_attempts = ? WHERE subscription = ? AND seq = ?"
+# Over a range of seqs, each of them ended with the same generation and failed attempts
+# (``Writes.write_stretches``): one statement for the leases of a Pull nacked whole.
+_END_LEASES = (
+    "UPDATE backlog SET generation = ?, failed_attempts = ? "
+    "WHERE subscription = ? AND seq BETWEEN ? AND ?"
 )
 _INSERT_LEASES = "INSERT INTO leases (subscription, deadline, leases) VALUES (?, ?, ?)"
 _FORGET_LEASES = "DELETE FROM leases WHERE subscription = ? AND deadline <= ?"
@@ -382,8 +385,8 @@ class BacklogTables:
         """Each lease of ``seqs`` ended without an ack (a nack, an expiry, a rewind): its
         backlog row's update, and its marker, which lives as long as the lease it ends
         (forgotten at the same deadline): one batch when they share it."""
-        ends = zip(generations, failed, [subscription] * len(seqs), seqs, strict=True)
-        self._writes.write_rows(_END_LEASE, list(ends))
+        ends = list(zip(generations, failed, strict=True))
+        self._writes.write_stretches(_END_LEASES, subscription, seqs, ends)
         negated = [-generation for generation in generations]
         if deadlines and min(deadlines) == max(deadlines):
             self.lease_many(subscription, seqs, negated, deadlines[0])

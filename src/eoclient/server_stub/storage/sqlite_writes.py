@@ -64,12 +64,31 @@ class Writes:
         else:
             self._ops.append((sql, [row]))
 
-    def write_rows(self, sql: str, rows: list[Row]) -> None:
-        """``write`` of each of ``rows``, at once."""
+    def write_rows(self, sql: str, rows: list[Any]) -> None:
+        """``write`` of each of ``rows`` (tuples, or lists as ``write_ranges`` makes), at
+        once."""
         if self._ops and self._ops[-1][0] is sql:
             self._ops[-1][1].extend(rows)
         elif rows:
             self._ops.append((sql, rows))
+
+    def write_stretches(
+        self, sql: str, key: int, seqs: Sequence[int], values: Sequence[Row]
+    ) -> None:
+        """Rows of ``sql``, a statement over (``*values[i]``, key, first seq, last seq):
+        each stretch of ``seqs`` counting up by one with equal ``values`` is one row (one
+        Pull's ids given back whole: one row of a range, not one a message)."""
+        rows: list[list[Any]] = []
+        last: list[Any] = []
+        last_value: Row = ()
+        for seq, value in zip(seqs, values, strict=True):
+            if last and seq == last[-1] + 1 and value == last_value:
+                last[-1] = seq
+            else:
+                last = [*value, key, seq, seq]
+                last_value = value
+                rows.append(last)
+        self.write_rows(sql, rows)
 
     def write_ranges(self, sql: str, key: int, seqs: Iterable[int]) -> None:
         """Buffer ``seqs`` for ``sql``, a statement over (key, first seq, last seq): a seq
