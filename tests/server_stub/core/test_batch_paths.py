@@ -1,19 +1,22 @@
 """The batch paths of the delivery engine against its one-message-at-a-time paths.
 
 Acknowledge settles a request's ids at once (``Acks._apply_batch``: ``parse_ack_ids``,
-``SubscriptionDelivery.ack_many``, ``LeaseTable.settle_many``), and a ModifyAckDeadline that
+``SubscriptionDelivery.ack_many``, ``LeaseTable.settle_many``); a ModifyAckDeadline that
 extends moves their leases at once (``SubscriptionDelivery.extend_many``,
-``LeaseTable.extend_many``); both leave the rest — stale, repeated, restored ids — to the
-per-id path. Pull and StreamingPull (under the stream's flow control) take runs of ready
-messages at once (``Schedule.take_run``, ``SubscriptionDelivery._deliver_run``,
-``Leases.lease_run``, ``LeaseTable.add_many``) and the rest one at a time; the window's
-refill admits the rows it loads past every lease at once (``Backlog.load_fresh``,
-``Waiting._admit_fresh``; see also delivery/test_refill.py) and looks at each row otherwise.
-On random scenarios (publishes, pulls with byte limits, pulls of a stream under its flow
-control, acks of fresh, stale, repeated and
-foreign ids, nacks, modacks, time passing; plain and exactly-once, with and without ordering
-keys, in memory and on SQLite with a small window) a broker using the batch paths must
-answer and end up exactly as one whose batch paths are switched off.
+``LeaseTable.extend_many``), and one that nacks ends them and gives their messages back at
+once (``SubscriptionDelivery.nack_many``, ``LeaseTable.end_many``, ``LeaseEnds.nacked_many``:
+with the backoff, dead letters and retention drops of one by one); each leaves the rest —
+stale, repeated, restored ids — to the per-id path. Pull and StreamingPull (under the
+stream's flow control) take runs of ready messages at once (``Schedule.take_run``,
+``SubscriptionDelivery._deliver_run``, ``Leases.lease_run``, ``LeaseTable.add_many``) and
+the rest one at a time; the window's refill admits the rows it loads past every lease at
+once (``Backlog.load_fresh``, ``Waiting._admit_fresh``; see also delivery/test_refill.py)
+and looks at each row otherwise. On random scenarios (publishes, pulls with byte limits,
+pulls of a stream under its flow control, acks, nacks and modacks of fresh, stale, repeated
+and foreign ids, time passing; plain and exactly-once, with and without ordering keys, with
+a retry backoff, dead letters or a retention, in memory and on SQLite with a small window)
+a broker using the batch paths must answer and end up exactly as one whose batch paths are
+switched off.
 """
 
 from __future__ import annotations
@@ -23,12 +26,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eoclient._clock import FakeClock
 from eoclient.errors import InvalidArgument
-from eoclient.server_stub.core import Broker, NewMessage, SubscriptionConfig, TopicConfig
+from eoclient.server_stub.core import (
+    Broker,
+    DeadLetterPolicy,
+    NewMessage,
+    RetryPolicy,
+    SubscriptionConfig,
+    TopicConfig,
+)
 from eoclient.server_stub.core.ack_ids import parse_ack_id, parse_ack_ids
 from eoclient.server_stub.core.delivery.lease_table import LeaseTable, NewLeases
 from eoclient.server_stub.core.store import Store
@@ -36,6 +47,15 @@ from eoclient.server_stub.storage.sqlite import SqliteStore
 
 TOPIC = "projects/p1/topics/batch"
 SUB = "projects/p1/subscriptions/batch"
+DEAD_LETTERS = "projects/p1/topics/dead-letters"
+DEAD_LETTERED = "projects/p1/subscriptions/dead-lettered"
+# What a lease's end (a nack, an expiry) may lead to besides waiting again at once.
+_POLICIES: dict[str, dict[str, Any]] = {
+    "none": {},
+    "backoff": {"retry_policy": RetryPolicy(1.0, 8.0)},
+    "dead letters": {"dead_letter_policy": DeadLetterPolicy(DEAD_LETTERS, 5)},
+    "retention": {"message_retention_duration": 600.0},
+}
 
 # ----------------------------------------------------------------- parse_ack_ids
 
@@ -73,6 +93,14 @@ def test_parse_ack_ids_answers_what_parse_ack_id_does(ack_ids: list[str], uid: s
 
 # ----------------------------------------------------------------- whole scenarios
 
+# Which of the newest issued ids (by position, counted from the newest), and how.
+_nack = st.tuples(
+    st.just("nack"),
+    st.lists(st.integers(0, 12), max_size=15),
+    st.sampled_from(
+        ["as is", "in order", "shuffled", "repeated", "with a foreign id", "never issued"]
+    ),
+)
 _operations = st.lists(
     st.one_of(
         st.tuples(st.just("publish"), st.integers(1, 12), st.sampled_from(["", "k1", "k2"])),
@@ -86,13 +114,14 @@ _operations = st.lists(
             st.lists(st.integers(0, 40), max_size=15),
             st.sampled_from(["as is", "shuffled", "repeated", "with a foreign id", "never issued"]),
         ),
-        st.tuples(st.just("nack"), st.lists(st.integers(0, 40), max_size=5)),
+        _nack,
         st.tuples(
             st.just("modack"),
             st.lists(st.integers(0, 40), max_size=15),
             st.sampled_from(["as is", "shuffled", "repeated", "with a foreign id", "never issued"]),
         ),
-        st.tuples(st.just("wait"), st.sampled_from([1.0, 5.0, 11.0, 30.0])),
+        # 605 s: past the retention of the subscriptions that have one (600 s).
+        st.tuples(st.just("wait"), st.sampled_from([1.0, 5.0, 11.0, 30.0, 605.0])),
     ),
     max_size=30,
 )
@@ -112,6 +141,8 @@ class _Run:
         self.clock = FakeClock()
         self.broker = Broker(self.clock, store=store, rng=random.Random(7), record_history=False)
         self.broker.topics.create(TopicConfig(TOPIC))
+        self.broker.topics.create(TopicConfig(DEAD_LETTERS))
+        self.broker.subscriptions.create(SubscriptionConfig(DEAD_LETTERED, DEAD_LETTERS))
         self.broker.subscriptions.create(
             SubscriptionConfig(SUB, TOPIC, ack_deadline_seconds=10, **options)
         )
@@ -131,19 +162,24 @@ class _Run:
     def state(self) -> Any:
         delivery = self.broker.delivery_state(SUB)
         reads = delivery.reads
+        dead = self.broker.delivery_state(DEAD_LETTERED).reads
         return (
             self.broker.counters(SUB),
             reads.backlog(),
             reads.leased(),
-            sorted(lease.seq for lease in delivery.leases.table),
+            reads.backlog_bytes(),
+            reads.oldest_unacked(),
+            list(delivery.leases.table),
             reads.retained(),
+            [(m.message_id, leased) for m, leased in reads.peek(100)],
             [(f.outstanding_messages, f.outstanding_bytes) for f in delivery.streams.all()],
+            [(m.data, m.attributes) for m, _ in dead.peek(100)],
         )
 
 
 def _ack_ids(broker: Broker, operation: Any, issued: list[str]) -> list[str]:
     ids = [issued[-1 - i] for i in operation[1] if i < len(issued)]
-    how = operation[2] if operation[0] in ("ack", "modack") else "as is"
+    how = operation[2] if operation[0] in ("ack", "modack", "nack") else "as is"
     if how == "in order":  # the newest ids as issued: a unary Pull's response, acked whole
         ids = issued[len(issued) - len(ids) :]
     elif how == "shuffled":
@@ -203,11 +239,21 @@ def _drive(runs: list[_Run], operations: list[Any]) -> None:
     # The stream's flow control: max outstanding messages and bytes (0: none); a
     # message is 2 or 3 bytes.
     st.tuples(st.sampled_from([0, 1, 4]), st.sampled_from([0, 5, 20])),
+    st.sampled_from(sorted(_POLICIES)),
 )
 def test_batches_answer_as_one_at_a_time(
-    operations: list[Any], exactly_once: bool, ordered: bool, sqlite: bool, flow: tuple[int, int]
+    operations: list[Any],
+    exactly_once: bool,
+    ordered: bool,
+    sqlite: bool,
+    flow: tuple[int, int],
+    policies: str,
 ) -> None:
-    options = {"enable_exactly_once_delivery": exactly_once, "enable_message_ordering": ordered}
+    options: dict[str, Any] = {
+        "enable_exactly_once_delivery": exactly_once,
+        "enable_message_ordering": ordered,
+    }
+    options.update(_POLICIES[policies])
     with tempfile.TemporaryDirectory() as directory:
         stores: list[Store | None] = (
             [SqliteStore(Path(directory) / name, window=3, gc_interval=0) for name in "ab"]
@@ -224,6 +270,139 @@ def test_batches_answer_as_one_at_a_time(
             for store in stores:
                 if store is not None:
                     store.close()
+
+
+# Mostly pulls and nacks: the messages go round, their attempts used up (dead letters),
+# their backoffs overlapping, some outliving the retention while leased.
+_give_backs = st.lists(
+    st.one_of(
+        st.tuples(st.just("publish"), st.integers(1, 12), st.just("")),
+        st.tuples(st.just("pull"), st.integers(1, 10), st.just(None)),
+        st.tuples(st.just("pull"), st.integers(1, 10), st.just(None)),
+        st.tuples(st.just("stream"), st.integers(1, 10)),
+        _nack,
+        _nack,
+        _nack,
+        st.tuples(st.just("modack"), st.lists(st.integers(0, 12), max_size=8), st.just("as is")),
+        st.tuples(st.just("ack"), st.lists(st.integers(0, 12), max_size=4), st.just("as is")),
+        st.tuples(st.just("wait"), st.sampled_from([1.0, 3.0, 11.0, 605.0])),
+    ),
+    min_size=8,
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    _give_backs,
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from([(0, 0), (4, 20)]),
+    st.sampled_from(sorted(_POLICIES)),
+)
+def test_nacks_given_back_at_once_answer_as_one_at_a_time(
+    operations: list[Any], exactly_once: bool, sqlite: bool, flow: tuple[int, int], policies: str
+) -> None:
+    """Nacks without ordering keys (``nack_many``), the batch path a nack takes."""
+    options: dict[str, Any] = {"enable_exactly_once_delivery": exactly_once}
+    options.update(_POLICIES[policies])
+    with tempfile.TemporaryDirectory() as directory:
+        stores: list[Store | None] = (
+            [SqliteStore(Path(directory) / name, window=3, gc_interval=0) for name in "ab"]
+            if sqlite
+            else [None, None]
+        )
+        try:
+            runs = [
+                _Run(store, options, batches=batches, flow=flow)
+                for store, batches in zip(stores, (True, False), strict=True)
+            ]
+            _drive(runs, operations)
+        finally:
+            for store in stores:
+                if store is not None:
+                    store.close()
+
+
+@pytest.mark.parametrize("policies", sorted(_POLICIES))
+@pytest.mark.parametrize("sqlite", [False, True])
+@pytest.mark.parametrize("exactly_once", [False, True])
+def test_whole_responses_nacked_again_and_again_as_one_at_a_time(
+    policies: str, sqlite: bool, exactly_once: bool, tmp_path: Path
+) -> None:
+    """Every message nacked until its attempts are used up (dead letters), its backoff
+    growing, or until it outlived the retention while leased: the slice path of
+    ``LeaseTable.end_many`` and every consequence of ``LeaseEnds.nacked_many``."""
+    every = ("nack", list(range(12)), "in order")
+    rounds = [("pull", 10, None), ("pull", 10, None), every, ("wait", 11.0)] * 6
+    operations = [("publish", 12, ""), *rounds, ("wait", 590.0), ("pull", 10, None)]
+    operations += [("wait", 6.0), ("nack", list(range(10)), "shuffled"), ("pull", 10, None)]
+    options: dict[str, Any] = {"enable_exactly_once_delivery": exactly_once}
+    options.update(_POLICIES[policies])
+    stores: list[Store | None] = (
+        [SqliteStore(tmp_path / name, window=5, gc_interval=0) for name in "ab"]
+        if sqlite
+        else [None, None]
+    )
+    try:
+        runs = [
+            _Run(store, options, batches=batches)
+            for store, batches in zip(stores, (True, False), strict=True)
+        ]
+        _drive(runs, operations)
+        counters = runs[0].broker.counters(SUB)
+        if policies == "dead letters":
+            assert counters["dead_lettered"] == 12
+        if policies == "retention":
+            assert counters["discarded"] > 0
+    finally:
+        for store in stores:
+            if store is not None:
+                store.close()
+
+
+def test_a_nack_of_fresh_ids_takes_the_batch_path() -> None:
+    run = _Run(None, {"retry_policy": RetryPolicy(5.0, 60.0)}, batches=True)
+    run.broker.publishing.publish(TOPIC, [NewMessage(b"x") for _ in range(5)])
+    delivery = run.broker.delivery_state(SUB)
+    ids = [d.ack_id for d in run.broker.leasing.pull(SUB, 5)]
+    called: list[int] = []
+    nack_many = delivery.nack_many
+
+    def spy(*args: Any) -> Any:
+        misses = nack_many(*args)
+        called.append(len(misses))
+        return misses
+
+    delivery.nack_many = spy  # type: ignore[method-assign]
+    reply = run.broker.acks.modify_ack_deadline(SUB, ids, 0)
+    assert called == [0]
+    assert reply.confirmed == tuple(ids)
+    assert delivery.counters.nacked == 5
+    assert run.broker.leasing.pull(SUB, 5) == []  # the backoff: 5 s
+    run.clock.advance(5)
+    again = run.broker.leasing.pull(SUB, 5)
+    assert [d.message.message_id for d in again] == ["1", "2", "3", "4", "5"]
+
+
+def test_attempts_given_back_at_once_survive_a_restart(tmp_path: Path) -> None:
+    """The store is handed each nacked lease's end (``Leases.end_many``): after a restart
+    the messages come again with their failed attempts counted."""
+    options = {"dead_letter_policy": DeadLetterPolicy(DEAD_LETTERS, 5)}
+    store = SqliteStore(tmp_path / "data", window=3, gc_interval=0)
+    run = _Run(store, options, batches=True)
+    run.broker.publishing.publish(TOPIC, [NewMessage(b"x") for _ in range(5)])
+    for _ in range(2):
+        ids = [d.ack_id for d in run.broker.leasing.pull(SUB, 5)]
+        assert run.broker.acks.modify_ack_deadline(SUB, ids, 0).confirmed == tuple(ids)
+    store.close()
+    store = SqliteStore(tmp_path / "data", window=3, gc_interval=0)
+    try:
+        restarted = Broker(run.clock, store=store)
+        again = restarted.leasing.pull(SUB, 10)
+        assert [d.delivery_attempt for d in again] == [3] * 5
+    finally:
+        store.close()
 
 
 def test_an_acknowledge_of_fresh_ids_takes_the_batch_path() -> None:

@@ -201,6 +201,73 @@ def test_leases_in_bulk_write_the_rows_of_leases_one_by_one(
     assert tables[0] == tables[1]
 
 
+_end_calls = st.lists(
+    st.tuples(
+        st.sampled_from([SUB, "projects/p/subscriptions/other"]),
+        # (seq, generation, deadline, failed attempts) of each lease ended by one call:
+        # any, or a stretch of seqs (one Pull's leases) ending alike but for one.
+        st.one_of(
+            st.lists(
+                st.tuples(
+                    st.integers(1, 12),
+                    st.integers(1, 4),
+                    st.sampled_from([100.0, 200.0]),
+                    st.integers(0, 5),
+                ),
+                max_size=5,
+            ),
+            st.tuples(st.integers(1, 12), st.integers(1, 12), st.integers(0, 12)).map(
+                lambda case: [
+                    (seq, 2, 100.0, 1 + (seq == case[2])) for seq in range(case[0], case[1] + 1)
+                ]
+            ),
+        ),
+    ),
+    max_size=8,
+)
+
+
+@given(_end_calls, _lease_calls)
+def test_lease_ends_in_bulk_write_the_rows_of_ends_one_by_one(
+    calls: list[tuple[str, list[tuple[int, int, float, int]]]],
+    leases: list[tuple[str, float, list[tuple[int, int]]]],
+) -> None:
+    """``end_leases`` (one request's nacks) leaves the backlog rows and the lease markers
+    as ``end_lease`` of each does, between leases given as usual."""
+    message = StoredMessage("1", b"x", {}, "", 1e9, 1)
+    seqs = list(range(1, 13))
+    tables = []
+    for bulk in (False, True):
+        with _store() as store:
+            receivers = {SUB: seqs, "projects/p/subscriptions/other": seqs}
+            store.publish(TOPIC, [(seq, message) for seq in seqs], receivers)
+            for i, (subscription, ends) in enumerate(calls):
+                if leases:  # leases given between the ends, in turns
+                    leased, deadline, pairs = leases[i % len(leases)]
+                    for seq, generation in pairs:
+                        store.lease(leased, seq, generation, deadline)
+                if bulk:
+                    columns = [list(column) for column in zip(*ends, strict=True)] or [[]] * 4
+                    store.end_leases(subscription, *columns)
+                else:
+                    for seq, generation, deadline, failed in ends:
+                        store.end_lease(subscription, seq, generation, deadline, failed)
+            store.commit()
+            read = store._writes.read
+            tables.append(
+                (
+                    read(
+                        "SELECT subscription, deadline, leases FROM leases ORDER BY id"
+                    ).fetchall(),
+                    read(
+                        "SELECT subscription, seq, generation, failed_attempts FROM backlog "
+                        "ORDER BY subscription, seq"
+                    ).fetchall(),
+                )
+            )
+    assert tables[0] == tables[1]
+
+
 def test_a_commit_whose_statement_fails_leaves_what_ran_before_it_to_the_next() -> None:
     # What ran in the open transaction belongs to the commit that takes it (the store is
     # clean meanwhile); if that commit fails with the transaction still open, the store

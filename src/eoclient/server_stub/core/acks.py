@@ -89,8 +89,13 @@ class Acks:
         self._resources.touch(subscription, now)
         exactly_once = subscription.config.enable_exactly_once_delivery
         pending = self._apply_batch(subscription, ack_ids, operation, seconds)
-        # A lease that moved changes nothing a waiter waits for; a settled one does.
-        changed = operation == "ack" and pending is not None and len(pending) < len(ack_ids)
+        # A lease that moved changes nothing a waiter waits for; a settled or a nacked
+        # one does (a message to deliver again).
+        changed = (
+            (operation == "ack" or seconds == 0)
+            and pending is not None
+            and len(pending) < len(ack_ids)
+        )
         if pending is None:
             pending = range(len(ack_ids))
             if not exactly_once:
@@ -116,16 +121,17 @@ class Acks:
         operation: Operation,
         seconds: int,
     ) -> Sequence[int] | None:
-        """The common requests — acks, and modacks that extend, of ids this subscription
-        issued under its current uid — applied at once (``SubscriptionDelivery.ack_many``,
-        ``extend_many``): the positions of the ids left for ``_apply_each`` (stale,
-        repeated, restored ones: their answers are there). None: the request is not a
-        common one, every id goes one by one — nacks (a lease's end, an ordering key's
-        rewind), injected faults, the history recording each answer, and acks with
-        exactly-once and ordering keys (each checks its key's earlier messages)."""
+        """The common requests — acks, modacks that extend and nacks, of ids this
+        subscription issued under its current uid — applied at once
+        (``SubscriptionDelivery.ack_many``, ``extend_many``, ``nack_many``): the positions
+        of the ids left for ``_apply_each`` (stale, repeated, restored ones: their answers
+        are there). None: the request is not a common one, every id goes one by one —
+        injected faults, the history recording each answer, nacks with ordering keys (each
+        rewinds its key's later messages), and acks with exactly-once and ordering keys
+        (each checks its key's earlier messages)."""
         config = subscription.config
         if (
-            (operation == "modack" and seconds == 0)
+            (operation == "modack" and seconds == 0 and config.enable_message_ordering)
             or self._faults
             or self._history.enabled
             or (
@@ -141,6 +147,8 @@ class Acks:
             return None
         seqs, generations = parsed
         if operation == "modack":
+            if seconds == 0:
+                return delivery.nack_many(seqs, generations)
             return delivery.extend_many(seqs, generations, seconds)
         return delivery.ack_many(seqs, generations, exact=config.enable_exactly_once_delivery)
 

@@ -326,16 +326,34 @@ class LeasesInBulk(Protocol):
         ...
 
 
+@runtime_checkable
+class LeaseEndsInBulk(Protocol):
+    """A store that takes the ends of one request's nacks in one call."""
+
+    def end_leases(
+        self,
+        subscription: str,
+        seqs: Sequence[int],
+        generations: Sequence[int],
+        deadlines: Sequence[float],
+        failed_attempts: Sequence[int],
+    ) -> None:
+        """``Store.end_lease`` of each of ``seqs`` (with the same position of the other
+        columns), in that order."""
+        ...
+
+
 class SubscriptionStorage:
     """One subscription's part of a store: what its delivery state hands over and reads."""
 
-    __slots__ = ("_lease_many", "_store", "name", "window")
+    __slots__ = ("_end_leases", "_lease_many", "_store", "name", "window")
 
     def __init__(self, store: Store, name: str) -> None:
         self._store = store
         self.name = name
         self.window = store.window
         self._lease_many = store.lease_many if isinstance(store, LeasesInBulk) else None
+        self._end_leases = store.end_leases if isinstance(store, LeaseEndsInBulk) else None
 
     def settle(self, seqs: Sequence[int], retain: Sequence[Acked] = ()) -> None:
         self._store.settle(self.name, seqs, retain)
@@ -354,6 +372,24 @@ class SubscriptionStorage:
 
     def end_lease(self, seq: int, generation: int, deadline: float, failed_attempts: int) -> None:
         self._store.end_lease(self.name, seq, generation, deadline, failed_attempts)
+
+    def end_leases(
+        self,
+        seqs: Sequence[int],
+        generations: Sequence[int],
+        deadlines: Sequence[float],
+        failed_attempts: Sequence[int],
+    ) -> None:
+        """``end_lease`` of each of ``seqs`` (one request's nacks): one store call if it
+        takes them so."""
+        if self._end_leases is not None:
+            self._end_leases(self.name, seqs, generations, deadlines, failed_attempts)
+            return
+        end_lease, name = self._store.end_lease, self.name
+        for seq, generation, deadline, failed in zip(
+            seqs, generations, deadlines, failed_attempts, strict=True
+        ):
+            end_lease(name, seq, generation, deadline, failed)
 
     def forget_leases(self, now: float) -> None:
         self._store.forget_leases(self.name, now)

@@ -199,7 +199,19 @@ class SqliteStore:
         self, subscription: str, seq: int, generation: int, deadline: float, failed_attempts: int
     ) -> None:
         id_ = self._subscription[subscription]
-        self._messages.end_lease(id_, seq, generation, deadline, failed_attempts)
+        self._messages.end_leases(id_, (seq,), (generation,), (deadline,), (failed_attempts,))
+
+    def end_leases(
+        self,
+        subscription: str,
+        seqs: Sequence[int],
+        generations: Sequence[int],
+        deadlines: Sequence[float],
+        failed_attempts: Sequence[int],
+    ) -> None:
+        """``end_lease`` of each of ``seqs`` (one request's nacks), in order."""
+        id_ = self._subscription[subscription]
+        self._messages.end_leases(id_, seqs, generations, deadlines, failed_attempts)
 
     def forget_leases(self, subscription: str, now: float) -> None:
         self._messages.forget_leases(self._subscription[subscription], now)

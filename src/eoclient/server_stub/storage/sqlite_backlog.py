@@ -20,21 +20,15 @@ from __future__ import annotations
 import json
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from eoclient.server_stub.core import policies
 from eoclient.server_stub.core.model import StoredMessage
-from eoclient.server_stub.core.store import (
-    Acked,
-    BacklogRow,
-    SeqMessage,
-    StoredAck,
-    StoredLease,
-)
+from eoclient.server_stub.core.store import Acked, BacklogRow, SeqMessage, StoredAck, StoredLease
 from eoclient.server_stub.storage import codec
 from eoclient.server_stub.storage.sqlite_cache import CACHE_BYTES, TailCache
-from eoclient.server_stub.storage.sqlite_writes import Writes
+from eoclient.server_stub.storage.sqlite_writes import ROWS_PER_READ, Writes, in_chunks
 
 MESSAGE_COLUMNS = "m.message_id, m.data, m.attributes, m.ordering_key, m.publish_time, m.size"
 _ROW_COLUMNS = f"b.seq, b.failed_attempts, b.generation, {MESSAGE_COLUMNS}"
@@ -57,9 +51,6 @@ _BACKLOG_OWN = (
     "FROM (SELECT seq, failed_attempts, generation FROM backlog "
     "WHERE subscription = ? AND seq > ? ORDER BY seq LIMIT ?)"
 )
-# Point reads name at most this many seqs a statement (SQLite allows 32,766 parameters;
-# a few hundred keep each statement's plan and parameter list small).
-_ROWS_PER_READ = 500
 
 _INSERT_MESSAGE = (
     "INSERT INTO messages (seq, topic, message_id, data, attributes, ordering_key, "
@@ -69,8 +60,11 @@ _INSERT_BACKLOG = "INSERT INTO backlog (subscription, seq, size) VALUES (?, ?, ?
 # Over a range of seqs, each of them settled (``Writes.write_ranges``): one statement for
 # a run of acks in seq order.
 _SETTLE = "DELETE FROM backlog WHERE subscription = ? AND seq BETWEEN ? AND ?"
-_END_LEASE = (
-    "UPDATE backlog SET generation = ?, failed_attempts = ? WHERE subscription = ? AND seq = ?"
+# Over a range of seqs, each of them ended with the same generation and failed attempts
+# (``Writes.write_stretches``): one statement for the leases of a Pull nacked whole.
+_END_LEASES = (
+    "UPDATE backlog SET generation = ?, failed_attempts = ? "
+    "WHERE subscription = ? AND seq BETWEEN ? AND ?"
 )
 _INSERT_LEASES = "INSERT INTO leases (subscription, deadline, leases) VALUES (?, ?, ?)"
 _FORGET_LEASES = "DELETE FROM leases WHERE subscription = ? AND deadline <= ?"
@@ -170,15 +164,6 @@ def _unpack(blob: bytes) -> array[int]:
     return pairs
 
 
-def _in_chunks(
-    seqs: Sequence[int], size: int = _ROWS_PER_READ
-) -> Iterator[tuple[Sequence[int], str]]:
-    """``seqs`` in chunks of at most ``size``, each with its ``?,?,...`` for ``IN (...)``."""
-    for start in range(0, len(seqs), size):
-        chunk = seqs[start : start + size]
-        yield chunk, ",".join("?" * len(chunk))
-
-
 class BacklogTables:
     def __init__(self, writes: Writes, cache_bytes: int = CACHE_BYTES) -> None:
         self._writes = writes
@@ -233,7 +218,7 @@ class BacklogTables:
     def _lease_rows(self, subscription: int, seqs: list[int]) -> list[tuple[Any, ...]]:
         found: list[tuple[Any, ...]] = []
         # A restart reads every lease once: larger reads.
-        for chunk, marks in _in_chunks(seqs, 20 * _ROWS_PER_READ):
+        for chunk, marks in in_chunks(seqs, 20 * ROWS_PER_READ):
             found.extend(
                 self._writes.db.execute(
                     "SELECT b.seq, b.generation, b.failed_attempts, b.size, m.publish_time, "
@@ -311,7 +296,7 @@ class BacklogTables:
 
     def rows(self, subscription: int, seqs: Sequence[int]) -> list[BacklogRow]:
         found: list[BacklogRow] = []
-        for chunk, marks in _in_chunks(seqs):
+        for chunk, marks in in_chunks(seqs):
             rows = self._writes.read(
                 "SELECT seq, failed_attempts, generation FROM backlog "
                 f"WHERE subscription = ? AND seq IN ({marks}) ORDER BY seq",
@@ -342,7 +327,7 @@ class BacklogTables:
 
     def _read_messages(self, seqs: list[int]) -> dict[int, StoredMessage]:
         found: dict[int, StoredMessage] = {}
-        for chunk, marks in _in_chunks(seqs):
+        for chunk, marks in in_chunks(seqs):
             for row in self._writes.read(
                 f"SELECT m.seq, {MESSAGE_COLUMNS} FROM messages m WHERE m.seq IN ({marks})",
                 chunk,
@@ -389,12 +374,25 @@ class BacklogTables:
         else:
             batches.append((subscription, deadline, pairs))
 
-    def end_lease(
-        self, subscription: int, seq: int, generation: int, deadline: float, failed: int
+    def end_leases(
+        self,
+        subscription: int,
+        seqs: Sequence[int],
+        generations: Sequence[int],
+        deadlines: Sequence[float],
+        failed: Sequence[int],
     ) -> None:
-        self._writes.write(_END_LEASE, (generation, failed, subscription, seq))
-        # The marker lives as long as the lease it ends: forgotten at the same deadline.
-        self.lease(subscription, seq, -generation, deadline)
+        """Each lease of ``seqs`` ended without an ack (a nack, an expiry, a rewind): its
+        backlog row's update, and its marker, which lives as long as the lease it ends
+        (forgotten at the same deadline): one batch when they share it."""
+        ends = list(zip(generations, failed, strict=True))
+        self._writes.write_stretches(_END_LEASES, subscription, seqs, ends)
+        negated = [-generation for generation in generations]
+        if deadlines and min(deadlines) == max(deadlines):
+            self.lease_many(subscription, seqs, negated, deadlines[0])
+            return
+        for seq, generation, deadline in zip(seqs, negated, deadlines, strict=True):
+            self.lease(subscription, seq, generation, deadline)
 
     def flush_leases(self) -> None:
         """Buffer the lease batches as rows (before a commit, and before any statement

@@ -8,6 +8,7 @@ serving — and buffering the next group — during the fsync. A read waits for 
 flight, then runs what is pending first (``flush``), so it sees every change made
 before it.
 
+``in_chunks`` cuts the seqs of a point read into statements of a few hundred each.
 ``Names`` numbers the resources' names for the tables (``names``: an id is never reused
 for another name), through the same buffer.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from eoclient.server_stub.storage.sqlite_checkpoints import Checkpoints
@@ -27,6 +28,20 @@ logger = logging.getLogger("eoclient.server_stub.store")
 Row = tuple[Any, ...]
 # A statement and its rows: tuples, or lists for ranges extended in place (``write_ranges``).
 Operation = tuple[str, list[Any]]
+
+
+# Point reads name at most this many seqs a statement (SQLite allows 32,766 parameters;
+# a few hundred keep each statement's plan and parameter list small).
+ROWS_PER_READ = 500
+
+
+def in_chunks(
+    seqs: Sequence[int], size: int = ROWS_PER_READ
+) -> Iterator[tuple[Sequence[int], str]]:
+    """``seqs`` in chunks of at most ``size``, each with its ``?,?,...`` for ``IN (...)``."""
+    for start in range(0, len(seqs), size):
+        chunk = seqs[start : start + size]
+        yield chunk, ",".join("?" * len(chunk))
 
 
 class Writes:
@@ -48,6 +63,32 @@ class Writes:
             self._ops[-1][1].append(row)
         else:
             self._ops.append((sql, [row]))
+
+    def write_rows(self, sql: str, rows: list[Any]) -> None:
+        """``write`` of each of ``rows`` (tuples, or lists as ``write_ranges`` makes), at
+        once."""
+        if self._ops and self._ops[-1][0] is sql:
+            self._ops[-1][1].extend(rows)
+        elif rows:
+            self._ops.append((sql, rows))
+
+    def write_stretches(
+        self, sql: str, key: int, seqs: Sequence[int], values: Sequence[Row]
+    ) -> None:
+        """Rows of ``sql``, a statement over (``*values[i]``, key, first seq, last seq):
+        each stretch of ``seqs`` counting up by one with equal ``values`` is one row (one
+        Pull's ids given back whole: one row of a range, not one a message)."""
+        rows: list[list[Any]] = []
+        last: list[Any] = []
+        last_value: Row = ()
+        for seq, value in zip(seqs, values, strict=True):
+            if last and seq == last[-1] + 1 and value == last_value:
+                last[-1] = seq
+            else:
+                last = [*value, key, seq, seq]
+                last_value = value
+                rows.append(last)
+        self.write_rows(sql, rows)
 
     def write_ranges(self, sql: str, key: int, seqs: Iterable[int]) -> None:
         """Buffer ``seqs`` for ``sql``, a statement over (key, first seq, last seq): a seq

@@ -13,13 +13,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from eoclient.server_stub.core.delivery.lease_deadlines import DeadlineRecords
-from eoclient.server_stub.core.delivery.lease_table import (
-    Extended,
-    Lease,
-    LeaseTable,
-    NewLeases,
-    Settled,
-)
+from eoclient.server_stub.core.delivery.lease_run import EndedRun, Extended, Settled
+from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable, NewLeases
 
 
 def lease(seq: int, generation: int = 1, deadline: float = 10.0, size: int = 5) -> Lease:
@@ -318,3 +313,32 @@ def test_extend_many_by_stretches_matches_id_by_id(
     assert [(lease.seq, lease.deadline) for lease in table] == [
         (lease.seq, lease.deadline) for lease in reference
     ]
+
+
+@settings(max_examples=300)
+@given(case=_table_and_request())
+def test_end_many_by_stretches_matches_removing_id_by_id(
+    case: tuple[Callable[[], LeaseTable], list[int], list[int], float],
+) -> None:
+    """A request's nacks ended at once (slices where its stretches are slices of the run)
+    end the leases, answer and leave the table as ``remove`` of each id that names a live
+    lease under its generation before its deadline (``AckIds.resolve``), in the ids' order,
+    does."""
+    build, seqs, generations, now = case
+    table, reference = build(), build()
+    ended = table.end_many(seqs, generations, now)
+    misses: list[int] = []
+    removed: list[Lease] = []
+    for i, (seq, generation) in enumerate(zip(seqs, generations, strict=True)):
+        current = reference.current(seq)
+        if current is None or current[0] != generation or current[1] <= now:
+            misses.append(i)
+            continue
+        gone = reference.remove(seq)
+        assert gone is not None
+        removed.append(gone)
+    columns = [list(column) for column in zip(*removed, strict=True)] or [[]] * 7
+    assert ended == EndedRun(misses, *columns)
+    assert list(table) == list(reference)
+    assert (len(table), table.bytes) == (len(reference), reference.bytes)
+    assert table.oldest() == reference.oldest()

@@ -238,3 +238,48 @@ def test_has_ready_drops_stale_entries_of_the_run_and_the_heap() -> None:
     assert entry is not None
     assert entry.seq == 4
     assert not schedule.has_ready(0.0)
+
+
+class _EndsRecordingStore(_RecordingStore):
+    def end_lease(
+        self, subscription: str, seq: int, generation: int, deadline: float, failed: int
+    ) -> None:
+        self.calls.append(("end_lease", subscription, seq, generation, deadline, failed))
+
+
+class _BulkEndsRecordingStore(_EndsRecordingStore):
+    def end_leases(
+        self,
+        subscription: str,
+        seqs: Sequence[int],
+        generations: Sequence[int],
+        deadlines: Sequence[float],
+        failed: Sequence[int],
+    ) -> None:
+        self.calls.append(
+            (
+                "end_leases",
+                subscription,
+                list(seqs),
+                list(generations),
+                list(deadlines),
+                list(failed),
+            )
+        )
+
+
+def test_a_requests_nacks_go_to_the_store_in_one_call_if_it_takes_them_so() -> None:
+    taken = [Entry(1, message(1)), Entry(2, message(2), failed_attempts=2), Entry(4, message(4))]
+    plain, bulk = _EndsRecordingStore(), _BulkEndsRecordingStore()
+    for store in (plain, bulk):
+        leases = Leases(SubscriptionStorage(cast(Store, store), SUB))
+        for entry in taken:
+            leases.lease(entry, 30.0, None)
+        ended, bodies = leases.end_many([4, 2, 1], [1, 1, 1], 0.0)
+        assert (ended.seqs, ended.misses, bodies) == ([4, 2, 1], [], None)
+    assert bulk.calls[3:] == [("end_leases", SUB, [4, 2, 1], [1, 1, 1], [30.0] * 3, [1, 3, 1])]
+    assert plain.calls[3:] == [
+        ("end_lease", SUB, 4, 1, 30.0, 1),
+        ("end_lease", SUB, 2, 1, 30.0, 3),
+        ("end_lease", SUB, 1, 1, 30.0, 1),
+    ]

@@ -24,7 +24,8 @@ A message's life, by this class's sections:
   after it, in order (docs/protocol.md#ordering-keys) — or, when it used up its delivery
   attempts, goes to the dead-letter topic (``forward`` publishes it there and it is settled
   here as if acked; if the dead-letter topic is gone the message stays and every later
-  failure tries again), or for good when it outlived the retention while it was leased;
+  failure tries again), or for good when it outlived the retention while it was leased
+  (``lease_ends.LeaseEnds``: for one lease, and for one request's nacks at once);
 * settled (``ack``, the backlog policies): out of whichever room holds it, then into
   settlement;
 * restart (``restore``): the uid and leases the store kept, every other unacknowledged
@@ -37,7 +38,9 @@ The rules these follow (retry backoff, dead letters, retention, TTL, retained ac
 snapshots and peek read is ``reads.DeliveryReads`` (``reads``).
 
 Costs, with n messages held: delivery, ack, nack, extension and expiry O(log n) each (the heaps and
-the lease table); retention O(log n) a message dropped. Every change the store must keep (settled,
+the lease table); retention O(log n) a message dropped. A request's acks, extensions and nacks
+(``ack_many``, ``extend_many``, ``nack_many``) and a Pull's deliveries go mostly as runs, in a few
+passes in C over columns. Every change the store must keep (settled,
 leases, failed attempts, retained, reset) is handed to ``storage`` as it happens.
 """
 
@@ -54,8 +57,8 @@ from eoclient.server_stub.core.delivery.entries import (
     fitting_in,
     run_deliveries,
 )
-from eoclient.server_stub.core.delivery.lease_table import Lease
-from eoclient.server_stub.core.delivery.leases import Ended, Leases
+from eoclient.server_stub.core.delivery.lease_ends import LeaseEnds
+from eoclient.server_stub.core.delivery.leases import Leases
 from eoclient.server_stub.core.delivery.reads import DeliveryReads
 from eoclient.server_stub.core.delivery.retention import Departures, Retention
 from eoclient.server_stub.core.delivery.rules import DeliveryRules, Forwarder
@@ -87,6 +90,7 @@ class SubscriptionDelivery:
         self._retention = Retention(self.waiting, self.leases, self.rules)
         self.reads = DeliveryReads(self.waiting, self.leases, self._settlement, storage)
         self._ack_ids = AckIds(uid)
+        self._ends = LeaseEnds(self.waiting, self.leases, self.rules, self.counters, self._settle)
         # The latest ``now`` a change was given: acks, which take none, decide by it
         # (the rooms calling them advance the state first).
         self._now = -math.inf
@@ -127,7 +131,7 @@ class SubscriptionDelivery:
             # The lease ended at its deadline, not when this (lazy) call noticed it:
             # the retry backoff counts from the deadline, else a late tick or pull
             # would push the redelivery back by however long nobody looked.
-            self._lease_ended(lease, body, lease.deadline, now)
+            self._ends.lease_ended(lease, body, lease.deadline, now)
         self.waiting.schedule.release_due(now)
         self._settle_departures(self._retention.enforce(now), now)
         self._settlement.prune_retained(self.rules.retention_cutoff(now))
@@ -212,7 +216,7 @@ class SubscriptionDelivery:
             if message.publish_time <= cutoff:
                 # Leased past its retention, then nacked or expired along with an
                 # earlier message of its key: the retention walk did not see it leased.
-                self._drop(entry.seq, now)
+                self._ends.drop(entry.seq, now)
                 continue
             if max_bytes is not None and deliveries and total_bytes + message.size > max_bytes:
                 schedule.put_back(entry.seq)
@@ -315,48 +319,27 @@ class SubscriptionDelivery:
             ended = self.leases.end(target.seq, failed=True)
             if ended is not None:
                 lease, body = ended
-                self._lease_ended(lease, body, now, now)
+                self._ends.lease_ended(lease, body, now, now)
 
-    def _lease_ended(
-        self, lease: Lease, body: StoredMessage | None, ended_at: float, now: float
-    ) -> None:
-        """Nack or expiry of ``lease`` (out of the leases already), ended at
-        ``ended_at``: a failed attempt (module docstring)."""
-        seq = lease.seq
-        failed_attempts = lease.failed_attempts + 1
-        ready_at = ended_at + self.rules.backoff(failed_attempts)
-        followers: list[Ended] = []
-        for later in self.waiting.rewind(seq):
-            # Sent back with it, not failed: their attempts stay as they were.
-            ended = self.leases.end(later, failed=False)
-            if ended is not None:
-                followers.append(ended)
-        self.waiting.give_back(lease, body, ready_at, failed_attempts, now)
-        for follower, follower_body in followers:
-            self.waiting.give_back(follower, follower_body, ready_at, follower.failed_attempts, now)
-        if self.rules.attempts_used_up(failed_attempts) and self._forward(seq, now):
-            return
-        if self.rules.past_retention(lease.publish_time, now):
-            self._drop(seq, now)
-
-    def _forward(self, seq: int, now: float) -> bool:
-        """Divert the would-be next delivery to the dead-letter topic (True if done)."""
-        forward = self.rules.forward
-        if forward is None:
-            return False
-        message, failed_attempts = self.waiting.body(seq)
-        if message is None or not forward(message, failed_attempts):
-            return False  # the dead-letter topic is gone: keep redelivering
-        self.counters.dead_lettered += 1
-        self._settle(seq, acked=True, now=now)  # acked on the source subscription
-        return True
+    def nack_many(self, seqs: Sequence[int], generations: Sequence[int]) -> Sequence[int]:
+        """``nack`` of the live leases a request's nack ids name, ``(seqs[i], generations[i])``
+        of this subscription's uid, at once, by the latest ``now`` (as ``ack_many``;
+        ``Leases.end_many``, ``LeaseEnds.nacked_many``); the positions of the other ids,
+        for the caller's one-by-one path. With ordering keys (a nack rewinds its key's
+        later messages) every id is one."""
+        if self.waiting.ordered:
+            return range(len(seqs))
+        ended, held = self.leases.end_many(seqs, generations, self._now)
+        if ended.seqs:
+            self._ends.nacked_many(ended, held, self._now)
+        return ended.misses
 
     # ------------------------------------------------------------ settled
 
     def ack(self, target: AckTarget) -> None:
         if not target.acked:  # else acked by this id before a restart: nothing to do
             self.counters.acked += 1
-            self._settle(target.seq, acked=True, now=self._now)
+            self._settle(target.seq, True, self._now)
 
     def ack_many(
         self, seqs: Sequence[int], generations: Sequence[int], *, exact: bool
@@ -367,13 +350,13 @@ class SubscriptionDelivery:
         (``Leases.settle_many``). The positions of the other ids, in order: the caller
         answers those one by one (``Acks``)."""
         now = self._now
-        settled, bodies = self.leases.settle_many(seqs, generations, now, exact=exact)
+        settled, held = self.leases.settle_many(seqs, generations, now, exact=exact)
         self.waiting.leases_left(settled.seqs)
         self.counters.acked += len(settled.seqs)
-        self._settlement.settled_many(settled.seqs, settled.publish_times, bodies, now)
+        self._settlement.settled_many(settled.seqs, settled.publish_times, held, now)
         return settled.misses
 
-    def _settle(self, seq: int, *, acked: bool, now: float) -> bool:
+    def _settle(self, seq: int, acked: bool, now: float) -> bool:
         """Message ``seq`` leaves wherever the core holds it; ``acked``: by a client or a
         policy (retained if the subscription retains acknowledged messages), else
         dropped. False: the core does not hold it."""
@@ -382,11 +365,6 @@ class SubscriptionDelivery:
             return False
         self._settlement.settled(left, acked=acked, now=now)
         return True
-
-    def _drop(self, seq: int, now: float) -> None:
-        """Past the retention: dropped, not retained."""
-        self.counters.discarded += 1
-        self._settle(seq, acked=False, now=now)
 
     def _settle_departures(self, left: Departures, now: float) -> None:
         """What the retention (dropped) or the message TTL (acknowledged) took."""
@@ -443,7 +421,7 @@ class SubscriptionDelivery:
     def skip(self, seq: int) -> bool:
         """Acknowledge message ``seq`` as a subscriber would (PIP-423), waiting, leased,
         delayed or cold alike; False if it is not pending."""
-        if not self._settle(seq, acked=True, now=self._now):
+        if not self._settle(seq, True, self._now):
             row = self.waiting.take_cold(seq, self.leases.table)
             if row is None:
                 return False

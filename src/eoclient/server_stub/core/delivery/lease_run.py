@@ -1,7 +1,8 @@
 """The run of a lease table (``lease_table.LeaseTable``): the leases as parallel ``array``
 columns sorted by seq, with dead slots (generation ``DEAD``) where leases ended, and the
-slot-level work on them — finding a seq's slot, and settling a whole request's leases at
-once when its ack ids name a stretch of consecutive slots.
+slot-level work on them — finding a seq's slot, and settling, moving or ending a whole
+request's leases at once when its ack ids name a stretch of consecutive slots — with the
+records of what those batch paths did (``Settled``, ``Extended``, ``EndedRun``).
 
 The table owns the rest (the overflow, counts and bytes, the deadline records) and keeps
 every invariant; this base only reads and marks slots. Acks of a unary Pull's response,
@@ -17,7 +18,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import compress, islice, pairwise
 from operator import ne, sub
-from typing import Any
+from typing import Any, NamedTuple
 
 DEAD = 0  # the generation of a slot whose lease ended (generations start at 1)
 
@@ -31,6 +32,37 @@ def consecutive_stretches(seqs: Sequence[int]) -> list[tuple[int, int]]:
     steps = map(sub, islice(seqs, 1, None), seqs)
     starts = [0, *compress(range(1, count), map((1).__ne__, steps))]
     return list(zip(starts, [*starts[1:], count], strict=True)) if count else []
+
+
+class Settled(NamedTuple):
+    """What ``LeaseTable.settle_many`` did with a request's ids."""
+
+    misses: list[int]  # the positions of the ids it left alone
+    seqs: list[int]  # the leases it settled, in the ids' order
+    publish_times: list[float]  # of those
+    streamed: list[tuple[int, int]]  # (stream id, size) of those a stream counted
+
+
+class Extended(NamedTuple):
+    """What ``LeaseTable.extend_many`` did with a request's ids."""
+
+    misses: list[int]  # the positions of the ids it left alone
+    seqs: list[int]  # the leases it moved, in the ids' order
+    generations: list[int]  # of those
+
+
+class EndedRun(NamedTuple):
+    """What ``LeaseTable.end_many`` did with a request's ids: the leases it ended, column
+    by column in the ids' order (a ``Lease``'s fields), and the ids it left alone."""
+
+    misses: list[int]  # the positions of the ids it left alone
+    seqs: list[int]
+    generations: list[int]
+    deadlines: list[float]
+    sizes: list[int]
+    failed_attempts: list[int]
+    streams: list[int]  # the stream whose flow control counted each; 0: none
+    publish_times: list[float]
 
 
 # What ``LeaseRun._settle_slice`` settled: the publish times, (stream id, size) of those a
@@ -180,6 +212,43 @@ class LeaseRun:
         self._finger = end - 1
         return True
 
+    def _end_slots(self, seqs: Sequence[int], generations: Sequence[int], now: float) -> EndedRun:
+        """End the live leases ``seqs`` name under their generations before their
+        deadlines (after ``now``: the check ``AckIds.resolve`` makes of a modack) — the
+        request as one slice of the run where it is one, else each stretch of consecutive
+        seqs so, else id by id — and read what they held. The caller counts them."""
+        slots: list[int] = []
+        ended: list[int] = []  # the positions of the ids that ended a lease
+        misses: list[int] = []
+        whole = self._live_slice(seqs, generations, now)
+        stretches = [(0, len(seqs))] if whole is not None else consecutive_stretches(seqs)
+        for start, end in stretches:
+            part = seqs[start:end]
+            first = whole
+            if first is None and len(stretches) > 1:
+                first = self._live_slice(part, generations[start:end], now)
+            if first is not None:
+                # Dead at once: a later stretch naming these seqs again finds them ended.
+                self._generations[first : first + len(part)] = array("q", bytes(8 * len(part)))
+                slots.extend(range(first, first + len(part)))
+                ended.extend(range(start, end))
+            else:
+                self._end_each(seqs, generations, start, end, now, (slots, ended, misses))
+        if not slots:
+            return EndedRun(misses, [], [], [], [], [], [], [])
+        low, high = slots[0], slots[-1]
+        if high - low + 1 == len(slots) and slots == list(range(low, high + 1)):
+            # One slice (a Pull's response given back whole): its columns are slices.
+            columns = [column[low : high + 1].tolist() for column in self._columns()]
+            if low == self._head:
+                self._head = high + 1
+        else:
+            columns = [list(map(column.__getitem__, slots)) for column in self._columns()]
+        self._finger = high
+        # The generations column reads DEAD now: the ids' own (equal, by the check).
+        columns[1] = list(map(generations.__getitem__, ended))
+        return EndedRun(misses, *columns)
+
     # The loops below are the id-by-id way of ``_settle_slice`` and ``_extend_slice``, for
     # ids that are not one slice of the run: over ``seqs[start:end]``, adding to the lists
     # given (positions of misses are the request's). The slot search is written inline in
@@ -272,4 +341,42 @@ class LeaseRun:
             deadlines[j] = deadline
             moved.append(seq)
             moved_generations.append(asked)
+        self._finger = finger
+
+    def _end_each(
+        self,
+        seqs: Sequence[int],
+        generations: Sequence[int],
+        start: int,
+        end: int,
+        now: float,
+        into: tuple[list[int], list[int], list[int]],
+    ) -> None:
+        """End the live slots ``seqs[start:end]`` name under their generations before
+        their deadlines: their slots, the positions of the ids that ended them and of the
+        others (misses) go to ``into``. An id given twice is a miss the second time, as
+        one by one (the first ended the lease)."""
+        run, live, deadlines = self._seqs, self._generations, self._deadlines
+        n = len(run)
+        finger = self._finger
+        slots, ended, misses = into
+        for i, seq, asked in zip(
+            range(start, end),
+            islice(seqs, start, end),
+            islice(generations, start, end),
+            strict=True,
+        ):
+            j = finger + 1
+            if j >= n or run[j] != seq:
+                j = bisect_left(run, seq)
+                if j >= n or run[j] != seq:
+                    misses.append(i)
+                    continue
+            if live[j] != asked or asked == DEAD or deadlines[j] <= now:
+                misses.append(i)
+                continue
+            finger = j
+            live[j] = DEAD
+            slots.append(j)
+            ended.append(i)
         self._finger = finger

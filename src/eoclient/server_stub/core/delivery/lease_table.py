@@ -40,24 +40,13 @@ from typing import NamedTuple
 
 from eoclient.server_stub.core.delivery.lease_deadlines import DeadlineRecords
 from eoclient.server_stub.core.delivery.lease_run import DEAD as _DEAD
-from eoclient.server_stub.core.delivery.lease_run import LeaseRun, consecutive_stretches
-
-
-class Settled(NamedTuple):
-    """What ``LeaseTable.settle_many`` did with a request's ids."""
-
-    misses: list[int]  # the positions of the ids it left alone
-    seqs: list[int]  # the leases it settled, in the ids' order
-    publish_times: list[float]  # of those
-    streamed: list[tuple[int, int]]  # (stream id, size) of those a stream counted
-
-
-class Extended(NamedTuple):
-    """What ``LeaseTable.extend_many`` did with a request's ids."""
-
-    misses: list[int]  # the positions of the ids it left alone
-    seqs: list[int]  # the leases it moved, in the ids' order
-    generations: list[int]  # of those
+from eoclient.server_stub.core.delivery.lease_run import (
+    EndedRun,
+    Extended,
+    LeaseRun,
+    Settled,
+    consecutive_stretches,
+)
 
 
 class NewLeases(NamedTuple):
@@ -326,6 +315,21 @@ class LeaseTable(LeaseRun):
         into.publish_times.extend(times)
         into.streamed.extend(streamed)
         return freed
+
+    def end_many(self, seqs: Sequence[int], generations: Sequence[int], now: float) -> EndedRun:
+        """``remove`` of the leases a request's nack ids name, ``(seqs[i], generations[i])``:
+        an id names its message's lease under that lease's generation before its deadline
+        (after ``now``), as ``AckIds.resolve`` checks a modack. The run's slots only: the
+        other ids (stale, repeated, a lease in the overflow, none at all) are *misses*,
+        left for the caller's one-by-one path (``LeaseRun._end_slots``)."""
+        ended = self._end_slots(seqs, generations, now)
+        count = len(ended.seqs)
+        self._dead += count
+        self._live -= count
+        self._bytes -= sum(ended.sizes)
+        self._skip_dead_head()
+        self._upkeep()
+        return ended
 
     def _end(self, seq: int) -> Lease | None:
         i = self._slot(seq)

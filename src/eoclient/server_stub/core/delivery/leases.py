@@ -31,7 +31,8 @@ from eoclient.server_stub.core.delivery.entries import (
     seq_of,
     size_of,
 )
-from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable, NewLeases, Settled
+from eoclient.server_stub.core.delivery.lease_run import EndedRun, Settled
+from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable, NewLeases
 from eoclient.server_stub.core.delivery.stream_flow import OpenStreams, StreamFlow
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import SeqMessage, StoredLease, SubscriptionStorage
@@ -50,9 +51,11 @@ class Leases:
         self.streams = OpenStreams()
         self._storage = storage
         self._durable = storage.window is not None  # the store keeps every lease
-        # Bodies of leased messages, when the store keeps none: a nack or an expiry puts
-        # the message back in the window with it.
-        self._bodies: dict[int, StoredMessage] = {}
+        # The waiting entries of leased messages (with their bodies), when the store keeps
+        # none: a nack or an expiry puts the message back in the window with its body, a
+        # request's nacks the entries themselves (``end_many``: no new object a message,
+        # and none for the garbage collector to find surviving).
+        self._held: dict[int, Entry] = {}
         self._stored_until = -math.inf  # the latest deadline of a lease handed to the store
         self._next_forget = -math.inf
 
@@ -62,7 +65,7 @@ class Leases:
     def clear(self) -> None:
         """Every lease gone (a seek): the streams stay open, with nothing out."""
         self.table.clear()
-        self._bodies.clear()
+        self._held.clear()
         self.streams.release_all()
 
     # ------------------------------------------------------------ in
@@ -86,7 +89,7 @@ class Leases:
             if deadline > self._stored_until:
                 self._stored_until = deadline
         else:
-            self._bodies[seq] = message
+            self._held[seq] = entry
         if stream is not None:
             stream.outstanding_messages += 1
             stream.outstanding_bytes += message.size
@@ -116,7 +119,7 @@ class Leases:
             if deadline > self._stored_until:
                 self._stored_until = deadline
         else:
-            self._bodies.update(zip(seqs, messages, strict=True))
+            self._held.update(zip(seqs, taken, strict=True))
         return generations
 
     def extend(self, seq: int, generation: int, deadline: float) -> None:
@@ -152,20 +155,21 @@ class Leases:
             return None
         if lease.stream_id:
             self.streams.release(lease.stream_id, lease.size)
-        return lease.publish_time, self._bodies.pop(seq, None)
+        entry = self._held.pop(seq, None)
+        return lease.publish_time, entry.message if entry is not None else None
 
     def settle_many(
         self, seqs: Sequence[int], generations: Sequence[int], now: float, *, exact: bool
-    ) -> tuple[Settled, list[StoredMessage | None]]:
+    ) -> tuple[Settled, list[Entry | None]]:
         """``settle`` of every lease a request's ack ids name (``LeaseTable.settle_many``:
-        what it settled, and the ids it left alone); with the bodies the core kept of
-        those settled (None each: the store keeps them)."""
+        what it settled, and the ids it left alone); with the entries (their bodies) the
+        core kept of those settled (None each: the store keeps them)."""
         settled = self.table.settle_many(seqs, generations, now, exact=exact)
         for stream_id, size in settled.streamed:
             self.streams.release(stream_id, size)
         if self._durable:
             return settled, [None] * len(settled.seqs)
-        take = self._bodies.pop
+        take = self._held.pop
         return settled, [take(seq, None) for seq in settled.seqs]
 
     def end(self, seq: int, *, failed: bool) -> Ended | None:
@@ -175,6 +179,26 @@ class Leases:
         if lease is None:
             return None
         return lease, self._released(lease, lease.failed_attempts + failed)
+
+    def end_many(
+        self, seqs: Sequence[int], generations: Sequence[int], now: float
+    ) -> tuple[EndedRun, list[Entry] | None]:
+        """``end(..., failed=True)`` of every lease a request's nack ids name that is live
+        at ``now`` (``LeaseTable.end_many``: what it ended, and the ids it left alone),
+        with the entries (their bodies) the core kept of those ended, to wait again as they
+        are (None: the store keeps the bodies). The
+        store is handed each end as ``end`` hands it, in the ids' order, in one call."""
+        ended = self.table.end_many(seqs, generations, now)
+        if any(ended.streams):
+            release = self.streams.release
+            for stream_id, size in zip(ended.streams, ended.sizes, strict=True):
+                release(stream_id, size)
+        if not self._durable:
+            take = self._held.pop
+            return ended, [take(seq) for seq in ended.seqs]
+        failed = [attempts + 1 for attempts in ended.failed_attempts]
+        self._storage.end_leases(ended.seqs, ended.generations, ended.deadlines, failed)
+        return ended, None
 
     def expire(self, now: float) -> Iterator[Ended]:
         """End, one at a time, every lease whose deadline is at or before ``now`` (a
@@ -190,13 +214,13 @@ class Leases:
         if self._durable:
             self._storage.end_lease(lease.seq, lease.generation, lease.deadline, failed_attempts)
             return None
-        return self._bodies.pop(lease.seq)
+        return self._held.pop(lease.seq).message
 
     # ------------------------------------------------------------ reads
 
     def bodies(self) -> list[SeqMessage]:
         """(seq, message) of every leased message whose body the core keeps."""
-        return list(self._bodies.items())
+        return [(seq, entry.message) for seq, entry in self._held.items()]
 
     def next_forget(self) -> float | None:
         """When ``forget_stored`` has work, while stored leases remain: on a subscription

@@ -22,6 +22,8 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Mapping
+from itertools import islice
+from operator import lt
 from typing import cast
 
 from eoclient.server_stub.core.delivery.entries import Entry, ready_at_of
@@ -80,6 +82,26 @@ class Schedule:
                 self._push_ready(seq)
         else:
             run.extend(seqs)
+
+    def push_many(self, seqs: list[int], ready_at: list[float], now: float) -> None:
+        """``push`` of messages given back at once (``seqs[i]`` from ``ready_at[i]``): all
+        ready now, ascending and after the run's last (a Pull's response nacked whole into
+        an emptied run), appended to the run at once; else one by one."""
+        run = self._run
+        if (
+            seqs
+            and max(ready_at) <= now
+            and (not run or seqs[0] > run[-1])
+            and all(map(lt, seqs, islice(seqs, 1, None)))
+        ):
+            run.extend(seqs)
+            return
+        delayed = self._delayed
+        for seq, at in zip(seqs, ready_at, strict=True):
+            if at > now:
+                heapq.heappush(delayed, (at, seq))
+            else:
+                self._push_ready(seq)
 
     def push_seq(self, seq: int | None, now: float) -> None:
         """The window's message ``seq`` became its key's head (None: no message did)."""

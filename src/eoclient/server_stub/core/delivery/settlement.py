@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from eoclient.server_stub.core.delivery.entries import Left
+from eoclient.server_stub.core.delivery.entries import Entry, Left
 from eoclient.server_stub.core.delivery.rules import DeliveryRules
-from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import Acked, BacklogRow, SeqMessage, SubscriptionStorage
 
 
@@ -47,16 +46,17 @@ class Settlement:
         self,
         seqs: Sequence[int],
         publish_times: Sequence[float],
-        bodies: Sequence[StoredMessage | None],
+        held: Sequence[Entry | None],
         now: float,
     ) -> None:
         """``settled(..., acked=True)`` of many acknowledged messages (the leases of one
-        Acknowledge request), in one store call."""
+        Acknowledge request; ``held``: the entries the core kept of them, None where the
+        store keeps the body), in one store call."""
         retain: list[Acked] = []
         if self._rules.retain_acked:
             retain = [
-                Acked(seq, published, body)
-                for seq, published, body in zip(seqs, publish_times, bodies, strict=True)
+                Acked(seq, published, entry.message if entry is not None else None)
+                for seq, published, entry in zip(seqs, publish_times, held, strict=True)
                 if self._retains(published, now)
             ]
         if self._durable:

@@ -35,6 +35,7 @@ from eoclient.server_stub.core.delivery.entries import (
     seq_of,
 )
 from eoclient.server_stub.core.delivery.key_order import KeyOrder
+from eoclient.server_stub.core.delivery.lease_run import EndedRun
 from eoclient.server_stub.core.delivery.lease_table import Lease, LeaseTable
 from eoclient.server_stub.core.delivery.schedule import Schedule
 from eoclient.server_stub.core.delivery.window import Backlog
@@ -175,6 +176,47 @@ class Waiting:
                 ready_at, lease.generation, failed_attempts, lease.size, lease.publish_time
             )
             self.window.give_back(lease.seq, returned)
+
+    def give_back_many(
+        self,
+        ended: EndedRun,
+        held: list[Entry] | None,
+        ready_at: list[float],
+        failed_attempts: list[int],
+        now: float,
+    ) -> None:
+        """``give_back`` of each lease of ``ended`` (one request's nacks, ``Leases.end_many``)
+        with its ``ready_at`` and ``failed_attempts``, at once; without ordering keys
+        only (a key's messages would each take their place in its order). ``held``: the
+        entries the leases kept, which wait again as they are (None: the store keeps the
+        bodies)."""
+        if self._ordered:
+            raise ValueError("give_back_many is for subscriptions without ordering keys")
+        seqs = ended.seqs
+        if held is None:
+            returned = map(
+                Returned,
+                ready_at,
+                ended.generations,
+                failed_attempts,
+                ended.sizes,
+                ended.publish_times,
+            )
+            self.window.give_back_many(seqs, list(returned))
+            return
+        messages = list(map(message_of, held))
+        # A delivery time (0.0: none) is one ``_admit`` would raise ``ready_at`` to.
+        if any(map(deliver_at_of, messages)):
+            ready_at = list(map(max, ready_at, map(deliver_at_of, messages)))
+        # What ``give_back`` would build each with (``key_position`` stays -1: no keys).
+        for entry, attempts, generation, at in zip(
+            held, failed_attempts, ended.generations, ready_at, strict=True
+        ):
+            entry.failed_attempts = attempts
+            entry.generation = generation
+            entry.ready_at = at
+        self.window.add_back(held, seqs, messages)
+        self.schedule.push_many(seqs, ready_at, now)
 
     # ------------------------------------------------------------ out
 

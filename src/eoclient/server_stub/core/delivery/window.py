@@ -37,7 +37,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
-from operator import le
+from operator import le, lt
 
 from eoclient.server_stub.core.delivery.entries import (
     Entry,
@@ -238,6 +238,37 @@ class Backlog:
             self._cursor = seqs[-1]
         self._compact_records()
 
+    def add_back(
+        self, entries: list[Entry], seqs: list[int], messages: list[StoredMessage]
+    ) -> None:
+        """``add`` of each of ``entries`` (back from leases with their bodies: one request's
+        nacks, in any order; ``seqs`` and ``messages`` their columns) at once: their
+        records go to the run when they ascend past its last, else to the heap, as
+        ``add`` would put the first that does not."""
+        if not entries:
+            return
+        self.entries.update(zip(seqs, entries, strict=True))
+        published = list(map(publish_time_of, messages))
+        records = list(zip(published, seqs, strict=True))
+        run = self._by_publish_run
+        ascending = all(map(lt, records, islice(records, 1, None)))
+        if ascending and (not run or records[0] > self._run_last):
+            run.extend(seqs)
+            self._run_last = records[-1]
+        else:
+            by_publish = self._by_publish
+            if len(records) > len(by_publish):
+                by_publish += records  # heapify is O(n): cheaper than n pushes here
+                heapq.heapify(by_publish)
+            else:
+                push = heapq.heappush
+                for record in records:
+                    push(by_publish, record)
+        self._floor = min(self._floor, min(published))
+        self._bytes += sum(map(size_of, messages))
+        self._cursor = max(self._cursor, max(seqs))
+        self._compact_records()
+
     def _compact_records(self) -> None:
         """Records of entries that left (leased, settled) beyond twice the window:
         dropped, so they cost memory in proportion to the window, not the traffic."""
@@ -263,6 +294,22 @@ class Backlog:
         if returned.publish_time < self._floor:
             self._floor = returned.publish_time
         self._bytes += returned.size
+
+    def give_back_many(self, seqs: list[int], returned: list[Returned]) -> None:
+        """``give_back`` of each of ``seqs`` (one request's nacks) with its ``returned``."""
+        if not seqs:
+            return
+        self._returned.update(zip(seqs, returned, strict=True))
+        returned_seqs = self._returned_seqs
+        if len(seqs) > len(returned_seqs):
+            returned_seqs += seqs  # heapify is O(n): cheaper than n pushes here
+            heapq.heapify(returned_seqs)
+        else:
+            push = heapq.heappush
+            for seq in seqs:
+                push(returned_seqs, seq)
+        self._floor = min(self._floor, min(map(publish_time_of, returned)))
+        self._bytes += sum(map(size_of, returned))
 
     # ------------------------------------------------------------ leaving
 
