@@ -57,7 +57,7 @@ from eoclient.subscriber import AckRetrySettings, SubscriberClient
 # the first Parquet files) put 3.6-6 s between the two batches' tasks on local[2]
 # (benchmarks/spark_pipeline.py, 100,000-message batches). A 2 s hold gave that first
 # read-ahead back in four runs of five (the server's counters): each worker's whole share
-# nacked (the server's one-by-one way, ~14 µs a message) and pulled again by the next
+# nacked (one by one on the server then, ~14 µs a message) and pulled again by the next
 # batch, which doubled the server's and the read tasks' CPU a message in the batches
 # measured. The deliveries are not extended while held (their deadline runs from the
 # server's answer, at least 10 s): an adopting task journals without re-checking its leases
