@@ -11,9 +11,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 
 def start_server(*extra_args: str, src: Path | None = None) -> tuple[subprocess.Popen[str], str]:
@@ -146,3 +146,50 @@ class GoogleEmulator:
                 os.killpg(self._process.pid, signal.SIGKILL)
                 self._process.wait(10)
         self._log.close()
+
+
+DURABLE = "eoclient serve --data-dir"
+SUBSCRIPTION_KINDS = ("plain", "exactly-once")
+Measured = TypeVar("Measured")
+# One measurement: (address, server pid, server label, subscription kind, messages) -> result.
+Measure = Callable[[str, int, str, str, int], Awaitable[Measured]]
+
+
+async def run_servers(
+    measure: Measure[Measured], messages: int, emulator_messages: int, *, durable: bool
+) -> list[Measured]:
+    """``measure`` on a plain and an exactly-once subscription of ``eoclient serve`` (in
+    memory; with ``durable`` also ``--data-dir``, SQLite in a temporary directory), each
+    server in a process of its own, then of Google's emulator with ``emulator_messages``
+    (0: not run): every server in one session, so that their ratios share the machine's
+    load."""
+    results = await _run_ours(measure, messages, "eoclient serve")
+    if durable:
+        with tempfile.TemporaryDirectory() as data_dir:
+            results += await _run_ours(measure, messages, DURABLE, "--data-dir", data_dir)
+    if emulator_messages:
+        emulator = GoogleEmulator()
+        with emulator as emulator_address:
+            for kind in SUBSCRIPTION_KINDS:
+                print(f"emulator, {kind}", flush=True)
+                results.append(
+                    await measure(
+                        emulator_address, emulator.pid, "emulator", kind, emulator_messages
+                    )
+                )
+    return results
+
+
+async def _run_ours(
+    measure: Measure[Measured], messages: int, label: str, *flags: str
+) -> list[Measured]:
+    results: list[Measured] = []
+    server, address = start_server(*flags)
+    try:
+        for kind in SUBSCRIPTION_KINDS:
+            print(f"{label}, {kind}", flush=True)
+            results.append(await measure(address, server.pid, label, kind, messages))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return results

@@ -31,13 +31,12 @@ import argparse
 import asyncio
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from _docs import append_run
-from _server import GoogleEmulator, fill_subscription, process_cpu, start_server
+from _server import fill_subscription, process_cpu, run_servers
 
 # A Pull loop that stops making progress for this long is reported incomplete.
 STALL_SECONDS = 30.0
@@ -169,44 +168,13 @@ def table(results: list[Result]) -> list[str]:
     return lines
 
 
-async def run_ours(options: argparse.Namespace, label: str, *flags: str) -> list[Result]:
-    results: list[Result] = []
-    server, address = start_server(*flags)
-    try:
-        for kind in ("plain", "exactly-once"):
-            print(f"{label}, {kind}", flush=True)
-            results.append(
-                await give_back(
-                    address, server.pid, label, kind, options.messages, options.request_size
-                )
-            )
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    return results
-
-
 async def run(options: argparse.Namespace) -> list[Result]:
-    results = await run_ours(options, "eoclient serve")
-    if options.durable:
-        with tempfile.TemporaryDirectory() as data_dir:
-            results += await run_ours(options, "eoclient serve --data-dir", "--data-dir", data_dir)
-    if options.emulator_messages:
-        emulator = GoogleEmulator()
-        with emulator as emulator_address:
-            for kind in ("plain", "exactly-once"):
-                print(f"emulator, {kind}", flush=True)
-                results.append(
-                    await give_back(
-                        emulator_address,
-                        emulator.pid,
-                        "emulator",
-                        kind,
-                        options.emulator_messages,
-                        options.request_size,
-                    )
-                )
-    return results
+    async def measure(address: str, pid: int, label: str, kind: str, messages: int) -> Result:
+        return await give_back(address, pid, label, kind, messages, options.request_size)
+
+    return await run_servers(
+        measure, options.messages, options.emulator_messages, durable=options.durable
+    )
 
 
 def main() -> int:
