@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
 from operator import le, lt
+from typing import TypeVar
 
 from eoclient.server_stub.core.delivery.entries import (
     Entry,
@@ -48,6 +49,9 @@ from eoclient.server_stub.core.delivery.entries import (
 )
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import BacklogRow, SeqMessage, SubscriptionStorage
+
+# What the window's heaps hold: (publish time, seq) records and returned seqs.
+_Item = TypeVar("_Item", tuple[float, int], int)
 
 
 @dataclass(slots=True)
@@ -256,14 +260,7 @@ class Backlog:
             run.extend(seqs)
             self._run_last = records[-1]
         else:
-            by_publish = self._by_publish
-            if len(records) > len(by_publish):
-                by_publish += records  # heapify is O(n): cheaper than n pushes here
-                heapq.heapify(by_publish)
-            else:
-                push = heapq.heappush
-                for record in records:
-                    push(by_publish, record)
+            _push_all(self._by_publish, records)
         self._floor = min(self._floor, min(published))
         self._bytes += sum(map(size_of, messages))
         self._cursor = max(self._cursor, max(seqs))
@@ -300,14 +297,7 @@ class Backlog:
         if not seqs:
             return
         self._returned.update(zip(seqs, returned, strict=True))
-        returned_seqs = self._returned_seqs
-        if len(seqs) > len(returned_seqs):
-            returned_seqs += seqs  # heapify is O(n): cheaper than n pushes here
-            heapq.heapify(returned_seqs)
-        else:
-            push = heapq.heappush
-            for seq in seqs:
-                push(returned_seqs, seq)
+        _push_all(self._returned_seqs, seqs)
         self._floor = min(self._floor, min(map(publish_time_of, returned)))
         self._bytes += sum(map(size_of, returned))
 
@@ -488,3 +478,15 @@ def _from_returned(seq: int, message: StoredMessage, returned: Returned) -> Load
     return Loaded(
         seq, message, returned.generation, returned.failed_attempts, returned.ready_at, True
     )
+
+
+def _push_all(heap: list[_Item], items: list[_Item]) -> None:
+    """Push ``items`` onto the heap ``heap``: when they outnumber it, appended and the whole
+    heapified (O(n), cheaper than a push each then), else pushed one by one."""
+    if len(items) > len(heap):
+        heap += items
+        heapq.heapify(heap)
+    else:
+        push = heapq.heappush
+        for item in items:
+            push(heap, item)
