@@ -21,8 +21,10 @@ switched off.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -230,6 +232,34 @@ def _drive(runs: list[_Run], operations: list[Any]) -> None:
             issued += [ack_id for ack_id, _, _ in answers[0]]
 
 
+@contextlib.contextmanager
+def _both_ways(
+    options: dict[str, Any],
+    *,
+    sqlite: bool,
+    flow: tuple[int, int] = (0, 0),
+    window: int = 3,
+) -> Iterator[list[_Run]]:
+    """The same subscription twice, by the batch paths and one at a time, in memory or
+    (``sqlite``) each on a ``SqliteStore`` of its own with a window of ``window`` messages,
+    in a temporary directory; the stores closed after."""
+    with tempfile.TemporaryDirectory() as directory:
+        stores: list[Store | None] = (
+            [SqliteStore(Path(directory) / name, window=window, gc_interval=0) for name in "ab"]
+            if sqlite
+            else [None, None]
+        )
+        try:
+            yield [
+                _Run(store, options, batches=batches, flow=flow)
+                for store, batches in zip(stores, (True, False), strict=True)
+            ]
+        finally:
+            for store in stores:
+                if store is not None:
+                    store.close()
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     _operations,
@@ -254,22 +284,8 @@ def test_batches_answer_as_one_at_a_time(
         "enable_message_ordering": ordered,
     }
     options.update(_POLICIES[policies])
-    with tempfile.TemporaryDirectory() as directory:
-        stores: list[Store | None] = (
-            [SqliteStore(Path(directory) / name, window=3, gc_interval=0) for name in "ab"]
-            if sqlite
-            else [None, None]
-        )
-        try:
-            runs = [
-                _Run(store, options, batches=batches, flow=flow)
-                for store, batches in zip(stores, (True, False), strict=True)
-            ]
-            _drive(runs, operations)
-        finally:
-            for store in stores:
-                if store is not None:
-                    store.close()
+    with _both_ways(options, sqlite=sqlite, flow=flow) as runs:
+        _drive(runs, operations)
 
 
 # Mostly pulls and nacks: the messages go round, their attempts used up (dead letters),
@@ -306,29 +322,15 @@ def test_nacks_given_back_at_once_answer_as_one_at_a_time(
     """Nacks without ordering keys (``nack_many``), the batch path a nack takes."""
     options: dict[str, Any] = {"enable_exactly_once_delivery": exactly_once}
     options.update(_POLICIES[policies])
-    with tempfile.TemporaryDirectory() as directory:
-        stores: list[Store | None] = (
-            [SqliteStore(Path(directory) / name, window=3, gc_interval=0) for name in "ab"]
-            if sqlite
-            else [None, None]
-        )
-        try:
-            runs = [
-                _Run(store, options, batches=batches, flow=flow)
-                for store, batches in zip(stores, (True, False), strict=True)
-            ]
-            _drive(runs, operations)
-        finally:
-            for store in stores:
-                if store is not None:
-                    store.close()
+    with _both_ways(options, sqlite=sqlite, flow=flow) as runs:
+        _drive(runs, operations)
 
 
 @pytest.mark.parametrize("policies", sorted(_POLICIES))
 @pytest.mark.parametrize("sqlite", [False, True])
 @pytest.mark.parametrize("exactly_once", [False, True])
 def test_whole_responses_nacked_again_and_again_as_one_at_a_time(
-    policies: str, sqlite: bool, exactly_once: bool, tmp_path: Path
+    policies: str, sqlite: bool, exactly_once: bool
 ) -> None:
     """Every message nacked until its attempts are used up (dead letters), its backoff
     growing, or until it outlived the retention while leased: the slice path of
@@ -339,26 +341,13 @@ def test_whole_responses_nacked_again_and_again_as_one_at_a_time(
     operations += [("wait", 6.0), ("nack", list(range(10)), "shuffled"), ("pull", 10, None)]
     options: dict[str, Any] = {"enable_exactly_once_delivery": exactly_once}
     options.update(_POLICIES[policies])
-    stores: list[Store | None] = (
-        [SqliteStore(tmp_path / name, window=5, gc_interval=0) for name in "ab"]
-        if sqlite
-        else [None, None]
-    )
-    try:
-        runs = [
-            _Run(store, options, batches=batches)
-            for store, batches in zip(stores, (True, False), strict=True)
-        ]
+    with _both_ways(options, sqlite=sqlite, window=5) as runs:
         _drive(runs, operations)
         counters = runs[0].broker.counters(SUB)
-        if policies == "dead letters":
-            assert counters["dead_lettered"] == 12
-        if policies == "retention":
-            assert counters["discarded"] > 0
-    finally:
-        for store in stores:
-            if store is not None:
-                store.close()
+    if policies == "dead letters":
+        assert counters["dead_lettered"] == 12
+    if policies == "retention":
+        assert counters["discarded"] > 0
 
 
 def test_a_nack_of_fresh_ids_takes_the_batch_path() -> None:
