@@ -307,8 +307,10 @@ def test_extend_many_by_stretches_matches_id_by_id(
     build, seqs, generations, now = case
     table, reference = build(), build()
     extended = table.extend_many(seqs, generations, now, 50.0)
-    expected = Extended([], [], [])
-    reference._extend_each(seqs, generations, 0, len(seqs), now, 50.0, expected)
+    misses: list[int] = []
+    found: list[int] = []
+    reference._live_each(seqs, generations, 0, len(seqs), now, 50.0, (misses, found, []))
+    expected = Extended(misses, [seqs[i] for i in found], [generations[i] for i in found])
     assert extended == expected
     assert [(lease.seq, lease.deadline) for lease in table] == [
         (lease.seq, lease.deadline) for lease in reference

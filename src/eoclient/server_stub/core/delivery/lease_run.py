@@ -233,7 +233,7 @@ class LeaseRun:
                 slots.extend(range(first, first + len(part)))
                 ended.extend(range(start, end))
             else:
-                self._end_each(seqs, generations, start, end, now, (slots, ended, misses))
+                self._live_each(seqs, generations, start, end, now, None, (misses, ended, slots))
         if not slots:
             return EndedRun(misses, [], [], [], [], [], [], [])
         low, high = slots[0], slots[-1]
@@ -249,12 +249,12 @@ class LeaseRun:
         columns[1] = list(map(generations.__getitem__, ended))
         return EndedRun(misses, *columns)
 
-    # The loops below are the id-by-id way of ``_settle_slice`` and ``_extend_slice``, for
-    # ids that are not one slice of the run: over ``seqs[start:end]``, adding to the lists
-    # given (positions of misses are the request's). The slot search is written inline in
-    # both rather than as a method: a call an id in the hottest loop of an Acknowledge or a
-    # modack. Ids come mostly in seq order: the slot after the last one found is tried
-    # before a bisect.
+    # The loops below are the id-by-id way of ``_settle_slice``, and of ``_extend_slice`` and
+    # ``_end_slots``' slices, for ids that are not one slice of the run: over
+    # ``seqs[start:end]``, adding to the lists given (positions of misses are the request's).
+    # The slot search is written inline in both rather than as a method: a call an id in the
+    # hottest loop of an Acknowledge or a modack. Ids come mostly in seq order: the slot
+    # after the last one found is tried before a bisect.
 
     def _settle_each(
         self,
@@ -306,22 +306,25 @@ class LeaseRun:
         self._finger = finger
         return freed
 
-    def _extend_each(
+    def _live_each(
         self,
         seqs: Sequence[int],
         generations: Sequence[int],
         start: int,
         end: int,
         now: float,
-        deadline: float,
+        deadline: float | None,
         into: tuple[list[int], list[int], list[int]],
     ) -> None:
-        """Move to ``deadline`` the live slots ``seqs[start:end]`` name under their
-        generations before their deadlines: misses, seqs and generations go to ``into``."""
+        """Move to ``deadline`` (None: end) the live slots ``seqs[start:end]`` name under
+        their generations before their deadlines — a modack's check, for extensions and
+        nacks alike: the positions of the others (misses), of the ids that named one and
+        their slots go to ``into``. An id given twice moves its lease twice, as one by one,
+        but ends it once: the second finds it ended, a miss."""
         run, live, deadlines = self._seqs, self._generations, self._deadlines
         n = len(run)
         finger = self._finger
-        misses, moved, moved_generations = into
+        misses, found, slots = into
         for i, seq, asked in zip(
             range(start, end),
             islice(seqs, start, end),
@@ -338,45 +341,10 @@ class LeaseRun:
                 misses.append(i)
                 continue
             finger = j
-            deadlines[j] = deadline
-            moved.append(seq)
-            moved_generations.append(asked)
-        self._finger = finger
-
-    def _end_each(
-        self,
-        seqs: Sequence[int],
-        generations: Sequence[int],
-        start: int,
-        end: int,
-        now: float,
-        into: tuple[list[int], list[int], list[int]],
-    ) -> None:
-        """End the live slots ``seqs[start:end]`` name under their generations before
-        their deadlines: their slots, the positions of the ids that ended them and of the
-        others (misses) go to ``into``. An id given twice is a miss the second time, as
-        one by one (the first ended the lease)."""
-        run, live, deadlines = self._seqs, self._generations, self._deadlines
-        n = len(run)
-        finger = self._finger
-        slots, ended, misses = into
-        for i, seq, asked in zip(
-            range(start, end),
-            islice(seqs, start, end),
-            islice(generations, start, end),
-            strict=True,
-        ):
-            j = finger + 1
-            if j >= n or run[j] != seq:
-                j = bisect_left(run, seq)
-                if j >= n or run[j] != seq:
-                    misses.append(i)
-                    continue
-            if live[j] != asked or asked == DEAD or deadlines[j] <= now:
-                misses.append(i)
-                continue
-            finger = j
-            live[j] = DEAD
+            if deadline is None:
+                live[j] = DEAD
+            else:
+                deadlines[j] = deadline
+            found.append(i)
             slots.append(j)
-            ended.append(i)
         self._finger = finger

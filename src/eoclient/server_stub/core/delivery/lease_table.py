@@ -395,7 +395,12 @@ class LeaseTable(LeaseRun):
                     extended.seqs.extend(part)
                     extended.generations.extend(asked)
                 else:
-                    self._extend_each(seqs, generations, start, end, now, deadline, extended)
+                    found: list[int] = []
+                    slots: list[int] = []
+                    into = (extended.misses, found, slots)
+                    self._live_each(seqs, generations, start, end, now, deadline, into)
+                    extended.seqs.extend(map(seqs.__getitem__, found))
+                    extended.generations.extend(map(generations.__getitem__, found))
         moved = extended.seqs
         if moved and self._due.add_many(moved, deadline) > 2 * self._live + self.SLACK:
             self._rebuild_records()
