@@ -350,20 +350,28 @@ def test_whole_responses_nacked_again_and_again_as_one_at_a_time(
         assert counters["discarded"] > 0
 
 
+def _misses_of(delivery: Any, batch_path: str) -> list[int]:
+    """How many ids each call of ``delivery``'s ``batch_path`` (``ack_many``,
+    ``extend_many``, ``nack_many``) left for the one-by-one path, a count a call, from
+    now on."""
+    called: list[int] = []
+    apply = getattr(delivery, batch_path)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        misses = apply(*args, **kwargs)
+        called.append(len(misses))
+        return misses
+
+    setattr(delivery, batch_path, spy)
+    return called
+
+
 def test_a_nack_of_fresh_ids_takes_the_batch_path() -> None:
     run = _Run(None, {"retry_policy": RetryPolicy(5.0, 60.0)}, batches=True)
     run.broker.publishing.publish(TOPIC, [NewMessage(b"x") for _ in range(5)])
     delivery = run.broker.delivery_state(SUB)
     ids = [d.ack_id for d in run.broker.leasing.pull(SUB, 5)]
-    called: list[int] = []
-    nack_many = delivery.nack_many
-
-    def spy(*args: Any) -> Any:
-        misses = nack_many(*args)
-        called.append(len(misses))
-        return misses
-
-    delivery.nack_many = spy  # type: ignore[method-assign]
+    called = _misses_of(delivery, "nack_many")
     reply = run.broker.acks.modify_ack_deadline(SUB, ids, 0)
     assert called == [0]
     assert reply.confirmed == tuple(ids)
@@ -399,15 +407,7 @@ def test_an_acknowledge_of_fresh_ids_takes_the_batch_path() -> None:
     run.broker.publishing.publish(TOPIC, [NewMessage(b"x") for _ in range(5)])
     delivery = run.broker.delivery_state(SUB)
     ids = [d.ack_id for d in run.broker.leasing.pull(SUB, 5)]
-    called: list[int] = []
-    ack_many = delivery.ack_many
-
-    def spy(*args: Any, **kwargs: Any) -> list[int]:
-        misses = ack_many(*args, **kwargs)
-        called.append(len(misses))
-        return misses
-
-    delivery.ack_many = spy  # type: ignore[method-assign]
+    called = _misses_of(delivery, "ack_many")
     reply = run.broker.acks.acknowledge(SUB, ids)
     assert called == [0]
     assert reply.confirmed == tuple(ids)
@@ -419,15 +419,7 @@ def test_a_modack_of_fresh_ids_takes_the_batch_path() -> None:
     run.broker.publishing.publish(TOPIC, [NewMessage(b"x") for _ in range(5)])
     delivery = run.broker.delivery_state(SUB)
     ids = [d.ack_id for d in run.broker.leasing.pull(SUB, 5)]
-    called: list[int] = []
-    extend_many = delivery.extend_many
-
-    def spy(*args: Any) -> list[int]:
-        misses = extend_many(*args)
-        called.append(len(misses))
-        return misses
-
-    delivery.extend_many = spy  # type: ignore[method-assign]
+    called = _misses_of(delivery, "extend_many")
     reply = run.broker.acks.modify_ack_deadline(SUB, ids, 60)
     assert called == [0]
     assert reply.confirmed == tuple(ids)
