@@ -270,9 +270,15 @@ async def call_with_retry(
     started = now()
     budget = math.inf if timeout is None else timeout
     number = 0
+    last: RpcError | None = None
     while True:
         number += 1
         remaining = budget - (now() - started)
+        if last is not None and remaining <= 0:
+            # The wait was due to end within the budget but ended past it (a busy loop
+            # wakes late): an attempt now would have no time at all, and would fail with
+            # DEADLINE_EXCEEDED in place of the error that made the caller wait.
+            raise last
         seconds = min(remaining, math.inf if attempt_timeout is None else attempt_timeout)
         try:
             return await attempt(None if math.isinf(seconds) else max(seconds, 0.0))
@@ -284,4 +290,5 @@ async def call_with_retry(
                 raise
             if on_retry is not None:
                 on_retry(number, error, delay)
+            last = error
             await sleep(delay)

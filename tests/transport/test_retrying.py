@@ -86,6 +86,28 @@ async def test_the_timeout_is_the_budget_of_all_attempts() -> None:
     assert later == sorted(later, reverse=True)  # each attempt gets what remains
 
 
+async def test_a_wait_that_ends_past_the_budget_sends_no_attempt() -> None:
+    """A backoff due to end within the budget, woken late (a busy event loop), past it:
+    the last error, not an attempt with no time left (DEADLINE_EXCEEDED)."""
+    clock = FakeClock()
+    server = Server(clock, failures=10**6, error=Unavailable("down"))
+
+    async def late_sleep(seconds: float) -> None:
+        await clock.sleep(seconds + 5.0)
+
+    with pytest.raises(Unavailable, match="down"):
+        await call_with_retry(
+            server.attempt,
+            backoff=RetrySettings(deadline=math.inf),
+            codes=UNAVAILABLE,
+            timeout=1.0,
+            now=clock.now,
+            sleep=late_sleep,
+            rng=random.Random(7),
+        )
+    assert server.deadlines == [1.0]
+
+
 async def test_other_codes_size_limits_and_no_retry_end_at_once() -> None:
     for error, backoff in [
         (NotFound("gone"), RetrySettings()),
