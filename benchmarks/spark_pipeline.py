@@ -35,7 +35,9 @@ over the same window and messages: the *driver's* (the source-runner process, wh
 source's driver side runs: probe, plan, bookkeeping), the *read tasks'* (the Python workers
 that run ``read``: settle, pull, decode, journal, emit), the server's (``eoclient
 serve``) and, for both queries, the driver JVM's (on ``local[n]`` the whole of Spark's side:
-the executors' task threads, the JIT compilers, the stream's planning). Only processes
+the executors' task threads, the JIT compilers, the stream's planning), with the JIT's
+compile seconds a second over the same window (still well above zero after the warm-up: it
+takes part of the two cores from both queries). Only processes
 descending from this session's JVM count (other Spark applications on the machine are not
 ours). Also: the largest batch's journal on disk (MB,
 and bytes a message), the source runner's peak RSS, and the driver JVM's peak heap use
@@ -92,6 +94,7 @@ class Result:
     read_us_per_msg: float | None = None
     server_us_per_msg: float | None = None
     jvm_us_per_msg: float | None = None
+    jit_share: float | None = None
     journal_mb: float | None = None
     runner_rss_mb: float | None = None
     heap_mb: float | None = None
@@ -239,17 +242,25 @@ class JournalSize:
                 continue  # a batch pruned while it was measured
 
 
-class HeapUse:
-    """Samples the driver JVM's used heap (total - free) every 0.5 s: its peak."""
+class JvmUse:
+    """Samples the driver JVM every 0.5 s: its used heap (total - free), for the peak, and
+    the JIT compilers' accumulated compile time (``CompilationMXBean``: the sum of every
+    compile's duration, so above 1 s a second while its threads compile side by side).
+    The JIT keeps compiling long after a query's first batch (Spark's planning and
+    bookkeeping run a few times a batch and cross HotSpot's thresholds slowly), on the
+    same two cores as the work; the share shows how much of a window it took."""
 
     def __init__(self, spark: Any) -> None:
+        management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
         self._runtime = spark.sparkContext._jvm.java.lang.Runtime.getRuntime()
+        self._compilation = management.getCompilationMXBean()
         self.maximum = self._runtime.maxMemory()
         self.peak = 0
+        self._compiled: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
-    def __enter__(self) -> HeapUse:
+    def __enter__(self) -> JvmUse:
         self._thread.start()
         return self
 
@@ -257,10 +268,18 @@ class HeapUse:
         self._stop.set()
         self._thread.join()
 
+    def compiling(self, start: float, end: float) -> float | None:
+        """JIT compile seconds a second of wall time from ``start`` to ``end``."""
+        inside = [(when, ms) for when, ms in self._compiled if start <= when <= end]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return None
+        return (inside[-1][1] - inside[0][1]) / 1000 / (inside[-1][0] - inside[0][0])
+
     def _sample(self) -> None:
         while not self._stop.wait(0.5):
             used = self._runtime.totalMemory() - self._runtime.freeMemory()
             self.peak = max(self.peak, used)
+            self._compiled.append((time.time(), float(self._compilation.getTotalCompilationTime())))
 
 
 def jvm_pid(spark: Any) -> int:
@@ -357,7 +376,7 @@ def run_eoclient(
         ProcessCpu(pid=process.pid) as server_cpu,
         ProcessCpu(pid=jvm) as jvm_cpu,
         JournalSize(work / "journal") as journal,
-        HeapUse(spark) as heap,
+        JvmUse(spark) as jvm_use,
     ):
         progress = _run_query(reader, work)
     found = spark.read.parquet(str(work / "out")).select("message_id")
@@ -377,9 +396,10 @@ def run_eoclient(
         read_us_per_msg=read_cpu.between(start, end) / rows * 1e6,
         server_us_per_msg=server_cpu.between(start, end) / rows * 1e6,
         jvm_us_per_msg=jvm_cpu.between(start, end) / rows * 1e6,
+        jit_share=jvm_use.compiling(start, end),
         journal_mb=journal.largest / 1e6,
         runner_rss_mb=cpu.peak_rss_kb / 1024,
-        heap_mb=heap.peak / 2**20,
+        heap_mb=jvm_use.peak / 2**20,
         **summary,
     )
 
@@ -400,7 +420,7 @@ def run_file_source(spark: Any, work: Path, master: str, count: int, batch: int)
     frame.repartition(max(1, count // batch)).write.parquet(str(landing))
     reader = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", "1").format("parquet")
     reader = reader.option("path", str(landing))
-    with HeapUse(spark) as heap, ProcessCpu(pid=jvm_pid(spark)) as jvm_cpu:
+    with JvmUse(spark) as jvm_use, ProcessCpu(pid=jvm_pid(spark)) as jvm_cpu:
         summary = _summary(_run_query(reader, work))
     start, end, rows = summary.pop("window")
     return Result(
@@ -408,8 +428,9 @@ def run_file_source(spark: Any, work: Path, master: str, count: int, batch: int)
         master,
         None,
         batch,
-        heap_mb=heap.peak / 2**20,
+        heap_mb=jvm_use.peak / 2**20,
         jvm_us_per_msg=jvm_cpu.between(start, end) / rows * 1e6,
+        jit_share=jvm_use.compiling(start, end),
         **summary,
     )
 
@@ -546,11 +567,11 @@ def main() -> int:
         "sustained after batch 1 | ratio to file source | driver CPU µs/msg | read tasks "
         "CPU µs/msg | server CPU µs/msg | journal MB/batch (B/msg) | source runner peak "
         "RSS MB | driver heap peak MB | first batch s | latestOffset ms/batch | addBatch "
-        "ms/batch | driver JVM CPU µs/msg |"
+        "ms/batch | driver JVM CPU µs/msg | driver JVM JIT compiling s/s |"
     )
     lines = [
         header,
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         journal = (
@@ -565,7 +586,7 @@ def main() -> int:
             f"{shown(r.read_us_per_msg)} | {shown(r.server_us_per_msg)} | {journal} | "
             f"{shown(r.runner_rss_mb, 0)} | {shown(r.heap_mb, 0)} | "
             f"{r.first_batch_s:.1f} | {r.latest_offset_ms:.0f} | {r.add_batch_ms:.0f} | "
-            f"{shown(r.jvm_us_per_msg)} |"
+            f"{shown(r.jvm_us_per_msg)} | {shown(r.jit_share, 2)} |"
         )
     load_after = os.getloadavg()[0]
     lines += [f"\nFailed: {failure[:300]}" for failure in failures]
