@@ -1,8 +1,10 @@
 """What a SqliteStore commit runs, and where: acks buffered as ranges
 (``Writes.write_ranges``: one request's in-order ids as one stretch, any other request cut
 into its stretches) give the rows the one-seq-at-a-time rule gives; a commit without a
-publish writes no last seq; the commit's thread runs the statements and the COMMIT, not
-the BEGIN; a failed commit leaves the last seq to be written again."""
+publish writes no last seq; the commit's thread runs the buffered statements and the
+COMMIT, not the BEGIN, and of an exactly-once Pull's commit (the store's own bookkeeping
+rows: leases, activity clocks) only the COMMIT; a failed commit leaves the last seq to be
+written again."""
 
 from __future__ import annotations
 
@@ -101,12 +103,13 @@ def test_a_commit_without_a_publish_runs_only_its_changes_and_the_commit_in_its_
         statements: list[str] = []
         store._writes.db.set_trace_callback(statements.append)
         store.lease_many(SUB, [1, 2], [1, 1], 100.0)  # an exactly-once Pull's change
-        store.begin_commit()  # on the loop: the next transaction's BEGIN
-        assert [sql.split()[0] for sql in statements] == ["BEGIN"]
+        store.resources.touch_subscription(SUB, 1e9)
+        store.begin_commit()  # on the loop: its own few rows, in the next transaction
+        assert [sql.split()[0] for sql in statements] == ["BEGIN", "UPDATE", "INSERT"]
+        assert "INTO leases" in statements[2]
         statements.clear()
         store.finish_commit()  # in the commit's thread
-        assert [sql.split()[0] for sql in statements] == ["INSERT", "COMMIT"]
-        assert "INTO leases" in statements[0]
+        assert statements == ["COMMIT"]
         statements.clear()
         store.settle(SUB, [1, 2], ())  # an exactly-once Acknowledge's
         store.commit()

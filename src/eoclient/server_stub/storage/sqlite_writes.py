@@ -158,6 +158,11 @@ class Writes:
     def dirty(self) -> bool:
         return bool(self._ops or self._executed)
 
+    @property
+    def pending(self) -> bool:
+        """Are statements buffered, not run yet?"""
+        return bool(self._ops)
+
     def begin_commit(self) -> None:
         """Take what is pending for a commit (one at a time: waits for one in flight);
         ``finish_commit`` must follow."""
