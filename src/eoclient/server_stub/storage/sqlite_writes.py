@@ -22,10 +22,9 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from itertools import compress, islice
-from operator import sub
 from typing import Any
 
+from eoclient.server_stub.core.store import consecutive_stretches
 from eoclient.server_stub.storage.sqlite_checkpoints import Checkpoints
 
 logger = logging.getLogger("eoclient.server_stub.store")
@@ -97,28 +96,20 @@ class Writes:
 
     def write_ranges(self, sql: str, key: int, seqs: Sequence[int]) -> None:
         """Buffer ``seqs`` for ``sql``, a statement over (key, first seq, last seq): each
-        stretch of ``seqs`` counting up by one is one row, and a stretch right after the
-        last row's range, of the same key, extends that range instead (acks mostly come
-        in seq order: a request's acks, or a run of requests, are one statement). The
-        stretches are found in C: an Acknowledge of one Pull's 1,000 ids, in order, is one
-        stretch, told by one comparison with the range it spans (0.017 ms); any other
-        request by one pass of subtractions and one of comparisons (0.054 ms), where a
-        loop a seq cost 0.081 (measured). The open range is a list extended in place."""
-        count = len(seqs)
-        if not count:
+        stretch of ``seqs`` counting up by one (``consecutive_stretches``) is one row, and
+        a stretch right after the last row's range, of the same key, extends that range
+        instead (acks mostly come in seq order: a request's acks, or a run of requests,
+        are one statement). The open range is a list extended in place."""
+        stretches = consecutive_stretches(seqs)
+        if not stretches:
             return
-        if seqs[-1] - seqs[0] == count - 1 and list(range(seqs[0], seqs[-1] + 1)) == list(seqs):
-            starts = [0]
-        else:
-            steps = map(sub, islice(seqs, 1, None), seqs)
-            starts = [0, *compress(range(1, count), map((1).__ne__, steps))]
         ops = self._ops
         if ops and ops[-1][0] is sql:
             rows = ops[-1][1]
         else:
             rows = []
             ops.append((sql, rows))
-        for start, end in zip(starts, [*starts[1:], count], strict=True):
+        for start, end in stretches:
             first, last = seqs[start], seqs[end - 1]
             if rows and rows[-1][2] == first - 1 and rows[-1][0] == key:
                 rows[-1][2] = last

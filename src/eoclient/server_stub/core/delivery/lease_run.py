@@ -17,21 +17,12 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import compress, islice, pairwise
-from operator import ne, sub
+from operator import ne
 from typing import Any, NamedTuple
 
+from eoclient.server_stub.core.store import consecutive_stretches
+
 DEAD = 0  # the generation of a slot whose lease ended (generations start at 1)
-
-
-def consecutive_stretches(seqs: Sequence[int]) -> list[tuple[int, int]]:
-    """``(start, end)`` of each stretch of ``seqs`` that counts up by one: the ids of one
-    Pull's response, whose leases hold consecutive slots. A request mixing several Pulls'
-    ids (two readers' responses taken in turns) is several stretches. Found in C: one
-    pass of subtractions, one of comparisons."""
-    count = len(seqs)
-    steps = map(sub, islice(seqs, 1, None), seqs)
-    starts = [0, *compress(range(1, count), map((1).__ne__, steps))]
-    return list(zip(starts, [*starts[1:], count], strict=True)) if count else []
 
 
 class Settled(NamedTuple):

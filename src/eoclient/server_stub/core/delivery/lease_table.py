@@ -40,13 +40,8 @@ from typing import NamedTuple
 
 from eoclient.server_stub.core.delivery.lease_deadlines import DeadlineRecords
 from eoclient.server_stub.core.delivery.lease_run import DEAD as _DEAD
-from eoclient.server_stub.core.delivery.lease_run import (
-    EndedRun,
-    Extended,
-    LeaseRun,
-    Settled,
-    consecutive_stretches,
-)
+from eoclient.server_stub.core.delivery.lease_run import EndedRun, Extended, LeaseRun, Settled
+from eoclient.server_stub.core.store import consecutive_stretches
 
 
 class NewLeases(NamedTuple):
