@@ -136,9 +136,13 @@ class Writes:
         """Something was run directly in the open transaction (it needs a commit)."""
         self._executed = True
 
-    def _run(self, ops: list[Operation]) -> None:
+    def _open_for(self, ops: list[Operation]) -> None:
+        """BEGIN the transaction ``ops`` will run in, unless one is open."""
         if ops and not self.db.in_transaction:
             self.db.execute("BEGIN")
+
+    def _run(self, ops: list[Operation]) -> None:
+        self._open_for(ops)
         for sql, rows in ops:
             if len(rows) == 1:
                 self.db.execute(sql, rows[0])
@@ -158,8 +162,7 @@ class Writes:
         """Take what is pending for a commit (one at a time: waits for one in flight);
         ``finish_commit`` must follow."""
         self._idle.wait()
-        if self._ops and not self.db.in_transaction:
-            self.db.execute("BEGIN")  # here, not in the commit's thread (``finish_commit``)
+        self._open_for(self._ops)  # here, not in the commit's thread (``finish_commit``)
         self._committing, self._ops = self._ops, []
         # What ran in the open transaction is this commit's now: until it ends, ``dirty``
         # says only whether something came after it (a caller with nothing new waits
