@@ -4,7 +4,7 @@ same session.
 
     .venv/bin/python benchmarks/spark_pipeline.py [--batches 50000,100000,200000]
         [--rounds 4] [--runs "local[2]:2;local-cluster[2,1,1024]:2"] [--baseline GIT_REF]
-        [--write]
+        [--repeat 1] [--write]
 
 Starts ``eoclient serve`` in its own process. For each master (``;``-separated, each with the
 ``numPartitions`` values to run), one SparkSession; in it, for each ``numPartitions`` and
@@ -26,6 +26,13 @@ warm, in one session).
 ``src/eoclient/spark`` copied into a package of its own and registered as the format
 ``eoclient_baseline``), in the first master's session with the first numPartitions, for each
 batch size: the previous design measured in the same run, on the same machine load.
+
+``--repeat N`` runs each batch size's queries N times over, alternated (the source, then its
+peer, then the source again...), each round's ratio against the peer of its own round, and
+gives each query's ratio as the median of its rounds', each round's listed. One ratio is
+weak evidence here: the goal command gave 0.35-0.64 in one evening for the same code, and
+every query leaves the JVM warmer for the next (three rounds in one session: the source at
+104,603, 118,812 and 139,470 msg/s, the file source at 263,852, 283,554 and 292,969).
 
 Reported per query (from ``query.recentProgress``): messages per second *sustained after
 the first batch* (the rows of batches 2..n over the time from the end of batch 1 to the end
@@ -55,11 +62,13 @@ import datetime
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -452,6 +461,80 @@ def _executors(master: str) -> str:
     return master
 
 
+def run_round(
+    spark: Any,
+    server: Any,
+    work: Path,
+    master: str,
+    partition_counts: list[int],
+    batch: int,
+    options: argparse.Namespace,
+    *,
+    baseline: bool,
+    label: str,
+    failures: list[str],
+) -> list[Result]:
+    """One round for one batch size: the baseline (if any), the source for each
+    numPartitions, then the peer; each of ours with its ratio to this round's peer."""
+    ours: list[Result] = []
+    if baseline:
+        print(f"{master}, batch {batch}, the source at {options.baseline}{label}", flush=True)
+        try:
+            ours.append(
+                run_eoclient(
+                    spark,
+                    server,
+                    work / f"baseline-{uuid.uuid4().hex}",
+                    master,
+                    partition_counts[0],
+                    batch,
+                    options.rounds,
+                    source_format=BASELINE_FORMAT,
+                    name=f"eoclient source at {options.baseline[:10]}{label}",
+                )
+            )
+        except Exception as error:  # an older design may not cope: say so
+            print(f"  the source at {options.baseline} failed: {error}", flush=True)
+            failures.append(f"{options.baseline[:10]}, batch {batch}: {error}")
+    for partitions in partition_counts:
+        print(f"{master}, batch {batch}, numPartitions={partitions}{label}", flush=True)
+        ours.append(
+            run_eoclient(
+                spark,
+                server,
+                work / f"eoclient-{uuid.uuid4().hex}",
+                master,
+                partitions,
+                batch,
+                options.rounds,
+                name=f"eoclient source{label}",
+            )
+        )
+    print(f"{master}, batch {batch}, Spark's file source{label}", flush=True)
+    peer = run_file_source(
+        spark, work / f"files-{uuid.uuid4().hex}", master, batch * options.rounds, batch
+    )
+    peer.name += label
+    for result in ours:
+        result.ratio = result.sustained / peer.sustained
+    return [*ours, peer]
+
+
+def median_ratios(results: list[Result]) -> list[str]:
+    """For ``--repeat``: each query's ratio as the median of its rounds', rounds listed."""
+    rounds: dict[tuple[str, str, int | None, int], list[float]] = {}
+    for r in results:
+        if r.ratio is not None:
+            key = (r.name.split(" (round ")[0], r.master, r.partitions, r.batch)
+            rounds.setdefault(key, []).append(r.ratio)
+    return [
+        f"Ratio to the file source, {name}, `{master}`, numPartitions={partitions}, batch "
+        f"{batch:,}: **{statistics.median(ratios):.2f}** (rounds: "
+        f"{', '.join(f'{ratio:.2f}' for ratio in ratios)})."
+        for (name, master, partitions, batch), ratios in rounds.items()
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
@@ -469,6 +552,12 @@ def main() -> int:
     )
     parser.add_argument(
         "--baseline", help="also run the source as it was at this git commit (same session)"
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of each query and its peer, alternated (ratios: the median)",
     )
     parser.add_argument(
         "--cold", action="store_true", help="no untimed warm-up queries before the measured ones"
@@ -508,50 +597,19 @@ def main() -> int:
                 baseline = importlib.import_module(f"{BASELINE_PACKAGE}.datasource")
                 spark.dataSource.register(baseline.EoclientDataSource)
             for batch in batches:
-                if options.baseline and number == 0:
-                    print(f"{master}, batch {batch}, the source at {options.baseline}", flush=True)
-                    try:
-                        session.append(
-                            run_eoclient(
-                                spark,
-                                (server, address),
-                                work / f"baseline-{len(results) + len(session)}",
-                                master,
-                                partition_counts[0],
-                                batch,
-                                options.rounds,
-                                source_format=BASELINE_FORMAT,
-                                name=f"eoclient source at {options.baseline[:10]}",
-                            )
-                        )
-                    except Exception as error:  # an older design may not cope: say so
-                        print(f"  the source at {options.baseline} failed: {error}", flush=True)
-                        failures.append(f"{options.baseline[:10]}, batch {batch}: {error}")
-                for partitions in partition_counts:
-                    print(f"{master}, batch {batch}, numPartitions={partitions}", flush=True)
-                    session.append(
-                        run_eoclient(
-                            spark,
-                            (server, address),
-                            work / f"eoclient-{len(results) + len(session)}",
-                            master,
-                            partitions,
-                            batch,
-                            options.rounds,
-                        )
+                for round_ in range(options.repeat):
+                    session += run_round(
+                        spark,
+                        (server, address),
+                        work,
+                        master,
+                        partition_counts,
+                        batch,
+                        options,
+                        baseline=bool(options.baseline and number == 0),
+                        label=f" (round {round_ + 1})" if options.repeat > 1 else "",
+                        failures=failures,
                     )
-                print(f"{master}, batch {batch}, Spark's file source", flush=True)
-                peer = run_file_source(
-                    spark,
-                    work / f"files-{len(results) + len(session)}",
-                    master,
-                    batch * options.rounds,
-                    batch,
-                )
-                for result in session:
-                    if result.batch == batch:
-                        result.ratio = result.sustained / peer.sustained
-                session.append(peer)
             results += session
             spark.stop()
     finally:
@@ -589,6 +647,8 @@ def main() -> int:
             f"{shown(r.jvm_us_per_msg)} | {shown(r.jit_share, 2)} |"
         )
     load_after = os.getloadavg()[0]
+    if options.repeat > 1:
+        lines += ["", *median_ratios(results)]
     lines += [f"\nFailed: {failure[:300]}" for failure in failures]
     print("\n".join(lines))
     print(f"load average {load_before:.1f} before, {load_after:.1f} after")
