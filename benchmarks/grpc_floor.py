@@ -27,13 +27,15 @@ import time
 from multiprocessing.connection import Connection
 
 import grpc
+
+# benchmarks/ is on sys.path when run as a script
+from _server import PAYLOAD, process_cpu
 from google.protobuf import empty_pb2
 
 from eoclient._proto import pubsub_pb2
 
 SERVICE = "google.pubsub.v1.Subscriber"
 SUBSCRIPTION = "projects/bench/subscriptions/floor"
-PAYLOAD = b"x" * 100
 # Ids shaped like the reference server's ({uid}-{seq}-{generation}): the same bytes to decode.
 ACK_ID_PREFIX = "5f0c2e1d9a-"
 WARM_UP_ROUNDS = 20
@@ -87,13 +89,6 @@ def serve(size: int, port_out: Connection) -> None:
         await server.wait_for_termination()
 
     asyncio.run(run())
-
-
-def process_cpu(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (Linux /proc: fields 14 and 15)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def exchange(port: int, pid: int, size: int, rounds: int) -> tuple[float, float]:
