@@ -37,7 +37,7 @@ every query leaves the JVM warmer for the next (three rounds in one session: the
 Reported per query (from ``query.recentProgress``): messages per second *sustained after
 the first batch* (the rows of batches 2..n over the time from the end of batch 1 to the end
 of the last batch: the first batch pays for cold Python workers and the JIT), the ratio to
-the file source of the same session and batch size, and CPU per message sampled from /proc
+the file source of the same session, batch size and round, and CPU per message sampled from /proc
 over the same window and messages: the *driver's* (the source-runner process, where the
 source's driver side runs: probe, plan, bookkeeping), the *read tasks'* (the Python workers
 that run ``read``: settle, pull, decode, journal, emit), the server's (``eoclient
