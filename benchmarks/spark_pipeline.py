@@ -30,9 +30,10 @@ batch size: the previous design measured in the same run, on the same machine lo
 ``--repeat N`` runs each batch size's queries N times over, alternated (the source, then its
 peer, then the source again...), each round's ratio against the peer of its own round, and
 gives each query's ratio as the median of its rounds', each round's listed. One ratio is
-weak evidence here: the goal command gave 0.35-0.64 in one evening for the same code, and
-every query leaves the JVM warmer for the next (three rounds in one session: the source at
-104,603, 118,812 and 139,470 msg/s, the file source at 263,852, 283,554 and 292,969).
+weak evidence here: ``--batches 100000 --runs "local[2]:2"`` gave 0.35-0.64 in one evening
+for the same code, and every query leaves the JVM warmer for the next (three rounds in one
+session: the source at 104,603, 118,812 and 139,470 msg/s, the file source at 263,852,
+283,554 and 292,969).
 
 Reported per query (from ``query.recentProgress``): messages per second *sustained after
 the first batch* (the rows of batches 2..n over the time from the end of batch 1 to the end
@@ -108,6 +109,11 @@ class Result:
     runner_rss_mb: float | None = None
     heap_mb: float | None = None
     ratio: float | None = None
+    round: int | None = None  # with --repeat: which round (1, 2, ...)
+
+    @property
+    def shown_name(self) -> str:
+        return self.name if self.round is None else f"{self.name} (round {self.round})"
 
 
 def _summary(progress: list[dict[str, Any]]) -> dict[str, Any]:
@@ -471,11 +477,13 @@ def run_round(
     options: argparse.Namespace,
     *,
     baseline: bool,
-    label: str,
+    round_number: int | None,
     failures: list[str],
 ) -> list[Result]:
     """One round for one batch size: the baseline (if any), the source for each
-    numPartitions, then the peer; each of ours with its ratio to this round's peer."""
+    numPartitions, then the peer; each of ours with its ratio to this round's peer.
+    ``round_number``: this round's, with --repeat (None without)."""
+    label = "" if round_number is None else f" (round {round_number})"
     ours: list[Result] = []
     if baseline:
         print(f"{master}, batch {batch}, the source at {options.baseline}{label}", flush=True)
@@ -490,7 +498,7 @@ def run_round(
                     batch,
                     options.rounds,
                     source_format=BASELINE_FORMAT,
-                    name=f"eoclient source at {options.baseline[:10]}{label}",
+                    name=f"eoclient source at {options.baseline[:10]}",
                 )
             )
         except Exception as error:  # an older design may not cope: say so
@@ -507,16 +515,17 @@ def run_round(
                 partitions,
                 batch,
                 options.rounds,
-                name=f"eoclient source{label}",
+                name="eoclient source",
             )
         )
     print(f"{master}, batch {batch}, Spark's file source{label}", flush=True)
     peer = run_file_source(
         spark, work / f"files-{uuid.uuid4().hex}", master, batch * options.rounds, batch
     )
-    peer.name += label
     for result in ours:
         result.ratio = result.sustained / peer.sustained
+    for result in (*ours, peer):
+        result.round = round_number
     return [*ours, peer]
 
 
@@ -525,7 +534,7 @@ def median_ratios(results: list[Result]) -> list[str]:
     rounds: dict[tuple[str, str, int | None, int], list[float]] = {}
     for r in results:
         if r.ratio is not None:
-            key = (r.name.split(" (round ")[0], r.master, r.partitions, r.batch)
+            key = (r.name, r.master, r.partitions, r.batch)
             rounds.setdefault(key, []).append(r.ratio)
     return [
         f"Ratio to the file source, {name}, `{master}`, numPartitions={partitions}, batch "
@@ -607,7 +616,7 @@ def main() -> int:
                         batch,
                         options,
                         baseline=bool(options.baseline and number == 0),
-                        label=f" (round {round_ + 1})" if options.repeat > 1 else "",
+                        round_number=round_ + 1 if options.repeat > 1 else None,
                         failures=failures,
                     )
             results += session
@@ -638,7 +647,7 @@ def main() -> int:
             else f"{r.journal_mb:.1f} ({r.journal_mb * 1e6 / r.batch:.0f})"
         )
         lines.append(
-            f"| {r.name} | `{r.master}` ({_executors(r.master)}) | {r.partitions or ''} | "
+            f"| {r.shown_name} | `{r.master}` ({_executors(r.master)}) | {r.partitions or ''} | "
             f"{r.batch:,} | {r.rows:,} | {r.batches} | {r.sustained:,.0f} | "
             f"{shown(r.ratio, 2)} | {shown(r.driver_us_per_msg, 2)} | "
             f"{shown(r.read_us_per_msg)} | {shown(r.server_us_per_msg)} | {journal} | "
