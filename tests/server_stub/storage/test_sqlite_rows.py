@@ -1,5 +1,5 @@
 """SqliteStore's fast paths against the plain ones, on random input: messages read back
-(built through StoredMessage's slots, ``sqlite_backlog.message_from_row``) equal the
+(built through StoredMessage's slots, ``sqlite_rows.message_from_row``) equal the
 dataclass's own construction field by field; acks buffered as ranges
 (``Writes.write_ranges``) settle exactly the acked rows, in any order; garbage collection's
 ranged deletes take exactly the topic's messages below the floor, a bounded batch at a

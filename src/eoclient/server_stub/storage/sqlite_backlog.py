@@ -20,17 +20,16 @@ from __future__ import annotations
 import json
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from eoclient.server_stub.core import policies
 from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import Acked, BacklogRow, SeqMessage, StoredAck, StoredLease
 from eoclient.server_stub.storage import codec
 from eoclient.server_stub.storage.sqlite_cache import CACHE_BYTES, TailCache
+from eoclient.server_stub.storage.sqlite_rows import MESSAGE_COLUMNS, backlog_rows, message_from_row
 from eoclient.server_stub.storage.sqlite_writes import ROWS_PER_READ, Writes, in_chunks
 
-MESSAGE_COLUMNS = "m.message_id, m.data, m.attributes, m.ordering_key, m.publish_time, m.size"
 _ROW_COLUMNS = f"b.seq, b.failed_attempts, b.generation, {MESSAGE_COLUMNS}"
 # A window's refill: below the cache's lowest seq (every message a miss), rows with their
 # messages; from there, the backlog's own columns (the messages from the cache).
@@ -75,67 +74,6 @@ _DELETE_BACKLOG = "DELETE FROM backlog WHERE subscription = ?"
 _DELETE_RETAINED = "DELETE FROM retained WHERE subscription = ?"
 _DELETE_MESSAGES = "DELETE FROM messages WHERE seq >= ? AND seq < ? AND topic = ?"
 _LAST_SEQ = "UPDATE meta SET value = ? WHERE key = 'last_seq'"
-
-
-# StoredMessage is frozen: its ``__init__`` sets each field through
-# ``object.__setattr__``. A refill reads a window of rows (10,000) at once, so the rows
-# read back build their messages through the slots' own descriptors instead, which costs
-# half as much (0.6 against 1.1-1.4 µs a row with its BacklogRow, measured). A field
-# added to StoredMessage is one ``message_from_row`` must set: ``test_sqlite_rows.py``
-# compares what it builds with the dataclass's own constructor, field by field.
-_new = object.__new__
-
-
-def _setter(name: str) -> Callable[[StoredMessage, Any], None]:
-    setter: Callable[[StoredMessage, Any], None] = getattr(StoredMessage, name).__set__
-    return setter
-
-
-_set_message_id = _setter("message_id")
-_set_data = _setter("data")
-_set_attributes = _setter("attributes")
-_set_ordering_key = _setter("ordering_key")
-_set_publish_time = _setter("publish_time")
-_set_size = _setter("size")
-_set_deliver_at = _setter("deliver_at")
-
-
-def message_from_row(row: Sequence[Any]) -> StoredMessage:
-    """A message from the ``MESSAGE_COLUMNS`` of a row."""
-    return _message(*row)
-
-
-def _message(
-    message_id: str,
-    data: bytes,
-    attributes_json: str | None,
-    ordering_key: str,
-    publish_time: float,
-    size: int,
-) -> StoredMessage:
-    if attributes_json:
-        attributes = codec.attributes_from_json(attributes_json)
-        # Checked when it was published: it parses.
-        deliver_at = policies.deliver_at(attributes, publish_time)
-    else:
-        attributes, deliver_at = {}, 0.0
-    message = _new(StoredMessage)
-    _set_message_id(message, message_id)
-    _set_data(message, data)
-    _set_attributes(message, attributes)
-    _set_ordering_key(message, ordering_key)
-    _set_publish_time(message, publish_time)
-    _set_size(message, size)
-    _set_deliver_at(message, deliver_at)
-    return message
-
-
-def _backlog_rows(rows: Iterable[tuple[Any, ...]]) -> list[BacklogRow]:
-    """BacklogRows from rows of ``_ROW_COLUMNS`` (unpacked whole: no slice of each)."""
-    return [
-        BacklogRow(seq, _message(message_id, data, attributes, key, published, size), failed, gen)
-        for seq, failed, gen, message_id, data, attributes, key, published, size in rows
-    ]
 
 
 def _own_rows(array: str, others: int | None) -> list[tuple[int, int, int]]:
@@ -274,7 +212,7 @@ class BacklogTables:
             low = self.last_seq + 1  # an empty cache: every row is below it
         found: list[BacklogRow] = []
         if after_seq + 1 < low:
-            found = _backlog_rows(
+            found = backlog_rows(
                 self._writes.read(_BACKLOG_JOINED, (subscription, after_seq, low, limit))
             )
             if len(found) == limit or low > self.last_seq:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from eoclient.server_stub.core.store import SeqMessage, SnapshotRecord
 from eoclient.server_stub.storage import codec
-from eoclient.server_stub.storage.sqlite_backlog import MESSAGE_COLUMNS, message_from_row
+from eoclient.server_stub.storage.sqlite_rows import MESSAGE_COLUMNS, message_from_row
 from eoclient.server_stub.storage.sqlite_writes import Names, Writes
 
 _PUT_SNAPSHOT = (
