@@ -7,7 +7,7 @@ statements live in a module of their own:
 
 * ``sqlite_resources.py`` — topics, subscriptions (config, clocks, ack-id uid), documents;
 * ``sqlite_backlog.py`` — messages, backlog rows, leases, retained acknowledged
-  messages;
+  messages (``sqlite_rows.py``: rows read back as the core's objects);
 * ``sqlite_snapshots.py`` — snapshots and the messages they retain;
 * ``sqlite_writes.py`` — the write buffer and the group commit all of them share.
 
@@ -24,7 +24,9 @@ statements live in a module of their own:
   each subscription's waiting messages (``window``) and reads the rest in seq order; a
   leased message's body is read back when it is redelivered. The messages published
   last are also kept in memory, within ``cache_bytes`` (``sqlite_cache.py``), so that a
-  refill of a subscriber keeping up reads no message back.
+  refill of a subscriber keeping up reads no message back; which rows such a refill
+  gets, the rows published to it since its last read, the store knows without a read
+  (``sqlite_fresh.py``; ``fresh_runs`` 0 turns that off).
 * **Garbage collection by low-water mark** (as a Pulsar cursor's mark-delete position
   frees ledgers): a message can only be named by rows of subscriptions created on its
   topic (backlog, retained) and by snapshots of that topic (their messages, and the
@@ -60,6 +62,7 @@ from eoclient.server_stub.storage.sqlite_files import (
     lock_directory,
     open_database,
 )
+from eoclient.server_stub.storage.sqlite_fresh import MAX_RUNS
 from eoclient.server_stub.storage.sqlite_resources import ResourceTables
 from eoclient.server_stub.storage.sqlite_snapshots import SnapshotTables
 from eoclient.server_stub.storage.sqlite_writes import KindIds, Names, Writes
@@ -87,6 +90,7 @@ class SqliteStore:
         gc_interval: float = GC_INTERVAL,
         cache_bytes: int = CACHE_BYTES,
         checkpoint_bytes: int = CHECKPOINT_BYTES,
+        fresh_runs: int = MAX_RUNS,
     ) -> None:
         if window < 1:
             raise ValueError(f"window must be at least 1 (got {window})")
@@ -107,7 +111,7 @@ class SqliteStore:
                 # Every store call names a subscription: its id by one subscript.
                 self._subscription = KindIds(self._names, "subscription")
                 self._resources = ResourceTables(self._writes, self._names)
-                self._messages = BacklogTables(self._writes, cache_bytes)
+                self._messages = BacklogTables(self._writes, cache_bytes, fresh_runs)
                 # The last seq the database holds, or is to hold once the commit in flight
                 # ends (None after a failed commit): a commit writes it only when it moved,
                 # so one without a publish (every exactly-once Pull and Acknowledge) runs

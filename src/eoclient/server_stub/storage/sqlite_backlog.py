@@ -27,6 +27,7 @@ from eoclient.server_stub.core.model import StoredMessage
 from eoclient.server_stub.core.store import Acked, BacklogRow, SeqMessage, StoredAck, StoredLease
 from eoclient.server_stub.storage import codec
 from eoclient.server_stub.storage.sqlite_cache import CACHE_BYTES, TailCache
+from eoclient.server_stub.storage.sqlite_fresh import MAX_RUNS, FreshRows
 from eoclient.server_stub.storage.sqlite_rows import MESSAGE_COLUMNS, backlog_rows, message_from_row
 from eoclient.server_stub.storage.sqlite_writes import ROWS_PER_READ, Writes, in_chunks
 
@@ -103,9 +104,12 @@ def _unpack(blob: bytes) -> array[int]:
 
 
 class BacklogTables:
-    def __init__(self, writes: Writes, cache_bytes: int = CACHE_BYTES) -> None:
+    def __init__(
+        self, writes: Writes, cache_bytes: int = CACHE_BYTES, fresh_runs: int = MAX_RUNS
+    ) -> None:
         self._writes = writes
         self.cache = TailCache(cache_bytes)
+        self.fresh = FreshRows(fresh_runs)
         row = writes.db.execute("SELECT value FROM meta WHERE key = 'last_seq'").fetchone()
         self.last_seq = int(row[0]) if row else 0
         self._oldest_retained: dict[int, float | None] = {}
@@ -186,6 +190,7 @@ class BacklogTables:
             self._writes.write_many(
                 _INSERT_BACKLOG, [(subscription, seq, sizes[seq]) for seq in seqs]
             )
+            self.fresh.published(subscription, seqs, self.last_seq)
         self.last_seq = max(self.last_seq, messages[-1][0])
         readers = [subscription for subscription, seqs in receivers.items() if seqs]
         if readers:  # (a message no subscription receives is read by no refill)
@@ -197,16 +202,23 @@ class BacklogTables:
     # ---------------------------------------------------------------- backlog rows
 
     def backlog(self, subscription: int, after_seq: int, limit: int) -> list[BacklogRow]:
-        found = self._backlog(subscription, after_seq, limit)
+        found, last_read, complete = self._backlog(subscription, after_seq, limit)
         # The window reads its backlog in seq order from its cursor (every row before it
         # is in the window, leased or settled); fewer rows than asked: none is left up to
         # the last seq. (A read from the start — a snapshot's, the dashboard's oldest —
         # counts too: it costs those messages' next reads the join, nothing more.)
-        through = found[-1].seq if len(found) == limit else self.last_seq
-        self.cache.read(subscription, through)
+        self.cache.read(subscription, self.last_seq if complete else last_read)
+        self.fresh.read(subscription, last_read, complete)
         return found
 
-    def _backlog(self, subscription: int, after_seq: int, limit: int) -> list[BacklogRow]:
+    def _backlog(
+        self, subscription: int, after_seq: int, limit: int
+    ) -> tuple[list[BacklogRow], int, bool]:
+        """The rows, the seq of the last row read (rows whose message is gone are read,
+        then left out; ``after_seq`` if none), and whether that was every row left."""
+        seqs = self.fresh.after(subscription, after_seq, limit)
+        if seqs is not None:  # rows published since the last read, as the store saw them
+            return self._never_delivered(seqs), seqs[-1] if seqs else after_seq, len(seqs) < limit
         low = self.cache.low
         if low is None:
             low = self.last_seq + 1  # an empty cache: every row is below it
@@ -215,22 +227,30 @@ class BacklogTables:
             found = backlog_rows(
                 self._writes.read(_BACKLOG_JOINED, (subscription, after_seq, low, limit))
             )
-            if len(found) == limit or low > self.last_seq:
-                return found
+            if len(found) == limit:
+                return found, found[-1].seq, False
+            if low > self.last_seq:
+                return found, found[-1].seq if found else after_seq, True
             after_seq, limit = low - 1, limit - len(found)
         array, others = self._writes.read(_BACKLOG_OWN, (subscription, after_seq, limit)).fetchone()
         if not others:  # every row a seq alone: failed attempts and generation 0
             seqs = sorted(json.loads(array))
-            messages = list(map(self.cache.messages.get, seqs))
-            # The cache holds them all (a refill's common case): the rows built by one map,
-            # without a (seq, 0, 0) tuple each (0.88 against 1.14 ms for a 1,000-row
-            # refill with the window's side, measured). all(): a StoredMessage is always
-            # true (``None in`` would call its __eq__ on each).
-            if all(messages):
-                return found + list(map(BacklogRow, seqs, cast(list[StoredMessage], messages)))
-            return found + self._with_messages([(seq, 0, 0) for seq in seqs])
-        found += self._with_messages(_own_rows(array, others))
-        return found
+            last_read = seqs[-1] if seqs else after_seq
+            return found + self._never_delivered(seqs), last_read, len(seqs) < limit
+        rows = _own_rows(array, others)
+        last_read = rows[-1][0] if rows else after_seq
+        return found + self._with_messages(rows), last_read, len(rows) < limit
+
+    def _never_delivered(self, seqs: list[int]) -> list[BacklogRow]:
+        """The rows of ``seqs``, each with no failed attempt and generation 0."""
+        messages = list(map(self.cache.messages.get, seqs))
+        # The cache holds them all (a refill's common case): the rows built by one map,
+        # without a (seq, 0, 0) tuple each (0.88 against 1.14 ms for a 1,000-row refill
+        # with the window's side, measured). all(): a StoredMessage is always true
+        # (``None in`` would call its __eq__ on each).
+        if all(messages):
+            return list(map(BacklogRow, seqs, cast(list[StoredMessage], messages)))
+        return self._with_messages([(seq, 0, 0) for seq in seqs])
 
     def rows(self, subscription: int, seqs: Sequence[int]) -> list[BacklogRow]:
         found: list[BacklogRow] = []
@@ -281,6 +301,7 @@ class BacklogTables:
             first = min(acked.publish_time for acked in retain)
             self._oldest_retained[subscription] = first if oldest is None else min(oldest, first)
         self._writes.write_ranges(_SETTLE, subscription, seqs)
+        self.fresh.changed(subscription, seqs)
 
     def lease(self, subscription: int, seq: int, generation: int, deadline: float) -> None:
         """Into the newest batch if it is the subscription's with this deadline (the
@@ -325,6 +346,7 @@ class BacklogTables:
         (forgotten at the same deadline): one batch when they share it."""
         ends = list(zip(generations, failed, strict=True))
         self._writes.write_stretches(_END_LEASES, subscription, seqs, ends)
+        self.fresh.changed(subscription, seqs)
         negated = [-generation for generation in generations]
         if deadlines and min(deadlines) == max(deadlines):
             self.lease_many(subscription, seqs, negated, deadlines[0])
@@ -347,6 +369,7 @@ class BacklogTables:
     def reset(self, subscription: int, unacked: Sequence[SeqMessage]) -> None:
         """Seek: the backlog becomes ``unacked``, waiting, with no lease."""
         self.flush_leases()
+        self.fresh.forget(subscription)
         self._writes.write(_DELETE_BACKLOG, (subscription,))
         self._writes.write(_DELETE_LEASES, (subscription,))
         self._writes.write_many(_INSERT_BACKLOG, [(subscription, s, m.size) for s, m in unacked])
@@ -354,6 +377,7 @@ class BacklogTables:
     def delete(self, subscription: int) -> None:
         self.flush_leases()
         self.cache.forget(subscription)
+        self.fresh.forget(subscription)
         self._oldest_retained.pop(subscription, None)
         self._writes.write(_DELETE_BACKLOG, (subscription,))
         self._writes.write(_DELETE_RETAINED, (subscription,))
