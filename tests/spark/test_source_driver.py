@@ -27,7 +27,7 @@ pytest.importorskip("pyspark", reason="the spark extra is not installed")
 from eoclient._clock import FakeClock, SystemClock
 from eoclient.server_stub.core import NewMessage, SubscriptionConfig, TopicConfig
 from eoclient.server_stub.server import ReferenceServer, run_server
-from eoclient.spark import _reader
+from eoclient.spark import _reader, _settle
 from eoclient.spark._decisions import Admission, Known
 from eoclient.spark._journal import Journal, Plan
 from eoclient.spark._lease_log import LeaseLog, read_logs
@@ -175,6 +175,13 @@ async def _async(function: Callable[..., T], *args: Any) -> T:
 
 
 @pytest.fixture
+def dealt_settles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers do not settle their parts early (``_settle.EarlySettles``): the tasks the
+    driver deals the parts to settle them, as when a batch's commit mark comes too late."""
+    monkeypatch.setattr(_settle, "COMMIT_WATCH_SECONDS", 0.0)
+
+
+@pytest.fixture
 async def scene(tmp_path: Path) -> AsyncIterator[Scene]:
     async with run_server() as srv:
         scene = Scene(srv, tmp_path / "journal")
@@ -212,6 +219,7 @@ async def test_a_small_batch_is_the_probe_journaled_with_ack_ids(scene: Scene) -
     assert await scene.read_batch(runner, 0) == part.table.column("message_id").to_pylist()
 
 
+@pytest.mark.usefixtures("dealt_settles")
 async def test_the_next_batch_s_tasks_ack_a_committed_batch_not_the_driver(scene: Scene) -> None:
     scene.publish(2500)
     runner = await scene.runner()
@@ -389,6 +397,7 @@ async def test_a_redelivery_of_a_committed_message_to_the_probe_is_acked(scene: 
     assert scene.backlog() == 0
 
 
+@pytest.mark.usefixtures("dealt_settles")
 async def test_a_redelivery_of_a_committed_message_to_a_read_task_is_acked(scene: Scene) -> None:
     scene.publish(6000)
     runner = await scene.runner(numPartitions="1")
@@ -557,6 +566,7 @@ async def test_a_settle_gives_back_what_a_dead_read_task_held(scene: Scene) -> N
     assert len(scene.journaled(2)) == 10
 
 
+@pytest.mark.usefixtures("dealt_settles")
 async def test_a_read_task_pulls_while_its_settle_acks(scene: Scene, tmp_path: Path) -> None:
     scene.publish(6000)
     runner = await scene.runner(numPartitions="2")
@@ -618,6 +628,7 @@ def test_a_read_task_s_pull_deadline_runs_from_the_end_of_its_settles(tmp_path: 
     assert pulling.deadline() == 1032.0
 
 
+@pytest.mark.usefixtures("dealt_settles")
 async def test_a_settle_failing_while_its_task_pulls_leaves_the_pull_to_be_given_back(
     scene: Scene, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -3,13 +3,14 @@
 The source options ``faultPoints="after_journal:2,before_settle:1"`` and ``faultDir=<dir>``
 make the source stop at the 2nd batch planned / the 1st committed part settled by the
 process. Points: ``after_journal`` on the driver (a batch planned, latestOffset about to
-return); on an executor ``read`` (a read task starting), ``before_settle`` (a read task about
-to ack a committed part), ``after_settle`` (a read task that acked a committed part and
-wrote its pending ids, not yet marked it settled), ``before_claim`` (a read task about to
-journal what it pulled), ``after_claim`` (a read task about to return its journaled
-rows), ``read_ahead`` (a worker holding a read-ahead's answers, its pull over: ``_ahead``),
-``before_adopt`` (a read task holding its worker's read-ahead, its log not yet renamed) and
-``after_adopt`` (the read-ahead's log renamed to the task's attempt log, nothing admitted).
+return); on an executor ``read`` (a read task starting), ``before_settle`` (a read task, or
+a worker settling early, about to ack a committed part: ``_settle``), ``after_settle`` (one
+that acked a committed part and wrote its pending ids, not yet marked it settled),
+``before_claim`` (a read task about to journal what it pulled), ``after_claim`` (a read
+task about to return its journaled rows), ``read_ahead`` (a worker holding a read-ahead's
+answers, its pull over: ``_ahead``), ``before_adopt`` (a read task holding its worker's
+read-ahead, its log not yet renamed) and ``after_adopt`` (the read-ahead's log renamed to
+the task's attempt log, nothing admitted).
 The process writes ``<dir>/<point>`` (holding its pid) and then hangs, so the test can
 ``kill -9`` the driver or the executor at exactly that point. ``read:1:pause`` instead writes
 ``<dir>/<point>.paused`` and waits there until the test creates ``<dir>/<point>.resume``, then

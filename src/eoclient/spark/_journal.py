@@ -16,8 +16,12 @@ Layout (``journalPath``; it belongs to one checkpoint)::
     batch-<k>/part-00000.arrow    the driver's probe pull
     batch-<k>/part-<i>.arrow      read task i's pull (i >= 1)
     batch-<k>/part-<i>.<attempt>.log   a read task attempt's lease log, until it journals
-    batch-<k>/part-<i>.settled    the part's acks are done (written by the task that
-                                  settled it, after its pending file)
+    batch-<k>/part-<i>.settled    the part's acks are done (written by whoever settled
+                                  it, after its pending file)
+    batch-<k>/part-<i>.settling   locked (``flock``) while a process settles the part
+    batch-<k>/committed           Spark has committed the batch (the driver, when
+                                  ``latestOffset(k + 1)`` is called): a worker that emitted
+                                  one of its parts may settle it then (``_settle``)
 
 A part file holds ``WIRE_SCHEMA`` rows: first the ``emitted`` rows Spark gets (schema
 metadata ``emitted``), then ack-only rows: redeliveries of messages another part of the
@@ -41,12 +45,13 @@ would cost more than pulling them.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -367,6 +372,40 @@ class Journal:
         is settled again, which sends its acks again (their ids then fail: pending)."""
         with contextlib.suppress(FileNotFoundError):  # pruned meanwhile
             self.settled_path(batch, index).touch()
+
+    def committed_path(self, batch: int) -> Path:
+        return self.batch_dir(batch) / "committed"
+
+    def mark_committed(self, batch: int) -> None:
+        """Spark has committed ``batch``. Not fsync'd: without it, the tasks the driver
+        deals the batch's parts to settle them, as they would anyway."""
+        with contextlib.suppress(FileNotFoundError):  # pruned meanwhile
+            self.committed_path(batch).touch()
+
+    @contextlib.contextmanager
+    def settle_lock(self, batch: int, index: int, *, wait: bool) -> Iterator[bool]:
+        """Whether this process holds the lock of settling part ``index`` of ``batch``
+        (``wait``: until it does; else only if no other holds it now; ``False`` also for
+        a batch pruned meanwhile). Two settles of one part at once would each ack its ids,
+        the second's failing (pending: harmless, but a file every batch reads); the lock,
+        released when its holder dies, keeps them apart. Where ``flock`` is not exclusive
+        (some network file systems) they may overlap, which costs only that."""
+        try:
+            fd = os.open(
+                self.batch_dir(batch) / f"part-{index:05d}.settling", os.O_CREAT | os.O_RDWR
+            )
+        except FileNotFoundError:
+            yield False
+            return
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)  # (the lock with it)
 
     def part_indexes(self, batch: int) -> list[int]:
         with contextlib.suppress(FileNotFoundError):

@@ -319,25 +319,33 @@ def _settle_one(
     index: int,
     pulling: _Pulling | None,
 ) -> None:
-    part = unsettled_part(journal, batch, index)
-    if part is None:
-        return
-    # Outside the worker's loop: a test may hold this task here.
-    fault_point("before_settle", settings.fault_points, settings.fault_dir)
-    if pulling is not None:
-        pulling.start()
-    worker.loop.run(acknowledge_part(worker.client, settings.subscription, journal, part))
-    # Acked, pending written, not yet marked settled.
-    fault_point("after_settle", settings.fault_points, settings.fault_dir)
-    finish(journal, part)
+    # Waits for a worker settling the part early (``_settle.EarlySettles``), then finds
+    # it settled.
+    with journal.settle_lock(batch, index, wait=True):
+        part = unsettled_part(journal, batch, index)
+        if part is None:
+            return
+        # Outside the worker's loop: a test may hold this task here.
+        fault_point("before_settle", settings.fault_points, settings.fault_dir)
+        if pulling is not None:
+            pulling.start()
+        worker.loop.run(acknowledge_part(worker.client, settings.subscription, journal, part))
+        # Acked, pending written, not yet marked settled.
+        fault_point("after_settle", settings.fault_points, settings.fault_dir)
+        finish(journal, part)
 
 
 async def _hold(settings: SourceSettings, worker: _Worker, journal: Journal, part: Part) -> None:
+    """Keep the part's leases until it is settled, and settle it once its batch is
+    committed (``_settle.EarlySettles``)."""
     await worker.keeper(settings).hold(
         journal.part_path(part.batch, part.index),
         journal.settled_path(part.batch, part.index),
         StringColumn(part.table.column("ack_id")),
         part.leased_until,
+    )
+    await worker.settles.watch(
+        journal, settings.subscription, part.batch, part.index, fault_hook(settings)
     )
 
 

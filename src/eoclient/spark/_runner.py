@@ -190,6 +190,8 @@ class Runner:
         if self.journal.plan(start) is not None:
             return start + 1  # planned before a crash, before Spark's offset log
         settles = self._unsettled(start)
+        for batch in settles:  # the workers that emitted their parts settle them now
+            self.journal.mark_committed(batch)
         if self.journal.part_path(start, 0).exists():
             # The probe was journaled, the plan not: the batch is the probe alone.
             self._write_plan(start, (), probe=True, settles=settles)

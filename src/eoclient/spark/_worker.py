@@ -1,5 +1,5 @@
-"""A read task's Python worker: its event loop, SDK client, lease keepers and read-ahead,
-kept for its next read tasks (``_reader``)."""
+"""A read task's Python worker: its event loop, SDK client, lease keepers, read-ahead and
+early settles, kept for its next read tasks (``_reader``)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from eoclient.spark._keeper import LeaseKeeper
 from eoclient.spark._loop import LoopThread
 from eoclient.spark._options import SourceSettings
 from eoclient.spark._pull import open_client
+from eoclient.spark._settle import EarlySettles
 from eoclient.subscriber import SubscriberClient
 
 
@@ -33,9 +34,11 @@ class Worker:
     clock: AsyncClock
     keepers: dict[tuple[str, str], LeaseKeeper] = field(default_factory=dict)
     ahead: ReadAheadSlot = field(init=False)
+    settles: EarlySettles = field(init=False)
 
     def __post_init__(self) -> None:
         self.ahead = ReadAheadSlot(self.client, self.clock)
+        self.settles = EarlySettles(self.client, self.clock)
 
     def keeper(self, settings: SourceSettings) -> LeaseKeeper:
         key = (settings.journal_path, settings.subscription)
@@ -111,6 +114,7 @@ def close_workers() -> None:
 
         async def close(worker: Worker = worker) -> None:
             await worker.ahead.close()
+            await worker.settles.close()
             for keeper in worker.keepers.values():
                 await keeper.close()
             await worker.client.aclose()

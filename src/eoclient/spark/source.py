@@ -13,7 +13,10 @@ A micro-batch:
 1. ``latestOffset(start = k)``: Spark calls it only once batches below ``k`` are in its
    commit log (docs/protocol.md#spark-micro-batch-commit-order). The driver forgets
    (prunes) the batches the committed batches' tasks have settled; batch ``k - 1`` is
-   committed but not acked yet: batch ``k`` will settle it. Then it *probes*: pulls one
+   committed but not acked yet: batch ``k`` will settle it. It marks ``k - 1`` committed
+   (``batch-<k-1>/committed``): each worker whose task emitted one of its parts settles
+   that part from then on, on its own loop (``_settle.EarlySettles``), while the driver
+   and Spark plan batch ``k``. Then it *probes*: pulls one
    round (up to 2,000 messages, whatever the batch size), acks the redeliveries of
    committed messages among them (a round of nothing else pulls again: the subscription
    is not known to be empty), journals the rest as part 0 and writes the batch's
@@ -33,18 +36,21 @@ A micro-batch:
 3. ``read``: settle the parts dealt to the task (``_settle``: ack every journaled ack id;
    give back what their dead attempts pulled and never journaled; record the messages whose
    ack is not confirmed as *pending*: a redelivery of one is acked, not emitted; mark the
-   part settled). A journaled part is then replayed; otherwise the task pulls its share
-   (the pull starts as the first settle sends its acks, and runs alongside them), and once
-   the settles are done acks redeliveries of committed messages, journals what it pulled
-   *before* returning a row, atomically and only if no other attempt did (the loser gives
-   its messages back with modack 0 and replays the winner); the task carrying part 0
-   replays it before its own rows. A part's ack ids go to the worker's lease keeper
-   (``_keeper``), which extends their leases until the part is settled. See ``_reader``.
-   A task whose pull came back with its whole quota then has its worker pull the same
-   quota ahead (read-ahead, ``_ahead``): the worker's next read task adopts those answers
-   as its own first ones (admitted under its batch's plan) and pulls only the rest.
-4. The sink commits, Spark writes ``commits/k``; the next ``latestOffset(k + 1)`` plans
-   batch ``k + 1``, whose tasks settle batch ``k``.
+   part settled), each under the part's settle lock: a part its worker settled early is
+   found settled, one being settled is waited for. A journaled part is then replayed;
+   otherwise the task pulls its share (the pull starts as the first settle sends its acks,
+   and runs alongside them), and once the settles are done acks redeliveries of committed
+   messages, journals what it pulled *before* returning a row, atomically and only if no
+   other attempt did (the loser gives its messages back with modack 0 and replays the
+   winner); the task carrying part 0 replays it before its own rows. A part's ack ids go to
+   the worker's lease keeper (``_keeper``), which extends their leases until the part is
+   settled. See ``_reader``. A task whose pull came back with its whole quota then has its
+   worker pull the same quota ahead (read-ahead, ``_ahead``): the worker's next read task
+   adopts those answers as its own first ones (admitted under its batch's plan) and pulls
+   only the rest.
+4. The sink commits, Spark writes ``commits/k``; the next ``latestOffset(k + 1)`` marks
+   batch ``k`` committed (its workers settle their parts) and plans batch ``k + 1``, whose
+   tasks settle what of batch ``k`` is left.
 
 So the driver reads plans, lists directories, scans the previous batch's message ids (Arrow
 columns, for its probe's redeliveries) and pulls one round: its work per batch is bounded
@@ -84,6 +90,8 @@ part, before its acks                          (not marked settled) again; what 
 executor, after a part's acks, before it is    the retry acks again; ids acked the first
 marked settled                                 time fail and go pending (harmless: never
                                                redelivered, only remembered)
+executor (its Python worker), settling a part  the lock dies with it; the task dealt the
+early, before or after its acks                part settles it, as above
 executor, pulling                              Spark retries the task elsewhere: it pulls
                                                anew; the dead attempt's deliveries are
                                                given back when the batch is settled (or come
