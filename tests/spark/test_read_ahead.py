@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("pyarrow", reason="the spark extra is not installed")
 pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
+from eoclient.spark import _ahead
 from eoclient.spark._ahead import HOLD_SECONDS, ReadAhead, claim_stale, split_quota
 from eoclient.spark._decisions import CLOCK_SKEW_SECONDS
 from eoclient.spark._lease_log import LeaseLog
@@ -302,3 +303,28 @@ def test_split_quota_takes_answers_in_order_up_to_the_quota(quota: int, tmp_path
         taken_ids
     )
     assert excess == [f"a{m}" for m in ["1", "2", "3", "4", "5"][quota:]]
+
+
+async def test_a_read_ahead_waits_until_the_other_tasks_of_its_batch_have_pulled(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Near the end of the backlog: a probe of 2,000 and two tasks of 1,000 leave 500 for
+    # the next batch. The first task's read-ahead must not take the second task's share:
+    # it pulls nothing until the second has journaled its part, or takes it (one worker
+    # running both: its read-ahead is then that task's pull, as any adopted one).
+    monkeypatch.setattr(_ahead, "PARTS_WAIT_SECONDS", 60.0)  # whatever this machine's speed
+    published = scene.publish(4500)
+    runner = await scene.runner(numPartitions="2")
+    assert await scene.latest(runner, 0, 4000) == 1
+    first, second = await scene.tasks(runner, 0)
+    assert (first.quota, second.quota) == (1000, 1000)
+    rows = await scene.read(first, **AHEAD)  # its worker now reads ahead, once 0 is pulled
+    await asyncio.sleep(0.2)
+    assert all(scene.deliveries(m) == 0 for m in published[3000:])
+    rows += (own := await scene.read(second, **AHEAD))
+    assert len(own) == 1000
+    ahead = await _held(scene)
+    assert ahead is not None
+    assert ahead.pulled.admission.delivered == 500
+    rows += await _drain(scene, runner, 1, 4000)
+    _exactly_once(scene, rows, published)

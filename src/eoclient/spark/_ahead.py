@@ -65,6 +65,17 @@ from eoclient.subscriber import AckRetrySettings, SubscriberClient
 # (``_decisions.may_claim_unverified``); past that, as after a long hold on a 10 s
 # deadline, it extends them first.
 HOLD_SECONDS = 6.0
+# A read-ahead pulls once every read task of its batch has journaled its part (looking every
+# PARTS_POLL_SECONDS), waiting at most PARTS_WAIT_SECONDS. Near the end of a backlog, a worker
+# whose task ended first would otherwise pull the next batch's share out of what a slower
+# task of the same batch (or its worker's read-ahead) still had to pull: that one then finds
+# the subscription empty, waits out the server's empty Pulls (~1 s each) and ends short, and
+# a batch more follows (benchmarks/spark_pipeline.py, 400,000 messages: in one query of six,
+# a task of the last full batch pulled for 2.1 s instead of 0.05-0.3, and the next batch's
+# tasks waited 1 s for almost nothing). A task that never journals (it failed; Spark retries
+# it) holds a read-ahead back no longer than the bound.
+PARTS_WAIT_SECONDS = 1.0
+PARTS_POLL_SECONDS = 0.01
 # Read-aheads given back at the hold bound in a row after which a worker stops reading ahead
 # (until two of its tasks come within HOLD_SECONDS of each other).
 EXPIRED_IN_A_ROW = 2
@@ -86,6 +97,9 @@ class ReadAhead:
     pulling: asyncio.Task[None] | None = None
     expiry: asyncio.Task[None] | None = None
     failed: bool = False
+    # A task takes it: it pulls now if it was waiting for its batch's other tasks (one of
+    # them may be the task taking it, run by the same worker).
+    taken: bool = False
 
     @property
     def ack_ids(self) -> list[str]:
@@ -120,8 +134,11 @@ class ReadAheadSlot:
         quota: int,
         pull_timeout: float,
         fault: FaultHook | None = None,
+        batch_pulled: Callable[[], bool] = lambda: True,
     ) -> None:
-        """Pull up to ``quota`` messages ahead, unless a read-ahead is held already."""
+        """Pull up to ``quota`` messages ahead, unless a read-ahead is held already, once
+        ``batch_pulled()`` (the current batch's read tasks have all journaled their
+        parts) or ``PARTS_WAIT_SECONDS`` have passed."""
         self._ended = self._clock.now()
         if self._held is not None or quota <= 0 or self._expired >= EXPIRED_IN_A_ROW:
             return
@@ -129,7 +146,8 @@ class ReadAheadSlot:
         log = LeaseLog(journal.new_read_ahead_log(), self._clock)
         ahead = ReadAhead(key, Pulled(Admission(Known())), log)
         ahead.pulling = self._tasks.spawn(
-            self._pull(ahead, subscription, quota, pull_timeout, fault), "eoclient-read-ahead"
+            self._pull(ahead, subscription, quota, pull_timeout, fault, batch_pulled),
+            "eoclient-read-ahead",
         )
         if ahead.pulling is not None:  # else closed
             self._held = ahead
@@ -141,8 +159,12 @@ class ReadAheadSlot:
         quota: int,
         pull_timeout: float,
         fault: FaultHook | None,
+        batch_pulled: Callable[[], bool],
     ) -> None:
         clock = self._clock
+        waited_enough = clock.now() + PARTS_WAIT_SECONDS
+        while not ahead.taken and not batch_pulled() and clock.now() < waited_enough:
+            await clock.sleep(PARTS_POLL_SECONDS)
         try:
             await pull_part(
                 self._client,
@@ -183,6 +205,7 @@ class ReadAheadSlot:
         if ahead is None:
             return None
         assert ahead.pulling is not None
+        ahead.taken = True
         await asyncio.shield(ahead.pulling)
         if ahead.expiry is not None:
             ahead.expiry.cancel()

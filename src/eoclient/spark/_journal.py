@@ -407,6 +407,11 @@ class Journal:
         finally:
             os.close(fd)  # (the lock with it)
 
+    def parts_journaled(self, batch: int, pulling_tasks: int) -> bool:
+        """Whether the parts of ``batch``'s ``pulling_tasks`` read tasks (1, 2, ...) are all
+        journaled: none of them pulls any more."""
+        return all(self.part_path(batch, index).exists() for index in range(1, pulling_tasks + 1))
+
     def part_indexes(self, batch: int) -> list[int]:
         with contextlib.suppress(FileNotFoundError):
             return sorted(

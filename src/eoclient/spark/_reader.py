@@ -151,6 +151,7 @@ def read_part(settings: SourceSettings, task: ReadTask) -> Iterator[pa.RecordBat
     if pulling is not None and pulling.full() and settings.read_ahead:
         # Its rows handed over: pull the next batch's share while Spark finishes this one.
         # Only an optimization: a failure to start one must not fail the task.
+        pulling_tasks = len(pulling.plan.quotas)
         start = worker.ahead.start(
             read_ahead_key(settings),
             journal,
@@ -158,6 +159,7 @@ def read_part(settings: SourceSettings, task: ReadTask) -> Iterator[pa.RecordBat
             task.quota,
             settings.pull_timeout,
             fault_hook(settings),
+            lambda: journal.parts_journaled(task.batch, pulling_tasks),
         )
         try:
             worker.loop.run(start)

@@ -11,24 +11,23 @@ is what the journal's ``batch-<k>/`` holds (layout: ``eoclient.spark._journal``)
 A micro-batch:
 
 1. ``latestOffset(start = k)``: Spark calls it only once batches below ``k`` are in its
-   commit log (docs/protocol.md#spark-micro-batch-commit-order). The driver forgets
-   (prunes) the batches the committed batches' tasks have settled; batch ``k - 1`` is
-   committed but not acked yet: batch ``k`` will settle it. It marks ``k - 1`` committed
-   (``batch-<k-1>/committed``): each worker whose task emitted one of its parts settles
-   that part from then on, on its own loop (``_settle.EarlySettles``), while the driver
-   and Spark plan batch ``k``. Then it *probes*: pulls one
-   round (up to 2,000 messages, whatever the batch size), acks the redeliveries of
-   committed messages among them (a round of nothing else pulls again: the subscription
-   is not known to be empty), journals the rest as part 0 and writes the batch's
-   *plan*: how many read tasks pull how many messages each (the rest of
-   ``maxMessagesPerTrigger`` over ``numPartitions``; none if the probe found the
+   commit log (docs/protocol.md#spark-micro-batch-commit-order). The driver forgets (prunes)
+   the batches the committed batches' tasks have settled; batch ``k - 1`` is committed but
+   not acked yet: batch ``k`` will settle it. It marks ``k - 1`` committed
+   (``batch-<k-1>/committed``): each worker whose task emitted one of its parts settles that
+   part from then on, on its own loop (``_settle.EarlySettles``), while the driver and Spark
+   plan batch ``k``. Then it *probes*: pulls one round (up to 2,000 messages, whatever the
+   batch size), acks the redeliveries of committed messages among them (a round of nothing
+   else pulls again: the subscription is not known to be empty), journals the rest as part 0
+   and writes the batch's *plan*: how many read tasks pull how many messages each (the rest
+   of ``maxMessagesPerTrigger`` over ``numPartitions``; none if the probe found the
    subscription nearly drained and no worker holds a fresh read-ahead), which committed
    batches its tasks settle, the ``availableNow`` cutoff. Returns ``k + 1``. If the probe
    found nothing: ``k + 1`` all the same while a worker's read-ahead log is fresh (read
    tasks, which may adopt it) or a committed batch waits for its acks (a batch of settle
    tasks, no row), else ``k`` (Spark may then end the query: everything is acked). Before
-   probing it gives back the read-ahead logs older than the hold bound (``_ahead``). A
-   plan that exists (a crash after it, before Spark's offset log) is returned as is.
+   probing it gives back the read-ahead logs older than the hold bound (``_ahead``). A plan
+   that exists (a crash after it, before Spark's offset log) is returned as is.
 2. ``partitions(k, k + 1)``: one partition per read task of the plan, the first of them
    also carrying part 0 (part 0 alone if the plan has no read task), and the parts of the
    batches it settles dealt round-robin over them (settle tasks alone if the batch reads
