@@ -11,7 +11,6 @@ in this process, as one worker's.
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 
 import pytest
 
@@ -22,6 +21,7 @@ from eoclient.spark import _settle
 from eoclient.spark._runner import Runner
 
 from . import test_source_driver
+from .test_read_ahead import _exactly_once as _read_exactly_once
 from .test_source_driver import Scene
 
 scene = test_source_driver.scene  # the fixture, shared
@@ -46,11 +46,8 @@ async def _drain(scene: Scene, runner: Runner, batch: int, max_rows: int) -> lis
 
 
 def _exactly_once(scene: Scene, rows: list[str], published: list[str]) -> None:
-    assert sorted(Counter(rows).values()) == [1] * len(published)
-    assert set(rows) == set(published)
-    assert all(scene.successful_acks(m) == 1 for m in published)
+    _read_exactly_once(scene, rows, published)
     assert scene.journal.pending_files() == []  # no part acked twice
-    assert scene.backlog() == 0
 
 
 async def test_the_worker_settles_its_part_once_the_driver_marks_the_batch_committed(

@@ -18,12 +18,7 @@ from eoclient.server_stub.core.store import SubscriptionRecord
 from eoclient.server_stub.storage.sqlite import SqliteStore
 from eoclient.server_stub.storage.sqlite_fresh import FreshRows
 
-TOPICS = ("projects/p/topics/t", "projects/p/topics/u")
-SUBS = {
-    "projects/p/subscriptions/s": TOPICS[0],
-    "projects/p/subscriptions/r": TOPICS[0],
-    "projects/p/subscriptions/q": TOPICS[1],
-}
+from .test_sqlite_cache import SUBS, TOPICS
 
 
 def _message(seq: int) -> StoredMessage:
