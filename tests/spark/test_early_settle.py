@@ -45,6 +45,15 @@ async def _drain(scene: Scene, runner: Runner, batch: int, max_rows: int) -> lis
     return rows
 
 
+async def _batch_0_read(scene: Scene) -> tuple[list[str], Runner, list[str]]:
+    """3,000 published, batch 0 planned (a probe of 2,000, one task of 500) and read, not
+    committed: what was published, the runner, batch 0's rows."""
+    published = scene.publish(3000)
+    runner = await scene.runner(numPartitions="1")
+    assert await scene.latest(runner, 0, 2500) == 1
+    return published, runner, await scene.read_batch(runner, 0)
+
+
 def _exactly_once(scene: Scene, rows: list[str], published: list[str]) -> None:
     _read_exactly_once(scene, rows, published)
     assert scene.journal.pending_files() == []  # no part acked twice
@@ -53,10 +62,7 @@ def _exactly_once(scene: Scene, rows: list[str], published: list[str]) -> None:
 async def test_the_worker_settles_its_part_once_the_driver_marks_the_batch_committed(
     scene: Scene,
 ) -> None:
-    published = scene.publish(3000)
-    runner = await scene.runner(numPartitions="1")
-    assert await scene.latest(runner, 0, 2500) == 1
-    rows = await scene.read_batch(runner, 0)
+    published, runner, rows = await _batch_0_read(scene)
     assert not await _settled_within(scene, 0, 0.3)  # not committed: nothing acked
     assert all(scene.successful_acks(m) == 0 for m in rows)
 
@@ -71,10 +77,7 @@ async def test_the_worker_settles_its_part_once_the_driver_marks_the_batch_commi
 
 
 async def test_a_part_another_process_is_settling_is_left_to_it(scene: Scene) -> None:
-    published = scene.publish(3000)
-    runner = await scene.runner(numPartitions="1")
-    assert await scene.latest(runner, 0, 2500) == 1
-    rows = await scene.read_batch(runner, 0)
+    published, runner, rows = await _batch_0_read(scene)
     indexes = scene.journal.part_indexes(0)
     with scene.journal.settle_lock(0, indexes[-1], wait=True) as held:
         assert held
@@ -92,10 +95,7 @@ async def test_without_the_mark_in_time_the_dealt_task_settles(
     scene: Scene, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_settle, "COMMIT_WATCH_SECONDS", 0.0)  # the worker stops looking
-    published = scene.publish(3000)
-    runner = await scene.runner(numPartitions="1")
-    assert await scene.latest(runner, 0, 2500) == 1
-    rows = await scene.read_batch(runner, 0)
+    published, runner, rows = await _batch_0_read(scene)
     assert await scene.latest(runner, 1, 2500) == 2
     assert not await _settled_within(scene, 0, 0.3)
     rows += await scene.read_batch(runner, 1)

@@ -19,6 +19,7 @@ from eoclient.server_stub.storage.sqlite import SqliteStore
 from eoclient.server_stub.storage.sqlite_fresh import FreshRows
 
 from .test_sqlite_cache import SUBS, TOPICS
+from .test_sqlite_cache import Pair as CachePair
 
 
 def _message(seq: int) -> StoredMessage:
@@ -26,24 +27,21 @@ def _message(seq: int) -> StoredMessage:
 
 
 def _record(name: str) -> SubscriptionRecord:
-    return SubscriptionRecord(SubscriptionConfig(name, SUBS[name]), 0.0, 0.0)
+    """A subscription as test_sqlite_cache's pair creates it."""
+    config = SubscriptionConfig(name, SUBS[name], retain_acked_messages=True)
+    return SubscriptionRecord(config, 0.0, 0.0)
 
 
-class Pair:
+class Pair(CachePair):
     """The same calls on a store that keeps fresh rows (at most ``runs`` runs a
-    subscription) and on one that keeps none; each subscription's window cursor."""
+    subscription) and on one that keeps none, both with a cache of ``cache_bytes`` (the
+    topics and subscriptions of test_sqlite_cache's pair); each subscription's window
+    cursor."""
 
     def __init__(self, root: Path, runs: int, cache_bytes: int) -> None:
-        self.paths = (root / "fresh", root / "plain")
         self.runs, self.cache_bytes = runs, cache_bytes
-        self.stores = self._open()
-        self.seq = 0
+        super().__init__(root, cache_bytes)
         self.cursor = dict.fromkeys(SUBS, 0)
-        for store in self.stores:
-            for topic in TOPICS:
-                store.resources.put_topic(TopicConfig(topic))
-            for name in SUBS:
-                store.resources.put_subscription(_record(name))
 
     def _open(self) -> tuple[SqliteStore, SqliteStore]:
         fresh, plain = (
@@ -51,14 +49,6 @@ class Pair:
             for path, runs in zip(self.paths, (self.runs, 0), strict=True)
         )
         return fresh, plain
-
-    def restart(self) -> None:
-        self.close()
-        self.stores = self._open()
-
-    def close(self) -> None:
-        for store in self.stores:
-            store.close()
 
     def read(self, subscription: str, after: int, limit: int) -> list[int]:
         fresh, plain = self.stores
