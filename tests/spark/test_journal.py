@@ -16,7 +16,6 @@ from eoclient.spark._journal import (  # noqa: E402
     Plan,
     emitted_rows,
     encode_part,
-    ids_among,
     local_path,
 )
 from eoclient.spark._lease_log import LeaseLog, read_logs  # noqa: E402
@@ -60,9 +59,10 @@ def test_a_part_holds_its_emitted_rows_then_ack_only_ones(tmp_path: Path) -> Non
     rows = emitted_rows(part)
     assert rows.schema == ROW_SCHEMA
     assert rows.column("message_id").to_pylist() == ["1000", "1001", "1002"]
-    assert [c.to_pylist() for c in journal.message_ids(0)] == [
-        ["1000", "1001", "1002", "1010", "1011"]
-    ]
+    [journaled] = journal.message_ids(0)
+    assert journaled.ids.to_pylist() == ["1000", "1001", "1002", "1010", "1011"]
+    assert journaled.publish_times is not None
+    assert journaled.publish_times.equals(part.table.column("publish_time").combine_chunks())
     assert journal.message_ids(0, except_part=1) == []
     assert not list(journal.batch_dir(0).glob(".*tmp"))  # no temporary file left behind
 
@@ -132,7 +132,9 @@ def test_pending_ids_settled_marks_and_logs_per_part(tmp_path: Path) -> None:
     assert journal.pending_ids() == []
     journal.write_pending(0, 1, ["m1", "m2"])
     journal.write_pending(0, 2, ["m3"])
-    assert sorted(m for c in journal.pending_ids() for m in c.to_pylist()) == ["m1", "m2", "m3"]
+    pending = journal.pending_ids()
+    assert sorted(m for c in pending for m in c.ids.to_pylist()) == ["m1", "m2", "m3"]
+    assert all(c.publish_times is None for c in pending)
     journal.expire_pending(older_than=0.0)
     assert len(journal.pending_files()) == 2
     journal.expire_pending(older_than=time.time() + 1)
@@ -150,13 +152,6 @@ def test_pending_ids_settled_marks_and_logs_per_part(tmp_path: Path) -> None:
     journal.prune(0)
     journal.mark_settled(0, 1)  # pruned meanwhile: nothing to mark
     assert not journal.batch_dir(0).exists()
-
-
-def test_ids_among_finds_candidates_in_any_column() -> None:
-    columns = [pa.array(["a", "b"]), pa.array([], pa.string()), pa.array(["c", "d", "b"])]
-    assert ids_among(columns, ["b", "d", "x"]) == {"b", "d"}
-    assert ids_among(columns, []) == set()
-    assert ids_among([], ["a"]) == set()
 
 
 def test_a_file_url_is_a_local_path() -> None:

@@ -136,10 +136,10 @@ class Scene:
             batch += 1
 
     def journaled(self, batch: int) -> list[str]:
-        return [m for column in self.journal.message_ids(batch) for m in column.to_pylist()]
+        return [m for part in self.journal.message_ids(batch) for m in part.ids.to_pylist()]
 
     def pending(self) -> list[str]:
-        return sorted(m for column in self.journal.pending_ids() for m in column.to_pylist())
+        return sorted(m for file in self.journal.pending_ids() for m in file.ids.to_pylist())
 
     def kill(self, runner: Runner) -> None:
         """As if its process died: its loop stops mid-flight, nothing is flushed (the

@@ -37,9 +37,8 @@ executor see at the same path (local disk for ``local[*]``; a shared mount such 
 cluster): Python read tasks cannot reach Spark's Hadoop file systems (``hdfs://``,
 ``s3a://``), which ``_options`` refuses with a clear error.
 
-Message ids are compared in Arrow (:func:`ids_among`): a read task checks what it pulled
-against the previous batch's ids and the pending ones, ~100,000 ids, which as a Python set
-would cost more than pulling them.
+A part's message ids come back with their publish times, a pending file's alone
+(``_dated_ids``: what a read task checks its pull against).
 """
 
 from __future__ import annotations
@@ -51,15 +50,15 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.ipc
 
+from eoclient.spark._dated_ids import DatedIds
 from eoclient.spark._schema import ROW_SCHEMA, WIRE_SCHEMA
 
 EPOCH_FILE = "epoch.json"
@@ -283,12 +282,12 @@ class Journal:
             return sorted(p for p in self.pending_dir().iterdir() if _PENDING.match(p.name))
         return []
 
-    def pending_ids(self) -> list[pa.Array]:
-        """The pending message ids (one array per file)."""
+    def pending_ids(self) -> list[DatedIds]:
+        """The pending message ids (one entry per file; a pending file keeps no times)."""
         columns = []
         for path in self.pending_files():
             with contextlib.suppress(FileNotFoundError):  # expired meanwhile
-                columns.append(_read_ipc(path).column("message_id").combine_chunks())
+                columns.append(DatedIds(_read_ipc(path).column("message_id").combine_chunks()))
         return columns
 
     def expire_pending(self, older_than: float) -> None:
@@ -428,33 +427,22 @@ class Journal:
     def read_part(self, batch: int, index: int, columns: list[str] | None = None) -> Part:
         return _read_part(self.part_path(batch, index), batch, index, columns)
 
-    def message_ids(self, batch: int, *, except_part: int | None = None) -> list[pa.Array]:
-        """The message ids journaled in ``batch`` (emitted or ack-only rows), one array per
-        part (a part pruned meanwhile has none)."""
+    def message_ids(self, batch: int, *, except_part: int | None = None) -> list[DatedIds]:
+        """The message ids journaled in ``batch`` (emitted or ack-only rows), with their
+        publish times (null in ack-only rows), one entry per part (a part pruned meanwhile
+        has none)."""
         columns = []
         for index in self.part_indexes(batch):
             if index != except_part:
                 with contextlib.suppress(FileNotFoundError):  # pruned meanwhile
-                    part = self.read_part(batch, index, ["message_id"])
-                    columns.append(part.table.column("message_id").combine_chunks())
+                    table = self.read_part(batch, index, ["message_id", "publish_time"]).table
+                    columns.append(
+                        DatedIds(
+                            table.column("message_id").combine_chunks(),
+                            table.column("publish_time").combine_chunks(),
+                        )
+                    )
         return columns
-
-
-def ids_among(columns: list[pa.Array], candidates: pa.Array | Sequence[str]) -> set[str]:
-    """The ``candidates`` found in any of ``columns``.
-
-    The hash table is built over the candidates (a pull's ids) and the columns (~100,000
-    ids) only scanned: the other way round costs ten times more. Candidates already in
-    Arrow (a read task's pull) are not converted to Python and back.
-    """
-    if not len(candidates) or not columns:
-        return set()
-    wanted = candidates if isinstance(candidates, pa.Array) else pa.array(candidates, pa.string())
-    found: set[str] = set()
-    for column in columns:
-        if len(column):
-            found.update(column.filter(pc.is_in(column, value_set=wanted)).to_pylist())
-    return found
 
 
 def emitted_rows(part: Part) -> pa.Table:

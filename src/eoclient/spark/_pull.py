@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from eoclient._clock import AsyncClock
 from eoclient.admin import RetrySettings
+from eoclient.spark._dated_ids import DatedIds
 from eoclient.spark._decisions import Admission
 from eoclient.spark._lease_log import LeaseLog
 from eoclient.spark._schema import WIRE_SCHEMA
@@ -75,13 +76,17 @@ class Pulled:
             starts.append(starts[-1] + len(chunk))
         return table.take(pa.array([starts[c] + r for c, r in positions], pa.int64()))
 
-    def emitted_ids(self) -> pa.Array:
-        """The message ids of the emitted deliveries, in Arrow (for ``_journal.ids_among``):
-        while every delivery is emitted, the chunks' own column, with no Python object."""
+    def emitted_ids(self) -> DatedIds:
+        """The message ids of the emitted deliveries, in Arrow (for ``_dated_ids.ids_among``):
+        while every delivery is emitted, the chunks' own columns with their publish times,
+        with no Python object; else the ids alone."""
         if self.admission.all_emitted():
-            columns = [chunk.rows.column("message_id") for chunk in self.chunks]
-            return pa.chunked_array(columns, pa.string()).combine_chunks()
-        return pa.array(list(self.admission.emitted), pa.string())
+            return DatedIds(self._column("message_id"), self._column("publish_time"))
+        return DatedIds(pa.array(list(self.admission.emitted), pa.string()))
+
+    def _column(self, name: str) -> pa.Array:
+        columns = [chunk.rows.column(name) for chunk in self.chunks]
+        return pa.chunked_array(columns, WIRE_SCHEMA.field(name).type).combine_chunks()
 
 
 async def pull_part(

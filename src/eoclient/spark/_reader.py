@@ -16,7 +16,8 @@ journaled before the batch's tasks exist): it replays it before its own rows. Ot
 2. redeliveries of committed messages (the batches being settled, the pending ids) are
    acked at once, not emitted; messages another part of this batch journaled meanwhile keep
    their redelivery's ack id, to be acked with the batch (ack-only rows). Both are looked up
-   in Arrow once the pull is over (``_journal.ids_among``).
+   in Arrow once the pull is over, by message id and publish time
+   (``_dated_ids.ids_among``).
 3. if the pull took so long that the leases might not outlive the keeper's first tick,
    extend them first (``_decisions.may_claim_unverified``); a message whose lease is already
    lost is dropped (whoever got its redelivery emits it);
@@ -45,6 +46,7 @@ import pyarrow as pa
 
 from eoclient._clock import AsyncClock
 from eoclient.spark._ahead import adopt_answers
+from eoclient.spark._dated_ids import ids_among
 from eoclient.spark._decisions import Admission, Known, may_claim_unverified
 from eoclient.spark._faults import fault_point
 from eoclient.spark._journal import (
@@ -53,7 +55,6 @@ from eoclient.spark._journal import (
     PartFile,
     Plan,
     emitted_rows,
-    ids_among,
     local_path,
 )
 from eoclient.spark._keeper import StringColumn

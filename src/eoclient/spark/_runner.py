@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import logging
 
+import pyarrow as pa
+
 from eoclient._clock import AsyncClock, SystemClock
 from eoclient.admin import AdminClient
 from eoclient.errors import NotFound, RpcError, SparkConnectorError
 from eoclient.spark._ahead import claim_stale
+from eoclient.spark._dated_ids import DatedIds, ids_among
 from eoclient.spark._decisions import (
     PENDING_TTL_SECONDS,
     Admission,
@@ -29,7 +32,7 @@ from eoclient.spark._decisions import (
     grace_until,
     plan_partitions,
 )
-from eoclient.spark._journal import Journal, PartFile, Plan, ids_among, local_path
+from eoclient.spark._journal import Journal, PartFile, Plan, local_path
 from eoclient.spark._keeper import LeaseKeeper
 from eoclient.spark._lease_log import LeaseLog, read_logs
 from eoclient.spark._loop import LoopThread
@@ -323,7 +326,9 @@ class Runner:
         known = Known(
             cutoff_ns=self.cutoff_ns,
             dedupe=self.settings.dedupe,
-            committed=lambda message_ids: ids_among(committed, list(message_ids)),
+            committed=lambda message_ids: ids_among(
+                committed, DatedIds(pa.array(message_ids, pa.string()))
+            ),
         )
         pulled = Pulled(Admission(known))
         asked = min(max_rows, PROBE_ROWS)
