@@ -106,7 +106,11 @@ async def test_the_timeout_bounds_all_attempts_together(srv: ReferenceServer) ->
             await super().sleep(seconds)
 
     async with PublisherClient(srv.address, retry=FAST_RETRY, clock=RecordingClock()) as client:
-        with pytest.raises(Unavailable):
+        # The last attempt goes out with what remains of the budget: answered in time, the
+        # call ends with the server's UNAVAILABLE; still unanswered when the budget ends (a
+        # busy machine can take longer than the ~0.05 s that may be left), with
+        # DEADLINE_EXCEEDED. Either way it ends, and with no attempt after the budget.
+        with pytest.raises((Unavailable, DeadlineExceeded)):
             await client.publish(topic, b"doomed", timeout=0.3)
         stats = client.statistics()
     assert stats.publish_rpcs >= 2  # it did retry ...
