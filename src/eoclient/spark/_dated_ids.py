@@ -51,32 +51,36 @@ def ids_among(journaled: Sequence[DatedIds], candidates: DatedIds) -> set[str]:
         return set()
     times = candidates.publish_times
     undated_candidates = None
-    if times is not None and pc.any(pc.is_null(times)).as_py():
-        undated_candidates = candidates.ids.filter(pc.is_null(times))
+    candidate_range = None
+    if times is not None:
+        if times.null_count:
+            undated_candidates = candidates.ids.filter(pc.is_null(times))
+        candidate_range = pc.min_max(times)  # nulls skipped
     found: set[str] = set()
     for entry in journaled:
         if not len(entry):
             continue
-        if entry.publish_times is None or times is None:
+        if entry.publish_times is None or candidate_range is None:
             found.update(_found(entry.ids, candidates.ids))
             continue
         # A row of either side without a time is compared with all of the other side; a
         # dated row only with the dated rows of the other side's range, and only if it
         # lies in theirs.
-        undated = pc.is_null(entry.publish_times)
-        if pc.any(undated).as_py():
+        if entry.publish_times.null_count:
+            undated = pc.is_null(entry.publish_times)
             found.update(_found(entry.ids.filter(undated), candidates.ids))
         if undated_candidates is not None:
             found.update(_found(entry.ids, undated_candidates))
-        found.update(_found_dated(entry, candidates))
+        found.update(_found_dated(entry, candidates, candidate_range))
     return found
 
 
-def _found_dated(entry: DatedIds, candidates: DatedIds) -> list[str]:
+def _found_dated(
+    entry: DatedIds, candidates: DatedIds, candidate_range: pa.StructScalar
+) -> list[str]:
     assert entry.publish_times is not None
     assert candidates.publish_times is not None
     entry_range = pc.min_max(entry.publish_times)  # nulls skipped
-    candidate_range = pc.min_max(candidates.publish_times)
     if not entry_range["min"].is_valid or not candidate_range["min"].is_valid:
         return []
     rows = entry.ids.filter(_within(entry.publish_times, candidate_range))
